@@ -1,0 +1,3 @@
+from lerobench.cli import main
+
+main()

@@ -1,0 +1,242 @@
+"""Suite configs as frozen dataclasses, parsed strictly from TOML data files.
+
+Strict means: every unknown key is an error naming the file and the field, because a typo in a
+benchmark config (``max_step = 220``) that is silently ignored changes published numbers.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from lerobench.errors import ConfigError, unknown
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+DEFAULT_PROTOCOL = "standard"
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One benchmark task: what the backend builds and what the policy is told."""
+
+    name: str
+    """Backend task identifier (Meta-World env name, LIBERO task name)."""
+    description: str
+    """Natural-language instruction given to language-conditioned policies."""
+    index: int
+    """Position of the task inside its suite (stable across runs; part of the episode seed)."""
+    group: str | None = None
+    """Difficulty or category group used for per-group aggregates, if the suite has groups."""
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """Settings that define how a number is produced; two runs are comparable only if these match."""
+
+    max_steps: int
+    """Step limit per episode (settle steps excluded)."""
+    settle_steps: int = 0
+    """Steps with ``settle_action`` at episode start that do not count toward the limit."""
+    settle_action: tuple[float, ...] = ()
+    """Action used during settle steps (LIBERO: zeros with the gripper open)."""
+    image_size: tuple[int, int] = (256, 256)
+    """(height, width) of every camera image the policy sees."""
+    cameras: tuple[str, ...] = ()
+    """Cameras available to policies, in order; only the ones a policy consumes are rendered."""
+    flip_images: bool = False
+    """Rotate images 180 degrees before the policy sees them (LIBERO's cameras are upside down)."""
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A benchmark: a backend, its tasks and the default protocol, loaded from one TOML file."""
+
+    name: str
+    description: str
+    backend: str
+    tasks: tuple[TaskSpec, ...]
+    episodes_per_task: int
+    control_fps: float
+    """Simulator control frequency: the fps of recorded videos."""
+    worker_memory_mb: int
+    """Resident memory of one simulator worker; caps the auto batch size."""
+    protocols: dict[str, Protocol]
+    """Named protocols; ``standard`` is the default."""
+    video_camera: str | None = None
+    """Camera used to record videos."""
+    default_policy: str = "random"
+    notes: str = ""
+    source: Path | None = None
+    backend_options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def groups(self) -> list[str]:
+        """Group names in first-appearance order (empty when the suite has no groups)."""
+        seen: dict[str, None] = {}
+        for task in self.tasks:
+            if task.group:
+                seen.setdefault(task.group, None)
+        return list(seen)
+
+    def protocol(self, name: str | None = None) -> Protocol:
+        """Return a named protocol, with a did-you-mean error for unknown names."""
+        name = name or DEFAULT_PROTOCOL
+        if name not in self.protocols:
+            raise unknown(f"protocol for suite {self.name!r}", name, self.protocols)
+        return self.protocols[name]
+
+    def select_tasks(self, names: list[str] | None) -> Suite:
+        """Narrow the suite to ``names`` (order of the suite kept); unknown names are errors."""
+        if not names:
+            return self
+        by_name = {t.name: t for t in self.tasks}
+        for n in names:
+            if n not in by_name:
+                raise unknown(f"task in suite {self.name!r}", n, by_name)
+        wanted = set(names)
+        return replace(self, tasks=tuple(t for t in self.tasks if t.name in wanted))
+
+
+_SUITE_KEYS = {
+    "name", "description", "backend", "tasks", "groups", "episodes_per_task", "control_fps",
+    "worker_memory_mb", "protocol", "protocols", "video_camera", "default_policy", "notes",
+    "backend_options",
+}
+_PROTOCOL_KEYS = {f.name for f in fields(Protocol)}
+
+
+def _fail(path: Path | str, key: str, message: str) -> ConfigError:
+    return ConfigError(f"{path}: field {key!r}: {message}")
+
+
+def _typed(path: Path | str, key: str, value: Any, kind: type | tuple[type, ...]) -> Any:
+    if isinstance(value, bool) and kind is not bool and bool not in (kind if isinstance(kind, tuple) else ()):
+        raise _fail(path, key, f"expected {getattr(kind, '__name__', kind)}, got a boolean")
+    if not isinstance(value, kind):
+        expected = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise _fail(path, key, f"expected {expected}, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _parse_protocol(path: Path | str, key: str, table: dict[str, Any], base: Protocol | None) -> Protocol:
+    for k in table:
+        if k not in _PROTOCOL_KEYS:
+            raise ConfigError(
+                f"{path}: unknown field {key}.{k!r}; expected one of {', '.join(sorted(_PROTOCOL_KEYS))}"
+            )
+    values: dict[str, Any] = {}
+    for k, v in table.items():
+        full = f"{key}.{k}"
+        if k in ("max_steps", "settle_steps"):
+            v = _typed(path, full, v, int)
+            if v < (1 if k == "max_steps" else 0):
+                raise _fail(path, full, f"must be {'>= 1' if k == 'max_steps' else '>= 0'}, got {v}")
+        elif k == "flip_images":
+            v = _typed(path, full, v, bool)
+        elif k == "image_size":
+            v = tuple(_typed(path, full, v, list))
+            if len(v) != 2 or not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in v):
+                raise _fail(path, full, f"expected [height, width] of positive integers, got {list(v)}")
+        elif k == "cameras":
+            v = tuple(_typed(path, full, v, list))
+            if not all(isinstance(x, str) for x in v):
+                raise _fail(path, full, "expected a list of camera names")
+        elif k == "settle_action":
+            v = tuple(float(_typed(path, full, x, (int, float))) for x in _typed(path, full, v, list))
+        values[k] = v
+    if base is None:
+        if "max_steps" not in values:
+            raise _fail(path, f"{key}.max_steps", "missing (every suite needs a step limit)")
+        return Protocol(**values)
+    return replace(base, **values)
+
+
+def _parse_tasks(path: Path | str, raw: Any, groups: dict[str, list[str]]) -> tuple[TaskSpec, ...]:
+    raw = _typed(path, "tasks", raw, list)
+    if not raw:
+        raise _fail(path, "tasks", "a suite needs at least one task")
+    group_of = {t: g for g, names in groups.items() for t in names}
+    tasks: list[TaskSpec] = []
+    for i, entry in enumerate(raw):
+        key = f"tasks[{i}]"
+        if isinstance(entry, str):
+            name, description = entry, entry
+        elif isinstance(entry, dict):
+            extra = set(entry) - {"name", "description"}
+            if extra:
+                raise _fail(path, key, f"unknown keys {sorted(extra)}; a task has 'name' and 'description'")
+            if "name" not in entry:
+                raise _fail(path, f"{key}.name", "missing")
+            name = _typed(path, f"{key}.name", entry["name"], str)
+            description = _typed(path, f"{key}.description", entry.get("description", name), str)
+        else:
+            raise _fail(path, key, f"expected a task name or a table, got {entry!r}")
+        tasks.append(TaskSpec(name=name, description=description, index=i, group=group_of.get(name)))
+    names = [t.name for t in tasks]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise _fail(path, "tasks", f"duplicate task names {dupes}")
+    unknown_in_groups = sorted(set(group_of) - set(names))
+    if unknown_in_groups:
+        raise _fail(path, "groups", f"names tasks that are not in 'tasks': {unknown_in_groups}")
+    return tuple(tasks)
+
+
+def parse_suite(data: dict[str, Any], source: Path | str) -> Suite:
+    """Validate one suite table; every error names ``source`` and the offending field."""
+    for k in data:
+        if k not in _SUITE_KEYS:
+            hint = unknown("field", k, _SUITE_KEYS).args[0].split(".", 1)[1]
+            raise ConfigError(f"{source}: unknown field {k!r}.{hint}")
+    for required in ("name", "backend", "tasks", "protocol"):
+        if required not in data:
+            raise _fail(source, required, "missing")
+    groups_raw = _typed(source, "groups", data.get("groups", {}), dict)
+    groups = {g: list(_typed(source, f"groups.{g}", v, list)) for g, v in groups_raw.items()}
+    standard = _parse_protocol(source, "protocol", _typed(source, "protocol", data["protocol"], dict), None)
+    protocols = {DEFAULT_PROTOCOL: standard}
+    for pname, table in _typed(source, "protocols", data.get("protocols", {}), dict).items():
+        protocols[pname] = _parse_protocol(
+            source, f"protocols.{pname}", _typed(source, f"protocols.{pname}", table, dict), standard
+        )
+    episodes = _typed(source, "episodes_per_task", data.get("episodes_per_task", 10), int)
+    if episodes < 1:
+        raise _fail(source, "episodes_per_task", f"must be >= 1, got {episodes}")
+    memory = _typed(source, "worker_memory_mb", data.get("worker_memory_mb", 500), int)
+    fps = float(_typed(source, "control_fps", data.get("control_fps", 20), (int, float)))
+    if fps <= 0 or memory <= 0:
+        raise _fail(source, "control_fps" if fps <= 0 else "worker_memory_mb", "must be positive")
+    return Suite(
+        name=_typed(source, "name", data["name"], str),
+        description=_typed(source, "description", data.get("description", ""), str),
+        backend=_typed(source, "backend", data["backend"], str),
+        tasks=_parse_tasks(source, data["tasks"], groups),
+        episodes_per_task=episodes,
+        control_fps=fps,
+        worker_memory_mb=memory,
+        protocols=protocols,
+        video_camera=_typed(source, "video_camera", data.get("video_camera"), (str, type(None))),
+        default_policy=_typed(source, "default_policy", data.get("default_policy", "random"), str),
+        notes=_typed(source, "notes", data.get("notes", ""), str),
+        source=Path(source),
+        backend_options=_typed(source, "backend_options", data.get("backend_options", {}), dict),
+    )
+
+
+def load_suite_file(path: Path) -> Suite:
+    """Read and validate one suite TOML file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read suite file ({exc.strerror})") from exc
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+    return parse_suite(data, path)

@@ -1,0 +1,1 @@
+"""Simulator backends and the lazy env / vector env construction around them."""

@@ -1,0 +1,252 @@
+"""The env boundary: a tiny ``Simulator`` protocol per backend, wrapped by one lazy gymnasium env.
+
+Backends only know how to build a task, reset it to episode *i*'s start, step it, read its state and
+render a camera. Everything that defines the protocol (settle steps, step limits, success at any
+step, freezing after the end, flipping images, rendering only consumed cameras) lives once, here.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import gymnasium as gym
+import numpy as np
+
+from lerobench.config import Protocol as EvalProtocol
+from lerobench.config import TaskSpec
+
+
+@runtime_checkable
+class Simulator(Protocol):
+    """One task's simulator, built inside a worker process."""
+
+    def reset_to(self, episode: int, seed: int) -> None:
+        """Put the simulator in episode ``episode``'s start state (fully determined by the arguments)."""
+
+    def step(self, action: np.ndarray) -> tuple[float, bool]:
+        """Apply one action; return (reward, success now)."""
+
+    def state(self) -> np.ndarray:
+        """Low-dimensional proprioceptive state as float32 (cheap: never renders)."""
+
+    def render(self, camera: str, height: int, width: int) -> np.ndarray:
+        """Render ``camera`` as uint8 (height, width, 3), in the simulator's native orientation."""
+
+    def close(self) -> None:
+        """Release the simulator (idempotent)."""
+
+
+class Backend(Protocol):
+    """What a benchmark family provides: static shapes and a simulator factory."""
+
+    name: str
+    extra: str
+    """pip extra that installs the simulator (for 'install lerobench[extra]' hints)."""
+    state_dim: int
+    action_dim: int
+
+    def check_installed(self) -> None:
+        """Raise ``MissingDependencyError`` naming the extra if the simulator cannot be imported."""
+
+    def make_simulator(self, spec: EnvSpec) -> Simulator:
+        """Build the simulator for ``spec.task``; runs in the worker process, never in the parent."""
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """Everything a worker needs to build one task's env; small and picklable."""
+
+    suite: str
+    backend: str
+    task: TaskSpec
+    protocol: EvalProtocol
+    seed: int
+    state_dim: int
+    action_dim: int
+    cameras: tuple[str, ...] = ()
+    """Cameras the policy consumes; only these are rendered every step."""
+    record_camera: str | None = None
+    """Camera rendered for videos, only during episodes the rollout asks to record."""
+    stop_on_success: bool = True
+    slot: int = 0
+    """Index of this env inside its vector env (to pick its episode from reset options)."""
+    backend_options: Mapping[str, Any] = field(default_factory=dict)
+
+
+def episode_seed(run_seed: int, task_index: int, episode: int) -> int:
+    """Seed of one episode: a pure function of (run seed, task, episode), never of worker or timing."""
+    return int(np.random.SeedSequence([run_seed, task_index, episode]).generate_state(1)[0])
+
+
+IDLE = -1
+"""Episode index given to a slot that has no episode left to run."""
+
+
+class LazyTaskEnv(gym.Env):
+    """A gymnasium env for one benchmark task whose simulator is built on the first ``reset``.
+
+    Why lazy: gymnasium's ``AsyncVectorEnv`` calls the env factory once in the parent to read the
+    spaces. Building a LIBERO simulator there costs seconds and ~2 GB for nothing, so the spaces are
+    declared from the ``EnvSpec`` and the simulator is created inside the worker on first reset.
+
+    Why frozen after the end: vector envs step every sub-env together. Once an episode ended
+    (success or limit) further steps return the last observation without touching the simulator,
+    so a finished LIBERO env never raises "executing action in terminated episode" and a finished
+    episode's statistics can never change. The rollout resets the slot when it has a new episode.
+
+    A Python exception inside the simulator ends the episode with ``error`` set instead of killing
+    the worker, so one bad episode does not take down the others.
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, spec: EnvSpec, backend: Backend | None = None):
+        self.spec_ = spec
+        self._backend = backend
+        h, w = spec.protocol.image_size
+        spaces: dict[str, gym.Space] = {
+            "state": gym.spaces.Box(-np.inf, np.inf, (spec.state_dim,), np.float32),
+        }
+        if spec.cameras:
+            spaces["images"] = gym.spaces.Dict(
+                {cam: gym.spaces.Box(0, 255, (h, w, 3), np.uint8) for cam in spec.cameras}
+            )
+        self.observation_space = gym.spaces.Dict(spaces)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (spec.action_dim,), np.float32)
+        self._sim: Simulator | None = None
+        self._episode = IDLE
+        self._record = False
+        self._last_obs = self._zero_obs()
+        self._done = True
+        self._renders = 0
+        self._steps = 0
+        self._return = 0.0
+        self._success = False
+        self._success_now = False
+        self._started = 0.0
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def _zero_obs(self) -> dict[str, Any]:
+        return {k: np.zeros(s.shape, s.dtype) if isinstance(s, gym.spaces.Box) else
+                {c: np.zeros(b.shape, b.dtype) for c, b in s.spaces.items()}
+                for k, s in self.observation_space.spaces.items()}
+
+    def _simulator(self) -> Simulator:
+        if self._sim is None:
+            backend = self._backend
+            if backend is None:
+                from lerobench.registry import get_backend
+
+                backend = get_backend(self.spec_.backend)
+            self._sim = backend.make_simulator(self.spec_)
+        return self._sim
+
+    def _render(self, camera: str) -> np.ndarray:
+        h, w = self.spec_.protocol.image_size
+        img = self._simulator().render(camera, h, w)
+        self._renders += 1
+        if self.spec_.protocol.flip_images:
+            img = img[::-1, ::-1]
+        return np.ascontiguousarray(img, dtype=np.uint8)
+
+    def _observe(self) -> dict[str, Any]:
+        sim = self._simulator()
+        obs: dict[str, Any] = {"state": np.asarray(sim.state(), dtype=np.float32)}
+        if self.spec_.cameras:
+            obs["images"] = {cam: self._render(cam) for cam in self.spec_.cameras}
+        return obs
+
+    def _frame(self, obs: dict[str, Any]) -> np.ndarray | None:
+        cam = self.spec_.record_camera
+        if not self._record or cam is None:
+            return None
+        if cam in self.spec_.cameras:
+            return None  # the rollout reuses the policy's image: never render twice
+        return self._render(cam)
+
+    def _summary(self, error: str | None) -> dict[str, Any]:
+        return {
+            "episode": self._episode,
+            "success": bool(self._success),
+            "success_at_end": bool(self._success_now),
+            "steps": self._steps,
+            "return": float(self._return),
+            "elapsed_s": time.perf_counter() - self._started,
+            "renders": self._renders,
+            "error": error,
+        }
+
+    # -- gymnasium API ---------------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        """Start the episode assigned to this slot in ``options['episodes']`` (or go idle)."""
+        super().reset(seed=seed)
+        options = options or {}
+        episodes = options.get("episodes")
+        self._episode = int(episodes[self.spec_.slot]) if episodes is not None else 0
+        record = options.get("record")
+        self._record = bool(record[self.spec_.slot]) if record is not None else False
+        self._steps, self._return, self._renders = 0, 0.0, 0
+        self._success = self._success_now = False
+        self._started = time.perf_counter()
+        if self._episode == IDLE:
+            self._done = True
+            self._last_obs = self._zero_obs()
+            return self._last_obs, {"idle": True}
+        try:
+            sim = self._simulator()
+            sim.reset_to(self._episode, episode_seed(self.spec_.seed, self.spec_.task.index, self._episode))
+            settle = np.asarray(self.spec_.protocol.settle_action, dtype=np.float32)
+            for _ in range(self.spec_.protocol.settle_steps):
+                sim.step(settle)
+            self._last_obs = self._observe()
+        except Exception:  # noqa: BLE001 - contained: reported as this episode's error
+            self._done = True
+            self._last_obs = self._zero_obs()
+            return self._last_obs, {"episode_end": self._summary(_format_error("reset"))}
+        self._done = False
+        info: dict[str, Any] = {}
+        frame = self._frame(self._last_obs)
+        if frame is not None:
+            info["frame"] = frame
+        return self._last_obs, info
+
+    def step(self, action: np.ndarray):
+        """Advance one step; a finished or idle env stays frozen and reports nothing new."""
+        if self._done:
+            return self._last_obs, 0.0, True, False, {}
+        try:
+            action = np.asarray(action, dtype=np.float32)
+            reward, success = self._simulator().step(action)
+            self._steps += 1
+            self._return += float(reward)
+            self._success_now = bool(success)
+            self._success = self._success or self._success_now
+            self._last_obs = self._observe()
+        except Exception:  # noqa: BLE001 - contained: reported as this episode's error
+            self._done = True
+            return self._last_obs, 0.0, True, False, {"episode_end": self._summary(_format_error("step"))}
+        terminated = self._success_now and self.spec_.stop_on_success
+        truncated = not terminated and self._steps >= self.spec_.protocol.max_steps
+        info: dict[str, Any] = {"success": self._success_now}
+        frame = self._frame(self._last_obs)
+        if frame is not None:
+            info["frame"] = frame
+        if terminated or truncated:
+            self._done = True
+            info["episode_end"] = self._summary(None)
+        return self._last_obs, float(reward), terminated, truncated, info
+
+    def close(self):
+        """Close the simulator; safe to call twice."""
+        sim, self._sim = self._sim, None
+        if sim is not None:
+            sim.close()
+
+
+def _format_error(where: str) -> str:
+    lines = traceback.format_exc().strip().splitlines()
+    return f"simulator {where} failed: {lines[-1] if lines else 'unknown error'}"

@@ -1,0 +1,32 @@
+"""Builds one task's vector env from lazy envs: workers start first, simulators are built inside them."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import replace
+
+import gymnasium as gym
+from gymnasium.vector import AutoresetMode
+
+from lerobench.envs.base import EnvSpec, LazyTaskEnv
+
+START_METHOD = "forkserver"
+"""Workers start from a clean server process: no inherited GL contexts, torch threads or locks."""
+
+
+def _make_env(spec: EnvSpec) -> LazyTaskEnv:
+    return LazyTaskEnv(spec)
+
+
+def make_vector_env(spec: EnvSpec, batch_size: int) -> gym.vector.VectorEnv:
+    """``batch_size`` lazy envs of one task: in-process for 1, one worker process each otherwise.
+
+    Autoreset is disabled: the rollout decides which slot starts which episode, so the init-state
+    order never depends on which episode finished first.
+    """
+    fns = [functools.partial(_make_env, replace(spec, slot=i)) for i in range(batch_size)]
+    if batch_size == 1:
+        return gym.vector.SyncVectorEnv(fns, autoreset_mode=AutoresetMode.DISABLED)
+    return gym.vector.AsyncVectorEnv(
+        fns, shared_memory=True, context=START_METHOD, autoreset_mode=AutoresetMode.DISABLED
+    )

@@ -1,0 +1,55 @@
+"""One error family, raised deep down and turned into one red line + exit code by the CLI."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class LerobenchError(Exception):
+    """Base of every error a user can act on; ``exit_code`` is what the CLI exits with."""
+
+    exit_code = 2
+
+
+class ConfigError(LerobenchError):
+    """A suite file or a command-line setting is invalid."""
+
+
+class UnknownNameError(LerobenchError):
+    """A suite, task, backend, protocol or policy name does not exist."""
+
+
+class MissingDependencyError(LerobenchError):
+    """A backend or policy needs an optional extra that is not installed."""
+
+
+class PolicyError(LerobenchError):
+    """A policy raised or returned an invalid action; the run stops but finished results are kept."""
+
+    exit_code = 1
+
+
+class RunError(LerobenchError):
+    """The evaluation could not continue (worker failure that cannot be contained, writer failure)."""
+
+    exit_code = 1
+
+
+class ResumeError(LerobenchError):
+    """``--resume`` was asked for a directory whose run does not match this one."""
+
+
+def did_you_mean(name: str, valid: Iterable[str]) -> str:
+    """Return a ' Did you mean ...?' hint (or a list of valid names) for an unknown ``name``."""
+    valid = sorted(valid)
+    close = difflib.get_close_matches(name, valid, n=3, cutoff=0.5)
+    if close:
+        return " Did you mean " + " or ".join(repr(c) for c in close) + "?"
+    shown = ", ".join(valid[:12]) + (", ..." if len(valid) > 12 else "")
+    return f" Valid names: {shown}." if valid else ""
+
+
+def unknown(kind: str, name: str, valid: Iterable[str]) -> UnknownNameError:
+    """Build the standard 'unknown X' error with a did-you-mean hint."""
+    return UnknownNameError(f"unknown {kind} {name!r}.{did_you_mean(name, valid)}")

@@ -1,0 +1,56 @@
+"""Turns a ``--policy`` string into a policy object: a built-in name or ``module.path:factory``."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from lerobench.errors import ConfigError, PolicyError, unknown
+from lerobench.policies.base import ObservationNeeds, PolicyContext
+from lerobench.policies.builtin import BUILTIN
+
+
+def load_policy(spec: str, context: PolicyContext) -> Any:
+    """Build the policy named by ``spec`` for ``context``; validates the result's interface."""
+    if spec in BUILTIN:
+        policy = BUILTIN[spec](context)
+    elif ":" in spec and not spec.startswith(("ws://", "wss://")):
+        policy = _from_factory(spec, context)
+    else:
+        raise unknown("policy", spec, [*BUILTIN, "module.path:factory"])
+    return _validated(spec, policy, context)
+
+
+def _from_factory(spec: str, context: PolicyContext) -> Any:
+    module_name, _, attr = spec.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"policy {spec!r}: cannot import module {module_name!r} ({exc})") from exc
+    factory = getattr(module, attr, None)
+    if factory is None or not callable(factory):
+        public = [n for n in dir(module) if not n.startswith("_")]
+        raise unknown(f"policy factory in module {module_name!r}", attr, public)
+    try:
+        return factory(context)
+    except Exception as exc:  # noqa: BLE001 - a user factory may raise anything; name it
+        raise PolicyError(f"policy {spec!r}: factory raised {type(exc).__name__}: {exc}") from exc
+
+
+def observation_needs(policy: Any) -> ObservationNeeds:
+    """A policy's declared needs; policies that declare nothing are state-only."""
+    return getattr(policy, "observation_needs", None) or ObservationNeeds()
+
+
+def _validated(spec: str, policy: Any, context: PolicyContext) -> Any:
+    for method in ("reset", "select_action"):
+        if not callable(getattr(policy, method, None)):
+            raise ConfigError(f"policy {spec!r}: the object returned has no {method}() method")
+    needs = observation_needs(policy)
+    unknown_cams = [c for c in needs.cameras if c not in context.cameras]
+    if unknown_cams:
+        raise ConfigError(
+            f"policy {spec!r} consumes cameras {unknown_cams}, but suite {context.suite!r} offers "
+            f"{list(context.cameras) or 'no cameras'}"
+        )
+    return policy

