@@ -65,7 +65,8 @@ def wilson_interval(successes: int, n: int, z: float = 1.959964) -> list[float]:
     denom = 1 + z * z / n
     center = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return [max(0.0, center - half), min(1.0, center + half)]
+    # Clamp so float rounding never puts the interval beside the rate (at 0% and 100% it touches it).
+    return [round(max(0.0, min(p, center - half)), 6), round(min(1.0, max(p, center + half)), 6)]
 
 
 def _mean(values: list[float]) -> float | None:

@@ -78,6 +78,8 @@ class MetaWorldBackend:
     state_dim = 39
     action_dim = 4
     cameras = CAMERAS
+    n_init_states = 50
+    preload_modules = ("metaworld", "metaworld.policies")
 
     def check_installed(self) -> None:
         """Fail early with the install hint instead of inside a worker."""

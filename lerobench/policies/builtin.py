@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -73,9 +74,11 @@ class MetaWorldExpertPolicy:
     def select_action(self, observation: dict[str, Any], task_descriptions: list[str]) -> np.ndarray:
         """Ask each env's task expert for its action."""
         states = observation["state"]
-        return np.stack(
-            [self._experts[task].get_action(states[i]) for i, task in enumerate(observation["task"])]
-        ).astype(np.float32)
+        with warnings.catch_warnings():  # experts' gains exceed 1 on purpose; the env clips to [-1, 1]
+            warnings.filterwarnings("ignore", message="Constant", category=UserWarning)
+            return np.stack(
+                [self._experts[task].get_action(states[i]) for i, task in enumerate(observation["task"])]
+            ).astype(np.float32)
 
 
 def make_random(context: PolicyContext) -> RandomPolicy:

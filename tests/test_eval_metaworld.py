@@ -1,0 +1,118 @@
+"""End-to-end evaluations on the real Meta-World simulator (short horizons)."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from lerobench.cli import app
+
+pytest.importorskip("metaworld")
+runner = CliRunner()
+
+EPISODE_FIELDS = {"task", "episode", "trial", "seed", "init_state", "success", "success_at_end", "steps",
+                  "return", "elapsed_s", "error", "video", "renders"}
+TASK_FIELDS = {"task", "description", "n_episodes", "successes", "success_rate", "ci95", "mean_steps",
+               "mean_return", "n_errors"}
+OVERALL_FIELDS = {"n_episodes", "successes", "success_rate", "ci95", "eval_s", "episodes_per_s", "env_steps_per_s"}
+
+
+def run(*args):
+    result = runner.invoke(app, ["eval", *args])
+    return result
+
+
+def episodes(out):
+    return [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+
+
+def test_expert_run_writes_every_field(tmp_path):
+    out = tmp_path / "run"
+    result = run("--suite", "metaworld_easy", "--tasks", "reach-v3,button-press-v3", "--policy", "metaworld-expert",
+                 "--episodes", "2", "--batch-size", "2", "--videos", "0", "--output", str(out), "--seed", "3")
+    assert result.exit_code == 0, result.output
+    eps = episodes(out)
+    assert len(eps) == 4 and all(set(e) == EPISODE_FIELDS for e in eps)
+    assert sorted((e["task"], e["episode"]) for e in eps) == [
+        ("button-press-v3", 0), ("button-press-v3", 1), ("reach-v3", 0), ("reach-v3", 1)]
+    assert all(e["renders"] == 0 and e["error"] is None for e in eps)  # state-only: nothing rendered
+    results = json.loads((out / "results.json").read_text())
+    assert results["complete"] and results["suite"] == "metaworld_easy"
+    assert results["config"]["episodes_per_task"] == 2 and results["config"]["seed"] == 3
+    prov = results["provenance"]
+    assert prov["versions"]["mujoco"] and prov["versions"]["metaworld"] and prov["lerobench"]
+    assert prov["usable_cores"] >= 1 and prov["command"]
+    assert {t["task"] for t in results["tasks"]} == {"reach-v3", "button-press-v3"}
+    for t in results["tasks"]:
+        assert TASK_FIELDS <= set(t)
+        assert t["ci95"][0] <= t["success_rate"] <= t["ci95"][1]
+    assert results["groups"]["easy"]["n_episodes"] == 4
+    overall = results["overall"]
+    assert OVERALL_FIELDS <= set(overall) and overall["n_episodes"] == 4
+    assert overall["success_rate"] > 0
+    assert overall["ci95"][0] <= overall["success_rate"] <= overall["ci95"][1]
+    assert overall["successes"] == sum(e["success"] for e in eps)
+
+
+def _outcomes(out):
+    return sorted((e["task"], e["episode"], e["seed"], e["init_state"], e["success"], e["steps"],
+                   round(e["return"], 6)) for e in episodes(out))
+
+
+def test_same_seed_same_episodes_for_batch_1_and_2(tmp_path):
+    common = ["--suite", "smoke", "--policy", "random", "--episodes", "3", "--max-steps", "25", "--videos", "0",
+              "--seed", "11"]
+    assert run(*common, "--batch-size", "1", "--output", str(tmp_path / "b1")).exit_code == 0
+    assert run(*common, "--batch-size", "2", "--output", str(tmp_path / "b2")).exit_code == 0
+    one, two = _outcomes(tmp_path / "b1"), _outcomes(tmp_path / "b2")
+    assert one == two
+    assert len({o[6] for o in one}) == len(one)  # episodes really differ from each other
+    assert run(*common[:-1], "12", "--batch-size", "2", "--output", str(tmp_path / "s12")).exit_code == 0
+    assert _outcomes(tmp_path / "s12") != two
+
+
+def test_unknown_suite_and_policy_exit_2_with_one_line(tmp_path):
+    result = run("--suite", "metaworld_mt1O", "--output", str(tmp_path / "x"))
+    assert result.exit_code == 2 and "metaworld_mt10" in result.output and "Traceback" not in result.output
+    result = run("--suite", "smoke", "--policy", "randm", "--output", str(tmp_path / "y"))
+    assert result.exit_code == 2 and "'random'" in result.output and "Traceback" not in result.output
+    result = run("--suite", "smoke", "--tasks", "reach", "--output", str(tmp_path / "z"))
+    assert result.exit_code == 2 and "reach-v3" in result.output
+
+
+@pytest.mark.parametrize("factory, message", [("make_wrong_shape", "expected actions of shape"),
+                                              ("make_raises", "policy raised RuntimeError: boom")])
+def test_bad_policy_output_names_suite_task_episode(tmp_path, factory, message):
+    result = run("--suite", "smoke", "--policy", f"fixture_policies:{factory}", "--max-steps", "5", "--videos",
+                 "0", "--output", str(tmp_path / "o"))
+    assert result.exit_code == 1
+    assert message in result.output and "suite 'smoke'" in result.output and "task 'reach-v3'" in result.output
+    assert "episode 0" in result.output and "Traceback" not in result.output
+
+
+def test_policy_failure_keeps_finished_results(tmp_path):
+    out = tmp_path / "o"
+    result = run("--suite", "smoke", "--policy", "fixture_policies:make_nan_after", "--max-steps", "5",
+                 "--videos", "0", "--output", str(out))
+    assert result.exit_code == 1 and "NaN" in result.output and "button-press-v3" in result.output
+    eps = episodes(out)
+    assert [(e["task"], e["steps"]) for e in eps] == [("reach-v3", 5)]
+    results = json.loads((out / "results.json").read_text())
+    assert not results["complete"] and results["overall"]["n_episodes"] == 1
+
+
+def test_camera_policy_renders_state_policy_does_not(tmp_path):
+    common = ["--suite", "smoke", "--tasks", "reach-v3", "--max-steps", "3", "--videos", "0"]
+    assert run(*common, "--policy", "zero", "--output", str(tmp_path / "z")).exit_code == 0
+    assert episodes(tmp_path / "z")[0]["renders"] == 0
+    result = run(*common, "--policy", "fixture_policies:make_camera", "--output", str(tmp_path / "c"))
+    assert result.exit_code == 0, result.output
+    assert episodes(tmp_path / "c")[0]["renders"] == 4  # reset + 3 steps, one camera
+
+
+def test_existing_output_needs_resume(tmp_path):
+    out = tmp_path / "o"
+    common = ["--suite", "smoke", "--tasks", "reach-v3", "--max-steps", "3", "--videos", "0", "--policy", "zero"]
+    assert run(*common, "--output", str(out)).exit_code == 0
+    result = run(*common, "--output", str(out))
+    assert result.exit_code == 2 and "--resume" in result.output
