@@ -63,10 +63,14 @@ def backend_names() -> dict[str, str]:
 
 
 def get_backend(name: str) -> Backend:
-    """Import a backend object by name (its simulator import stays lazy)."""
+    """Import a backend by registered name or ``module:attr`` (its simulator import stays lazy)."""
     names = backend_names()
-    if name not in names:
+    if ":" in name:  # "package.module:OBJECT" names a backend without registering an entry point
+        target = name
+    elif name in names:
+        target = names[name]
+    else:
         raise unknown("backend", name, names)
-    module_name, _, attr = names[name].partition(":")
+    module_name, _, attr = target.partition(":")
     module = importlib.import_module(module_name)
     return getattr(module, attr)

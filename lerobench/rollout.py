@@ -65,9 +65,28 @@ class NullRecorder:
 class WorkerFailure(Exception):
     """A simulator worker died or hung; ``in_flight`` episodes were lost and must be recorded as errors."""
 
-    def __init__(self, message: str, in_flight: list[int]):
+    def __init__(self, message: str, in_flight: list[int], hung: bool = False):
         super().__init__(message)
         self.in_flight = in_flight
+        self.hung = hung
+        self.requeued: list[int] = []
+
+
+def _failed_slots(venv: Any, active: list[int], failure: WorkerFailure) -> list[int]:
+    """Which active slots' workers are dead (or, after a timeout, have not answered).
+
+    Only those episodes become errors; if the culprit cannot be told apart, every active one does.
+    """
+    processes = getattr(venv, "processes", None)
+    pipes = getattr(venv, "parent_pipes", None)
+    if not processes:
+        return active
+    for i in active:
+        processes[i].join(timeout=0.5 if not failure.hung else 0)
+    dead = [i for i in active if not processes[i].is_alive()]
+    if not dead and failure.hung and pipes:
+        dead = [i for i in active if not pipes[i].poll()]
+    return dead or active
 
 
 @dataclass
@@ -204,10 +223,17 @@ def run_episodes(
             on_steps(int(active.sum()))
             needs_reset = collect(obs, infos)
     except WorkerFailure as failure:
-        failure.in_flight = [s.episode for s in slots if s.active]
+        culprits = _failed_slots(venv, [i for i, s in enumerate(slots) if s.active], failure)
+        failure.in_flight = [slots[i].episode for i in culprits]
+        for i in culprits:
+            finish(i, None, error=f"worker failure: {failure}")
         for i, slot in enumerate(slots):
-            if slot.active:
-                finish(i, None, error=f"worker failure: {failure}")
+            if slot.active:  # innocent bystanders of the broken vector env: rerun them from the start
+                if slot.recording is not None:
+                    slot.recording.abort()
+                    slot.recording = None
+                failure.requeued.append(slot.episode)
+                slot.episode = IDLE
         raise
     except BaseException:
         for slot in slots:
@@ -238,7 +264,8 @@ def _call(method: Callable[..., Any], *args: Any, timeout: float | None = None, 
     except (EOFError, BrokenPipeError, ConnectionResetError) as exc:
         raise WorkerFailure(f"a simulator worker died ({type(exc).__name__})", []) from exc
     except multiprocessing.TimeoutError as exc:
-        raise WorkerFailure(f"a simulator step took longer than --episode-timeout {timeout} s", []) from exc
+        raise WorkerFailure(f"a simulator step took longer than --episode-timeout {timeout} s", [],
+                            hung=True) from exc
 
 
 def _next_actions(policy: Any, obs: dict[str, Any], slots: list[_Slot], queues: list[deque[np.ndarray]],

@@ -212,7 +212,7 @@ class Evaluation:
         if not results_path.exists():
             raise ResumeError(f"cannot resume: {results_path} does not exist")
         previous = json.loads(results_path.read_text(encoding="utf-8")).get("config", {})
-        current = self.config()
+        current = json.loads(json.dumps(self.config()))  # tuples -> lists, as they were stored
         for key in RESULT_DEFINING:
             if previous.get(key) != current.get(key):
                 raise ResumeError(f"cannot resume {out}: {key} differs (previous {previous.get(key)!r}, "

@@ -1,0 +1,224 @@
+"""LIBERO backend: one BDDL task in a robosuite env that renders only the cameras a policy consumes.
+
+Importing this module imports no simulator; ``make_simulator`` runs inside the worker process.
+
+Non-obvious behaviours (each measured on LIBERO with robosuite 1.4 / MuJoCo 3.3):
+
+- **Rendering off unless consumed.** ``OffScreenRenderEnv`` always builds an EGL context and renders
+  ``agentview`` and the wrist camera every step (~200 ms/step on CPU at 256x256, vs ~15 ms without).
+  We build its base class ``ControlEnv`` with the same arguments, but with ``has_offscreen_renderer``
+  and ``use_camera_obs`` only when a camera is consumed or recorded, and only those cameras.
+- **Images and state come from robosuite's observation dict**, as in LIBERO's own evaluation,
+  openpi and LeRobot: robosuite samples its observables on the first physics substep of a control
+  step, so they lag the end of the step slightly, and policies were trained on exactly that. Only a
+  recording camera the policy does not consume is rendered on demand, at the end of the step.
+- **Soft resets.** A hard reset rebuilds the MuJoCo model and GL context (2-4 s and a GL context per
+  episode). We reset the data in place instead, which is as deterministic: the result depends
+  only on ``(episode, seed)``, never on earlier episodes (the one piece of state robosuite keeps
+  across soft resets, the Panda gripper's ramped command, is cleared explicitly).
+- **Seeding matters.** LIBERO's init states fix every joint, but fixtures (cabinets, stoves, racks)
+  are static bodies placed by ``np.random`` at each reset; we seed that from the episode seed so
+  their placement is reproducible per episode instead of depending on how many resets came before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import math
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from lerobench.errors import MissingDependencyError, unknown
+
+if TYPE_CHECKING:
+    from lerobench.envs.base import EnvSpec
+
+STANDARD_SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_10", "libero_90")
+"""The LIBERO suites lerobench ships; used to find a task when ``backend_options.suite`` is missing."""
+
+_INSTALL_HINT = "install lerobench[libero] (pip install 'lerobench[libero]')"
+
+
+def quat_to_axis_angle(quat_xyzw: np.ndarray) -> np.ndarray:
+    """Convert a robosuite (x, y, z, w) quaternion to an axis-angle 3-vector.
+
+    Matches ``robosuite.utils.transform_utils.quat2axisangle`` (what LIBERO policies were trained on),
+    including that it does not canonicalise ``w`` to be non-negative, so angles lie in [0, 2*pi).
+    A quaternion with ``|w| = 1`` is the identity rotation and maps to zeros instead of dividing by 0.
+    """
+    q = np.asarray(quat_xyzw, dtype=np.float64)
+    w = min(max(float(q[3]), -1.0), 1.0)
+    den = math.sqrt(1.0 - w * w)
+    if den < 1e-12:
+        return np.zeros(3)
+    return q[:3] * 2.0 * math.acos(w) / den
+
+
+def _configure_robosuite_logging() -> None:
+    """Turn off robosuite's ``/tmp/robosuite.log`` and its import-time warnings, before robosuite loads.
+
+    robosuite 1.4 builds its logger on first import from ``robosuite.macros``: it appends DEBUG lines
+    to the shared file ``/tmp/robosuite.log`` (a PermissionError on machines where another user owns
+    it) and every worker prints three "No private macro file found!" warnings. Macros are meant to be
+    set before robosuite reads them, but importing ``robosuite.macros`` runs the package ``__init__``
+    that reads them. So we execute the pristine ``macros.py`` ourselves, set the two logging levels
+    and register it as ``robosuite.macros``; physics and rendering macros keep their defaults.
+    No-op if robosuite is already imported.
+    """
+    if "robosuite" in sys.modules or "robosuite.macros" in sys.modules:
+        return
+    package = importlib.util.find_spec("robosuite")
+    if package is None or not package.submodule_search_locations:
+        return
+    location = next(iter(package.submodule_search_locations))
+    spec = importlib.util.spec_from_file_location("robosuite.macros", f"{location}/macros.py")
+    if spec is None or spec.loader is None:
+        return
+    macros = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(macros)
+    macros.FILE_LOGGING_LEVEL = None
+    macros.CONSOLE_LOGGING_LEVEL = "ERROR"
+    sys.modules["robosuite.macros"] = macros
+    import robosuite
+
+    robosuite.macros = macros  # what a normal submodule import sets on the package
+
+
+def _find_task(suite: str | None, name: str) -> tuple[Any, int]:
+    """Return (LIBERO benchmark object, task id) for a task name, searching ``suite`` or all suites."""
+    from libero.libero import benchmark
+
+    suites = (suite,) if suite else STANDARD_SUITES
+    available = benchmark.get_benchmark_dict()
+    names: list[str] = []
+    for suite_name in suites:
+        if suite_name not in available:
+            raise unknown("LIBERO suite", suite_name, available)
+        with contextlib.redirect_stdout(io.StringIO()):  # it prints its task order on construction
+            bench = available[suite_name]()
+        task_names = bench.get_task_names()
+        if name in task_names:
+            return bench, task_names.index(name)
+        names += task_names
+    raise unknown(f"LIBERO task in {' / '.join(suites)}", name, names)
+
+
+class LiberoSimulator:
+    """One LIBERO task; satisfies ``lerobench.envs.base.Simulator``."""
+
+    def __init__(self, spec: EnvSpec):
+        _configure_robosuite_logging()
+        from libero.libero.envs.env_wrapper import ControlEnv
+
+        bench, task_id = _find_task(spec.backend_options.get("suite"), spec.task.name)
+        self._init_states = np.asarray(bench.get_task_init_states(task_id))
+        height, width = spec.protocol.image_size
+        self._cameras = tuple(dict.fromkeys(_robosuite_camera(c) for c in spec.cameras))
+        self._renders = bool(self._cameras) or spec.record_camera is not None
+        self._env: Any = ControlEnv(
+            bddl_file_name=bench.get_task_bddl_file_path(task_id),
+            camera_names=list(self._cameras),
+            camera_heights=height,
+            camera_widths=width,
+            use_camera_obs=bool(self._cameras),
+            has_renderer=False,
+            has_offscreen_renderer=self._renders,
+            hard_reset=False,
+            ignore_done=True,  # lerobench enforces step limits; robosuite's horizon would raise at 1000
+        )
+        self._obs: dict[str, Any] = {}
+
+    def reset_to(self, episode: int, seed: int) -> None:
+        """Reset in place, then load init state ``episode mod 50`` (after ``reset``, which samples)."""
+        env = self._live()
+        env.seed(seed)
+        env.reset()
+        for robot in env.robots:
+            # The Panda gripper ramps its command from ``current_action``; a hard reset rebuilds the
+            # gripper with zeros, a soft one keeps the previous episode's value (changes trajectories).
+            robot.gripper.current_action = np.zeros(robot.gripper.dof)
+        self._obs = env.set_init_state(self._init_states[episode % len(self._init_states)])
+
+    def step(self, action: np.ndarray) -> tuple[float, bool]:
+        """Apply one 7-D action; success is LIBERO's ``done`` (its goal predicates after this step)."""
+        obs, reward, done, _ = self._live().step(np.asarray(action, dtype=np.float64))
+        self._obs = obs
+        return float(reward), bool(done)
+
+    def state(self) -> np.ndarray:
+        """8-D state: eef position, eef axis-angle, gripper joint positions (LIBERO policies' layout)."""
+        if not self._obs:
+            raise RuntimeError("LIBERO simulator has no observation yet: call reset_to first")
+        return np.concatenate(
+            [
+                self._obs["robot0_eef_pos"],
+                quat_to_axis_angle(self._obs["robot0_eef_quat"]),
+                self._obs["robot0_gripper_qpos"],
+            ]
+        ).astype(np.float32)
+
+    def render(self, camera: str, height: int, width: int) -> np.ndarray:
+        """Return the camera image robosuite rendered in the last step, or render it now (videos)."""
+        name = _robosuite_camera(camera)
+        image = self._obs.get(f"{name}_image")
+        if image is not None and image.shape[:2] == (height, width):
+            return image
+        if not self._renders:
+            raise RuntimeError(
+                f"camera {camera!r} was not requested: the LIBERO env was built without a renderer "
+                "(declare it in EnvSpec.cameras or record_camera)"
+            )
+        return self._live().sim.render(camera_name=name, width=width, height=height)
+
+    def close(self) -> None:
+        """Free the MuJoCo sim and GL context; safe to call twice."""
+        env, self._env = self._env, None
+        self._obs = {}
+        if env is not None:
+            env.close()
+
+    def _live(self) -> Any:
+        if self._env is None:
+            raise RuntimeError("LIBERO simulator is closed")
+        return self._env
+
+
+def _robosuite_camera(name: str) -> str:
+    """Map a camera name (``agentview`` or the obs key ``agentview_image``) to robosuite's camera."""
+    return name.removesuffix("_image")
+
+
+@dataclass(frozen=True)
+class LiberoBackend:
+    """LIBERO's shapes and simulator factory (``lerobench.envs.base.Backend``)."""
+
+    name: str = "libero"
+    extra: str = "libero"
+    state_dim: int = 8
+    action_dim: int = 7
+
+    def check_installed(self) -> None:
+        """Fail early, in the parent, if LIBERO or its simulator stack is missing.
+
+        Imports only ``libero.libero`` (cheap: paths and YAML; it never prompts or writes a config)
+        and looks robosuite and MuJoCo up without importing them (importing costs ~170 MB).
+        """
+        try:
+            import libero.libero  # noqa: F401
+        except ImportError as exc:
+            raise MissingDependencyError(f"the LIBERO backend needs LIBERO: {_INSTALL_HINT} ({exc})") from exc
+        for module in ("robosuite", "mujoco", "bddl"):
+            if importlib.util.find_spec(module) is None:
+                raise MissingDependencyError(f"the LIBERO backend needs {module}: {_INSTALL_HINT}")
+
+    def make_simulator(self, spec: EnvSpec) -> LiberoSimulator:
+        """Build the task's simulator (in the worker process)."""
+        return LiberoSimulator(spec)
+
+
+BACKEND = LiberoBackend()

@@ -1,0 +1,148 @@
+"""Nothing lost: contained worker crashes, kill-and-resume, Ctrl-C; all on the real Meta-World sim."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from lerobench.cli import app
+
+pytest.importorskip("metaworld")
+TESTS = Path(__file__).parent
+runner = CliRunner()
+
+
+def crash_suite(tmp_path, mode, crash_episode=1, crash_step=3):
+    path = tmp_path / f"crash_{mode}.toml"
+    path.write_text(f"""
+name = "crash_{mode}"
+backend = "crash_backend:BACKEND"
+episodes_per_task = 4
+control_fps = 80
+worker_memory_mb = 400
+backend_options = {{ crash_episode = {crash_episode}, crash_step = {crash_step}, mode = "{mode}" }}
+tasks = ["reach-v3"]
+
+[protocol]
+max_steps = 8
+""")
+    return path
+
+
+def episodes(out):
+    return [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("mode", ["exit", "kill", "hang", "raise"])
+def test_crashed_or_hung_worker_costs_only_its_episode(tmp_path, mode):
+    out = tmp_path / "o"
+    args = ["eval", "--suite", str(crash_suite(tmp_path, mode)), "--policy", "random", "--batch-size", "2",
+            "--videos", "0", "--output", str(out)]
+    if mode == "hang":
+        args += ["--episode-timeout", "3"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    eps = {e["episode"]: e for e in episodes(out)}
+    assert sorted(eps) == [0, 1, 2, 3]  # every episode recorded exactly once
+    assert eps[1]["error"] and not eps[1]["success"]
+    assert all(eps[i]["error"] is None and eps[i]["steps"] == 8 for i in (0, 2, 3))
+    results = json.loads((out / "results.json").read_text())
+    assert results["overall"]["n_errors"] == 1 and results["tasks"][0]["n_errors"] == 1
+    assert results["overall"]["n_episodes"] == 4
+
+
+def _cmd(out, *extra):
+    return [sys.executable, "-m", "lerobench", "eval", "--suite", "smoke", "--policy", "random", "--episodes", "6",
+            "--max-steps", "60", "--batch-size", "2", "--videos", "0", "--seed", "5", "--output", str(out), *extra]
+
+
+def _env():
+    return {**os.environ, "MUJOCO_GL": "egl", "PYTHONPATH": str(TESTS)}
+
+
+def _outcomes(out):
+    return sorted((e["task"], e["episode"], e["seed"], e["success"], e["steps"], round(e["return"], 6))
+                  for e in episodes(out))
+
+
+def _aggregates(out):
+    r = json.loads((out / "results.json").read_text())
+    strip = lambda d: {k: v for k, v in d.items() if k not in ("eval_s", "episodes_per_s", "env_steps_per_s")}  # noqa: E731
+    return [strip(t) for t in r["tasks"]], strip(r["overall"]), r["complete"]
+
+
+def _wait_for_lines(path, n, proc, limit=120):
+    start = time.time()
+    while time.time() - start < limit:
+        if path.exists() and len(path.read_text().splitlines()) >= n:
+            return
+        assert proc.poll() is None, "run ended before it could be interrupted"
+        time.sleep(0.05)
+    raise AssertionError("no progress")
+
+
+def _session_processes(sid):
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":
+            found.append(stat.parent.name)
+    return found
+
+
+def test_kill_and_resume_equals_uninterrupted_run(tmp_path):
+    full, cut = tmp_path / "full", tmp_path / "cut"
+    assert subprocess.run(_cmd(full), env=_env(), capture_output=True).returncode == 0
+    proc = subprocess.Popen(_cmd(cut), env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    _wait_for_lines(cut / "episodes.jsonl", 3, proc)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    with open(cut / "episodes.jsonl", "a") as f:
+        f.write('{"task": "button-press-v3", "epis')  # a line cut off mid-write by the kill
+    partial = episodes_before = len((cut / "episodes.jsonl").read_text().splitlines()) - 1
+    assert 3 <= partial < 12
+    resumed = subprocess.run(_cmd(cut, "--resume"), env=_env(), capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr
+    assert _outcomes(cut) == _outcomes(full)
+    assert len(episodes(cut)) == 12 and episodes_before < 12
+    assert _aggregates(cut) == _aggregates(full)
+
+
+def test_resume_refuses_a_different_config(tmp_path):
+    out = tmp_path / "o"
+    assert subprocess.run(_cmd(out), env=_env(), capture_output=True).returncode == 0
+    other = _cmd(out, "--resume")
+    other[other.index("--seed") + 1] = "6"
+    result = subprocess.run(other, env=_env(), capture_output=True, text=True)
+    assert result.returncode == 2 and "seed differs" in result.stderr
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_interrupt_saves_results_and_leaves_no_processes(tmp_path, sig, code):
+    out = tmp_path / "o"
+    cmd = _cmd(out)
+    cmd[cmd.index("--max-steps") + 1] = "400"
+    cmd[cmd.index("--episodes") + 1] = "40"
+    proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    _wait_for_lines(out / "episodes.jsonl", 2, proc)
+    os.killpg(proc.pid, sig)  # like a terminal: the whole process group gets the signal
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == code, stderr
+    assert "--resume" in stderr and "Traceback" not in stderr
+    time.sleep(1.0)
+    assert _session_processes(proc.pid) == []
+    saved = episodes(out)
+    assert len(saved) >= 2
+    results = json.loads((out / "results.json").read_text())
+    assert results["overall"]["n_episodes"] == len(saved) and not results["complete"]
