@@ -13,13 +13,16 @@ from pathlib import Path
 
 # suite: (description, community max_steps, LeRobot max_steps)
 SUITES = {
-    "libero_spatial": ("LIBERO-Spatial: the same objects in 10 layouts; pick the named bowl, place it on the plate.",
-                       220, 280),
-    "libero_object": ("LIBERO-Object: pick 10 different grocery objects and place them in the basket.", 280, 280),
+    "libero_spatial": (
+        "LIBERO-Spatial: the same objects in 10 layouts; pick the named bowl, place it on the plate.",
+        220, 280),
+    "libero_object": (
+        "LIBERO-Object: pick 10 different grocery objects and place them in the basket.", 280, 280),
     "libero_goal": ("LIBERO-Goal: one kitchen scene, 10 different goals.", 300, 300),
     "libero_10": ("LIBERO-10 (LIBERO-Long): 10 long-horizon, two-step tasks in varied scenes.", 520, 520),
-    "libero_90": ("LIBERO-90: the 90 short-horizon tasks of LIBERO-100 (kitchen, living room, study scenes).",
-                  400, 400),
+    "libero_90": (
+        "LIBERO-90: the 90 short-horizon tasks of LIBERO-100 (kitchen, living room, study scenes).",
+        400, 400),
 }
 WORKER_MEMORY_MB = 2000  # measured RSS of one worker rendering both cameras: 1.8-1.9 GB
 
@@ -86,9 +89,10 @@ def main() -> None:
     out = Path(__file__).resolve().parent.parent / "suites"
     for suite in SUITES:
         (out / f"{suite}.toml").write_text(suite_text(suite, suite, libero_tasks(suite)))
-    smoke = suite_text("smoke_libero", "libero_spatial", libero_tasks("libero_spatial")[:1], episodes=1,
-                       max_steps=20, description="One LIBERO-Spatial task, one 20-step episode: a quick check "
-                       "that the LIBERO backend works end to end.")
+    smoke = suite_text(
+        "smoke_libero", "libero_spatial", libero_tasks("libero_spatial")[:1], episodes=1, max_steps=20,
+        description="One LIBERO-Spatial task, one 20-step episode: a quick check that the LIBERO backend "
+        "works end to end.")
     (out / "smoke_libero.toml").write_text(smoke)
 
 

@@ -85,7 +85,7 @@ info["success"] at any step; 500 steps at most (80 Hz control). State = the 39-D
 max_steps = {max_steps}
 image_size = [480, 480]
 cameras = ["corner2", "corner", "corner3", "topview", "behindGripper", "gripperPOV"]
-flip_images = false
+flip_images = true  # Meta-World's corner cameras render upside down
 """
 
 

@@ -8,7 +8,7 @@ import threading
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -140,8 +140,8 @@ class RichReporter:
     def task_finished(self, task: Any, summary: dict[str, Any]) -> None:  # noqa: D102
         with self._lock:
             errors = summary.get("n_errors", 0)
-            self.progress.update(self._bars[task.name],
-                                 info=f"{_rate(summary.get('success_rate'))}" + (f", {errors} errors" if errors else ""))
+            extra = f", {errors} errors" if errors else ""
+            self.progress.update(self._bars[task.name], info=f"{_rate(summary.get('success_rate'))}{extra}")
 
 
 def _print_summary(results: dict[str, Any], output: Path) -> None:
@@ -169,22 +169,22 @@ def _print_summary(results: dict[str, Any], output: Path) -> None:
 @app.command("eval")
 def evaluate(
     suite: str = typer.Option(..., "--suite", "-s", help="Suite name (see `lerobench list`) or a TOML path."),
-    policy: Optional[str] = typer.Option(
+    policy: str | None = typer.Option(
         None, "--policy", "-p",
         help="random | zero | metaworld-expert | module.path:factory. Default: the suite's default policy."),
-    episodes: Optional[int] = typer.Option(None, "--episodes", "-n", help="Episodes per task (default: suite's)."),
-    tasks: Optional[str] = typer.Option(None, "--tasks", help="Comma-separated task names to run."),
+    episodes: int | None = typer.Option(None, "--episodes", "-n", help="Episodes per task (default: suite's)."),
+    tasks: str | None = typer.Option(None, "--tasks", help="Comma-separated task names to run."),
     batch_size: int = typer.Option(0, "--batch-size", "-b", help="Envs per task; 0 = auto (cores, memory)."),
     seed: int = typer.Option(0, "--seed", help="Run seed: episode i of a task is fixed by (seed, task, i)."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o",
+    output: Path | None = typer.Option(None, "--output", "-o",
                                           help="Output directory (default outputs/<suite>/<timestamp>)."),
     protocol: str = typer.Option("standard", "--protocol", help="Named protocol of the suite (e.g. lerobot)."),
-    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Override the step limit (smoke runs)."),
+    max_steps: int | None = typer.Option(None, "--max-steps", help="Override the step limit (smoke runs)."),
     stop_on_success: bool = typer.Option(True, "--stop-on-success/--no-stop-on-success",
                                          help="End an episode at its first success."),
     videos: int = typer.Option(2, "--videos", help="Record the first N episodes of each task (0: none)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --output, skipping finished episodes."),
-    episode_timeout: Optional[float] = typer.Option(
+    episode_timeout: float | None = typer.Option(
         None, "--episode-timeout", help="Seconds one env step may take before its worker counts as hung."),
     replan_steps: int = typer.Option(1, "--replan-steps", help="Actions executed per returned action chunk."),
     parallel_tasks: int = typer.Option(1, "--parallel-tasks", help="Tasks evaluated at once (threads)."),

@@ -8,6 +8,7 @@ policies key their randomness on the episode seed too.
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import time
 from collections import deque
@@ -139,6 +140,7 @@ def run_episodes(
     ``WorkerFailure`` if the vector env breaks; episodes finished before either are already reported.
     """
     recorder = recorder or NullRecorder()
+    seed_of = functools.lru_cache(maxsize=None)(lambda e: episode_seed(run.seed, run.task.index, max(e, 0)))
     n = venv.num_envs
     pending = deque(episodes)
     slots = [_Slot() for _ in range(n)]
@@ -159,7 +161,7 @@ def run_episodes(
         }
         if not mask.all():
             options["reset_mask"] = mask
-        seeds = [episode_seed(run.seed, run.task.index, max(s.episode, 0)) for s in slots]
+        seeds = [seed_of(s.episode) for s in slots]
         return _call(venv.reset, seed=seeds, options=options)
 
     def finish(i: int, summary: dict[str, Any] | None, error: str | None = None) -> None:
@@ -174,7 +176,7 @@ def run_episodes(
             task=run.task.name,
             episode=slot.episode,
             trial=run.trial,
-            seed=episode_seed(run.seed, run.task.index, slot.episode),
+            seed=seed_of(slot.episode),
             init_state=slot.episode % run.n_init_states,
             success=success,
             success_at_end=bool(summary.get("success_at_end", False)) and error is None,
@@ -217,7 +219,7 @@ def run_episodes(
             active = np.array([s.active for s in slots])
             if not active.any():
                 return
-            actions = _next_actions(policy, obs, slots, queues, just_started, active, run)
+            actions = _next_actions(policy, obs, slots, queues, just_started, active, run, seed_of)
             just_started[:] = False
             obs, _, _, _, infos = _call(venv.step, actions, timeout=run.step_timeout_s)
             on_steps(int(active.sum()))
@@ -227,7 +229,7 @@ def run_episodes(
         failure.in_flight = [slots[i].episode for i in culprits]
         for i in culprits:
             finish(i, None, error=f"worker failure: {failure}")
-        for i, slot in enumerate(slots):
+        for slot in slots:
             if slot.active:  # innocent bystanders of the broken vector env: rerun them from the start
                 if slot.recording is not None:
                     slot.recording.abort()
@@ -269,15 +271,15 @@ def _call(method: Callable[..., Any], *args: Any, timeout: float | None = None, 
 
 
 def _next_actions(policy: Any, obs: dict[str, Any], slots: list[_Slot], queues: list[deque[np.ndarray]],
-                  just_started: np.ndarray, active: np.ndarray, run: TaskRun) -> np.ndarray:
+                  just_started: np.ndarray, active: np.ndarray, run: TaskRun,
+                  seed_of: Callable[[int], int]) -> np.ndarray:
     """Pop each env's next queued action, asking the policy (whole batch) when a queue runs dry."""
     n = len(slots)
     if any(active[i] and not queues[i] for i in range(n)):
         batch = dict(obs)
         batch["task"] = [run.task.name] * n
         batch["episode"] = np.array([s.episode for s in slots], dtype=np.int64)
-        batch["episode_seed"] = np.array(
-            [episode_seed(run.seed, run.task.index, max(s.episode, 0)) for s in slots], dtype=np.int64)
+        batch["episode_seed"] = np.array([seed_of(s.episode) for s in slots], dtype=np.int64)
         batch["episode_start"] = just_started.copy()
         batch["active"] = active.copy()
         episode = next(s.episode for s in slots if s.active)

@@ -12,7 +12,6 @@ import os
 import platform
 import sys
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
@@ -38,6 +37,9 @@ from lerobench.results import (
 from lerobench.rollout import TaskRun, WorkerFailure, run_episodes
 from lerobench.system import BatchChoice, auto_batch_size
 from lerobench.videos import NullVideoEncoder, VideoEncoder
+
+IPC_STEP_MS = 1.0
+"""Measured cost of one vector step through worker processes on a 2-core box (pipes + shared memory)."""
 
 MAX_WORKER_REBUILDS = 3
 """Rebuilds of a task's vector env after worker failures before the run is stopped."""
@@ -227,12 +229,18 @@ class Evaluation:
         return records
 
     # -- running -------------------------------------------------------------------------------------
-    def _batch(self) -> BatchChoice:
+    def _batch(self, cameras: tuple[str, ...]) -> tuple[int, str]:
+        """The batch size and a sentence saying why (printed, so users see what limited it)."""
         n = self.s.episodes_per_task
-        choice = auto_batch_size(n, self.s.suite.worker_memory_mb)
         if self.s.batch_size > 0:
-            return replace(choice, batch_size=min(self.s.batch_size, n))
-        return choice
+            return min(self.s.batch_size, n), f"batch size {min(self.s.batch_size, n)} (--batch-size)"
+        choice: BatchChoice = auto_batch_size(n, self.s.suite.worker_memory_mb)
+        step_ms = getattr(self.backend, "unrendered_step_ms", None)
+        if not cameras and step_ms is not None and step_ms < IPC_STEP_MS:
+            return 1, (f"batch size 1: a state-only {self.s.suite.backend} step ({step_ms} ms) costs less than "
+                       f"handing it to a worker process (~{IPC_STEP_MS} ms), so envs run in-process "
+                       f"(pass --batch-size {choice.batch_size} for worker processes)")
+        return choice.batch_size, choice.explain()
 
     def run(self) -> dict[str, Any]:
         """Evaluate every task; write results as they come; return the final results."""
@@ -240,13 +248,12 @@ class Evaluation:
         self.records = self._load_previous()
         policy = load_policy(self.s.policy, self.context)
         cameras = observation_needs(policy).cameras
-        batch = self._batch()
+        batch_size, how = self._batch(cameras)
         parallel = min(self.s.parallel_tasks, len(self.s.suite.tasks))
         if parallel > 1 and getattr(policy, "copy_safe", True) is False:
             self.reporter.message(f"policy {self.s.policy!r} declares copy_safe = False: running tasks one at a time")
             parallel = 1
-        per_task = max(1, batch.batch_size // parallel)
-        how = batch.explain() if self.s.batch_size == 0 else f"batch size {batch.batch_size} (--batch-size)"
+        per_task = max(1, batch_size // parallel)
         self.reporter.message(how + (f", {parallel} tasks in parallel x {per_task} envs" if parallel > 1 else ""))
         writer = ResultsWriter(self.s.output)
         encoder = self._video_encoder()

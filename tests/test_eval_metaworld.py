@@ -116,3 +116,21 @@ def test_existing_output_needs_resume(tmp_path):
     assert run(*common, "--output", str(out)).exit_code == 0
     result = run(*common, "--output", str(out))
     assert result.exit_code == 2 and "--resume" in result.output
+
+
+def test_videos_are_playable_with_sim_fps_and_one_frame_per_step(tmp_path):
+    av = pytest.importorskip("av")
+    out = tmp_path / "o"
+    result = run("--suite", "smoke", "--tasks", "reach-v3", "--policy", "zero", "--episodes", "2", "--videos", "1",
+                 "--max-steps", "10", "--batch-size", "2", "--output", str(out))
+    assert result.exit_code == 0, result.output
+    eps = sorted(episodes(out), key=lambda e: e["episode"])
+    assert eps[0]["video"] == "videos/reach-v3/episode_0_failure.mp4" and eps[1]["video"] is None
+    assert eps[1]["renders"] == 0  # only recorded episodes render
+    with av.open(str(out / eps[0]["video"])) as container:
+        stream = container.streams.video[0]
+        frames = list(container.decode(stream))
+        assert len(frames) == 11 and stream.average_rate == 80  # reset frame + one per step
+        assert (frames[0].width, frames[0].height) == (480, 480)
+    leftovers = [p.name for p in (out / "videos").rglob("*") if p.name.startswith(".")]
+    assert leftovers == []

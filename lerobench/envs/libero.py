@@ -28,6 +28,7 @@ import importlib.util
 import io
 import math
 import sys
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -84,7 +85,9 @@ def _configure_robosuite_logging() -> None:
     macros.FILE_LOGGING_LEVEL = None
     macros.CONSOLE_LOGGING_LEVEL = "ERROR"
     sys.modules["robosuite.macros"] = macros
-    import robosuite
+    with warnings.catch_warnings():  # robosuite 1.4 calls the deprecated Logger.warn at import
+        warnings.filterwarnings("ignore", category=DeprecationWarning, module="robosuite")
+        import robosuite
 
     robosuite.macros = macros  # what a normal submodule import sets on the package
 
@@ -201,6 +204,8 @@ class LiberoBackend:
     extra: str = "libero"
     state_dim: int = 8
     action_dim: int = 7
+    n_init_states: int = 50
+    """Fixed initial states per task (all 130 tasks of the shipped suites have 50)."""
 
     def check_installed(self) -> None:
         """Fail early, in the parent, if LIBERO or its simulator stack is missing.

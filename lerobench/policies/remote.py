@@ -1,0 +1,230 @@
+"""``--policy ws://host:port``: a policy that runs in another process, spoken to over openpi's protocol.
+
+Why openpi's protocol: it is what the openpi servers (pi0, pi0-FAST, pi0.5) already speak, so any of
+them can be evaluated here unchanged, and ``lerobench serve`` speaks it too. The wire format is in
+docs/remote.md; in short the server sends a msgpack metadata map on connect, then answers every
+msgpack-numpy observation map with a map holding ``"actions"``; a text frame is a server error.
+
+Two request modes, chosen by the server's metadata:
+
+- ``"batched": true`` (``lerobench serve``): one request per ``select_action`` with arrays of leading
+  dimension B, answered by actions (B, A) or (B, T, A).
+- otherwise (openpi servers): one request per active env, without a batch dimension, answered by a
+  chunk (T, A) or one action (A,). Inactive envs are not sent and get zero actions (ignored anyway).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from lerobench.errors import ConfigError, MissingDependencyError, PolicyError
+from lerobench.policies.base import ObservationNeeds, PolicyContext
+from lerobench.policies.msgpack_numpy import DecodeError, packb, unpackb
+
+try:
+    from websockets.exceptions import ConnectionClosed, WebSocketException
+    from websockets.sync.client import ClientConnection, connect
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise MissingDependencyError(
+        "remote policies need websockets and msgpack: pip install 'lerobench[serve]'") from exc
+
+OPENPI_LIBERO_IMAGES = {"observation/image": "agentview", "observation/wrist_image": "robot0_eye_in_hand"}
+"""openpi's LIBERO observation keys and the lerobench camera each one carries."""
+OPENPI_LIBERO_STATE = "observation/state"
+"""openpi's key for LIBERO's 8-D state (eef pos 3, eef axis-angle 3, gripper qpos 2)."""
+LIBERO_STATE_DIM = 8
+PER_ENV_KEYS = ("episode", "episode_seed", "episode_start")
+"""Batch entries sent along with state and images (plus ``active`` in batched mode)."""
+
+
+class RemotePolicy:
+    """Client of an openpi-compatible websocket policy server.
+
+    The connection opens on first use, which is the first read of ``observation_needs`` (the server's
+    metadata says which cameras it consumes): so ``load_policy`` already fails on an unreachable
+    server, before any simulator starts. ``copy.copy`` gives an unconnected twin that opens its own
+    connection, because a websocket must not be shared by the task threads of ``--parallel-tasks``.
+
+    A server error (text frame) raises ``PolicyError`` with the server's message and drops the
+    connection, since openpi's server closes it after an error; the next call reconnects. A
+    connection that drops during a request is reopened once and the request fails with a
+    ``PolicyError``: re-sending it could act on a server whose per-episode state was lost.
+    """
+
+    copy_safe = True
+
+    def __init__(self, url: str, context: PolicyContext, open_timeout: float = 10.0):
+        if context.backend == "libero" and context.state_dim != LIBERO_STATE_DIM:
+            raise ConfigError(f"policy {url!r}: openpi's LIBERO key {OPENPI_LIBERO_STATE!r} is 8-D, but suite "
+                              f"{context.suite!r} has a {context.state_dim}-D state")
+        self.url = url
+        self.context = context
+        self.open_timeout = open_timeout
+        self.server_timing: dict[str, Any] = {}
+        """Timing map of the last reply, if the server sends one (openpi and lerobench do)."""
+        self._metadata: dict[str, Any] | None = None
+        self._conn: ClientConnection | None = None
+
+    def __copy__(self) -> RemotePolicy:
+        twin = type(self).__new__(type(self))
+        twin.__dict__.update(self.__dict__)  # metadata and context are read-only: share them
+        twin._conn = None
+        twin.server_timing = {}
+        return twin
+
+    # -- connection ------------------------------------------------------------------------------
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The server's metadata map (connects if this policy never has)."""
+        if self._metadata is None:
+            self._open()
+        assert self._metadata is not None
+        return self._metadata
+
+    @property
+    def observation_needs(self) -> ObservationNeeds:
+        """Cameras from the metadata's ``cameras``; by default LIBERO's suite cameras, else none."""
+        cameras = self.metadata.get("cameras")
+        if cameras is None:
+            cameras = self.context.cameras if self.context.backend == "libero" else ()
+        return ObservationNeeds(cameras=tuple(cameras))
+
+    @property
+    def batched(self) -> bool:
+        """True if the server takes one batched request (``"batched": true`` in its metadata)."""
+        return bool(self.metadata.get("batched", False))
+
+    def _open(self) -> ClientConnection:
+        try:
+            conn = connect(self.url, compression=None, max_size=None, open_timeout=self.open_timeout)
+        except (OSError, WebSocketException) as exc:
+            raise PolicyError(f"cannot connect to policy server {self.url}: {_describe(exc)}. "
+                              f"Is it running (`lerobench serve`, or openpi's serve_policy.py)?") from exc
+        try:
+            first = conn.recv(timeout=self.open_timeout)
+            if isinstance(first, str):
+                raise PolicyError(f"policy server {self.url} refused the connection: {first}")
+            metadata = unpackb(first)
+        except (OSError, ConnectionClosed, DecodeError) as exc:
+            conn.close()
+            raise PolicyError(f"policy server {self.url} sent no valid metadata on connect "
+                              f"({_describe(exc)})") from exc
+        except PolicyError:
+            conn.close()
+            raise
+        self._metadata = self._checked_metadata(metadata)
+        self._conn = conn
+        return conn
+
+    def _checked_metadata(self, metadata: Any) -> dict[str, Any]:
+        if not isinstance(metadata, dict):
+            raise PolicyError(f"policy server {self.url}: metadata must be a map, got {type(metadata).__name__}")
+        cameras = metadata.get("cameras")
+        if cameras is not None and not (isinstance(cameras, list) and all(isinstance(c, str) for c in cameras)):
+            raise PolicyError(f"policy server {self.url}: metadata 'cameras' must be a list of names, "
+                              f"got {cameras!r}")
+        action_dim = metadata.get("action_dim")
+        if action_dim is not None and action_dim != self.context.action_dim:
+            raise ConfigError(f"policy server {self.url} returns {action_dim}-D actions, but suite "
+                              f"{self.context.suite!r} takes {self.context.action_dim}-D actions")
+        return metadata
+
+    def close(self) -> None:
+        """Close the connection (idempotent); a later call would reconnect."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    # -- policy protocol -------------------------------------------------------------------------
+    def reset(self) -> None:
+        """Clear per-run state; the connection stays open (the server keeps no state lerobench owns)."""
+        self.server_timing = {}
+
+    def select_action(self, observation: dict[str, Any], task_descriptions: list[str]) -> np.ndarray:
+        """Ask the server for actions (B, A) or a chunk (B, T, A) for the batch."""
+        n = len(observation["state"])
+        if self.batched:
+            return self._ask(self._request(observation, task_descriptions, None), n)
+        active = np.asarray(observation.get("active", np.ones(n, dtype=bool)), dtype=bool)
+        chunks = {int(i): self._ask(self._request(observation, task_descriptions, int(i)), None)
+                  for i in np.flatnonzero(active)}
+        horizon = min((len(c) for c in chunks.values()), default=1)  # rollout uses <= T anyway
+        actions = np.zeros((n, horizon, self.context.action_dim), dtype=np.float32)
+        for i, chunk in chunks.items():
+            actions[i] = chunk[:horizon]
+        return actions
+
+    # -- wire ------------------------------------------------------------------------------------
+    def _request(self, observation: dict[str, Any], descriptions: list[str], i: int | None) -> dict[str, Any]:
+        """The request map for the whole batch (``i`` None) or for env ``i`` alone."""
+
+        def pick(value: Any) -> Any:
+            if i is None:
+                return list(value) if isinstance(value, (list, tuple)) else value
+            item = value[i]
+            return item.item() if isinstance(item, np.generic) else item
+
+        request: dict[str, Any] = {"state": pick(observation["state"]), "task": pick(observation["task"]),
+                                   "prompt": pick(descriptions)}
+        images = {cam: pick(img) for cam, img in observation.get("images", {}).items()}
+        if images:
+            request["images"] = images
+        for key in (*PER_ENV_KEYS, "active") if i is None else PER_ENV_KEYS:
+            if key in observation:
+                request[key] = pick(np.asarray(observation[key]))
+        if self.context.backend == "libero":
+            request[OPENPI_LIBERO_STATE] = request["state"]
+            request.update({key: images[cam] for key, cam in OPENPI_LIBERO_IMAGES.items() if cam in images})
+        return request
+
+    def _ask(self, request: dict[str, Any], batch: int | None) -> np.ndarray:
+        """Send one request; return its actions as float32 (batch, T, A), or (T, A) if ``batch`` is None."""
+        payload = packb(request)
+        conn = self._conn if self._conn is not None else self._open()
+        try:
+            conn.send(payload)
+            raw = conn.recv()
+        except (OSError, ConnectionClosed) as exc:
+            self.close()
+            try:
+                self._open()
+                status = "reconnected for the next request"
+            except PolicyError as again:
+                status = f"reconnecting failed: {again}"
+            raise PolicyError(f"connection to policy server {self.url} dropped during a request "
+                              f"({_describe(exc)}); {status}") from exc
+        if isinstance(raw, str):
+            self.close()
+            raise PolicyError(f"policy server {self.url} error: {raw.strip()}")
+        try:
+            reply = unpackb(raw)
+        except DecodeError as exc:
+            raise PolicyError(f"policy server {self.url}: undecodable reply ({exc})") from exc
+        if not isinstance(reply, dict) or "actions" not in reply:
+            raise PolicyError(f"policy server {self.url}: reply has no 'actions' "
+                              f"(got {sorted(reply) if isinstance(reply, dict) else type(reply).__name__})")
+        if isinstance(reply.get("server_timing"), dict):
+            self.server_timing = reply["server_timing"]
+        return self._actions(reply["actions"], batch)
+
+    def _actions(self, raw: Any, batch: int | None) -> np.ndarray:
+        try:
+            actions = np.asarray(raw, dtype=np.float32)
+        except (TypeError, ValueError) as exc:
+            raise PolicyError(f"policy server {self.url}: actions are not numeric ({exc})") from exc
+        lead = () if batch is None else (batch,)
+        a = self.context.action_dim
+        if actions.ndim == len(lead) + 1:
+            actions = np.expand_dims(actions, len(lead))
+        if actions.shape[:len(lead)] != lead or actions.ndim != len(lead) + 2 or actions.shape[-1] != a \
+                or actions.shape[-2] < 1:
+            want = f"({batch}, {a}) or ({batch}, T, {a})" if batch is not None else f"({a},) or (T, {a})"
+            raise PolicyError(f"policy server {self.url}: expected actions {want}, got {actions.shape}")
+        return actions
+
+
+def _describe(exc: BaseException) -> str:
+    """An exception as text; several socket errors have an empty message."""
+    return str(exc) or type(exc).__name__
