@@ -24,7 +24,11 @@ SUITES = {
         "LIBERO-90: the 90 short-horizon tasks of LIBERO-100 (kitchen, living room, study scenes).",
         400, 400),
 }
-WORKER_MEMORY_MB = 2000  # measured RSS of one worker rendering both cameras: 1.8-1.9 GB
+# RSS of one worker rendering both cameras at 256x256, measured after build + 20 steps (MB), plus headroom:
+# spatial 1790, object 1820, goal 1540, libero_10 1200-2370, libero_90 1450-1690 (scene-dependent;
+# living-room/kitchen scenes of LIBERO-100 are the largest). Without cameras a worker needs ~1.3 GB.
+WORKER_MEMORY_MB = {"libero_spatial": 2000, "libero_object": 2000, "libero_goal": 2000, "libero_10": 2500,
+                    "libero_90": 2500}
 
 HEADER = """name = "{name}"
 description = "{description}"
@@ -77,7 +81,7 @@ def suite_text(name: str, suite: str, tasks: list[tuple[str, str]], episodes: in
         lerobot = f"max_steps = {lerobot_steps}\n" + lerobot
     text = HEADER.format(
         name=name, description=description or default_description, suite=suite, episodes=episodes,
-        memory=WORKER_MEMORY_MB, max_steps=steps,
+        memory=WORKER_MEMORY_MB[suite], max_steps=steps,
         lerobot_steps=f" and {lerobot_steps} steps" if lerobot_steps != steps else "",
     )
     # json.dumps gives valid TOML basic strings (quotes and backslashes escaped)

@@ -171,7 +171,8 @@ def evaluate(
     suite: str = typer.Option(..., "--suite", "-s", help="Suite name (see `lerobench list`) or a TOML path."),
     policy: str | None = typer.Option(
         None, "--policy", "-p",
-        help="random | zero | metaworld-expert | module.path:factory. Default: the suite's default policy."),
+        help="random | zero | metaworld-expert | module.path:factory | ws://host:port (a policy server). "
+             "Default: the suite's default policy."),
     episodes: int | None = typer.Option(None, "--episodes", "-n", help="Episodes per task (default: suite's)."),
     tasks: str | None = typer.Option(None, "--tasks", help="Comma-separated task names to run."),
     batch_size: int = typer.Option(0, "--batch-size", "-b", help="Envs per task; 0 = auto (cores, memory)."),
@@ -229,6 +230,38 @@ def evaluate(
     if results["overall"]["n_errors"]:
         err_console.print(f"[yellow]{results['overall']['n_errors']} episodes ended with an error "
                           f"(counted as failures); see episodes.jsonl[/]")
+
+
+@app.command("serve")
+def serve_policy(
+    policy: str = typer.Option(..., "--policy", "-p", help="Policy to serve: any --policy of `lerobench eval`."),
+    suite: str = typer.Option(..., "--suite", "-s", help="Suite whose shapes and cameras the policy is built for."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on (0.0.0.0: every interface)."),
+    port: int = typer.Option(8000, "--port", help="TCP port (0: any free port)."),
+    protocol: str = typer.Option("standard", "--protocol", help="Named protocol of the suite (image size)."),
+    seed: int = typer.Option(0, "--seed", help="Run seed given to the policy factory."),
+    device: str = typer.Option("cpu", "--device", help="cpu | cuda | auto (for torch policies)."),
+) -> None:
+    """Serve a policy over openpi's websocket protocol (for `eval --policy ws://...` or openpi clients)."""
+    try:
+        from lerobench.policies.serve import PolicyServer, suite_context
+
+        context = suite_context(suite, protocol, seed=seed, device=device)
+        server = PolicyServer(policy, context, host, port,
+                              on_event=lambda text: err_console.print(f"[dim]{text}[/]", highlight=False))
+    except LerobenchError as exc:
+        _fail(exc)
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        err_console.print(f"[yellow]listening on {host}: anyone who reaches this port can run the policy "
+                          f"(no authentication, no encryption)[/]", highlight=False)
+    console.print(f"Serving [bold]{policy}[/] for suite [bold]{context.suite}[/] on [bold]{server.url}[/] "
+                  f"(Ctrl-C to stop)", highlight=False)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        console.print("stopped")
+    finally:
+        server.shutdown()
 
 
 def _raise_terminated(signum: int, frame: Any) -> None:

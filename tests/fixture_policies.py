@@ -66,3 +66,39 @@ def make_raises(context):
 
 def make_camera(context):
     return CameraConsumer(context)
+
+
+def make_queue_policy(context):
+    """A torch policy with per-episode state (an action queue per env), like ACT/diffusion policies."""
+    import torch
+
+    class QueuePolicy(torch.nn.Module):
+        observation_needs = ObservationNeeds()
+
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.chunk = 6
+            self.head = torch.nn.Linear(context.state_dim, context.action_dim * self.chunk)
+            self._queues = {}
+
+        def reset(self):
+            self._queues = {}  # rebind: a shallow copy must not share its state with the original
+
+        def select_action(self, observation, task_descriptions):
+            state = observation["state"]
+            actions = []
+            for i in range(state.shape[0]):
+                if observation["episode_start"][i] or not self._queues.get(i):
+                    chunk = torch.tanh(self.head(state[i])).reshape(self.chunk, -1)
+                    self._queues[i] = list(chunk)
+                actions.append(self._queues[i].pop(0))
+            return torch.stack(actions)
+
+    return QueuePolicy()
+
+
+def make_unsafe_copy(context):
+    policy = make_queue_policy(context)
+    policy.copy_safe = False
+    return policy

@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import subprocess
+import sys
 from dataclasses import replace
 
 import numpy as np
@@ -123,6 +125,23 @@ def test_suites_match_the_installed_package():
         expected = [(task.name, task.language) for task in tasks]
         assert [(t.name, t.description) for t in suite.tasks] == expected
     assert load_suite("libero_spatial").protocol("lerobot").max_steps == 280
+
+
+def test_import_and_check_are_cheap_and_never_prompt(tmp_path):
+    code = (
+        "import sys\n"
+        "from lerobench.envs.libero import BACKEND\n"
+        "BACKEND.check_installed()\n"
+        "loaded = [m for m in ('robosuite', 'mujoco', 'libero.libero.envs') if m in sys.modules]\n"
+        "assert not loaded, loaded\n"
+    )
+    env = {**os.environ, "HOME": str(tmp_path)}
+    env.pop("LIBERO_CONFIG_PATH", None)
+    done = subprocess.run([sys.executable, "-c", code], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "" and done.stderr == ""
+    assert not any(tmp_path.iterdir())  # no config written to the home directory
 
 
 def test_axis_angle_matches_robosuite():

@@ -7,6 +7,7 @@ step, freezing after the end, flipping images, rendering only consumed cameras) 
 
 from __future__ import annotations
 
+import threading
 import time
 import traceback
 from collections.abc import Mapping
@@ -82,6 +83,11 @@ def episode_seed(run_seed: int, task_index: int, episode: int) -> int:
     return int(np.random.SeedSequence([run_seed, task_index, episode]).generate_state(1)[0])
 
 
+SIMULATOR_SETUP_LOCK = threading.Lock()
+"""Held while a simulator is built or reset: Meta-World and LIBERO draw from NumPy's *global* RNG
+there (MT1 seeds and restores it; LIBERO places fixtures with it). With ``--parallel-tasks`` two
+threads doing that at once get each other's numbers, and episodes stop being reproducible."""
+
 IDLE = -1
 """Episode index given to a slot that has no episode left to run."""
 
@@ -142,7 +148,8 @@ class LazyTaskEnv(gym.Env):
                 from lerobench.registry import get_backend
 
                 backend = get_backend(self.spec_.backend)
-            self._sim = backend.make_simulator(self.spec_)
+            with SIMULATOR_SETUP_LOCK:
+                self._sim = backend.make_simulator(self.spec_)
         return self._sim
 
     def _render(self, camera: str) -> np.ndarray:
@@ -198,7 +205,8 @@ class LazyTaskEnv(gym.Env):
             return self._last_obs, {"idle": True}
         try:
             sim = self._simulator()
-            sim.reset_to(self._episode, episode_seed(self.spec_.seed, self.spec_.task.index, self._episode))
+            with SIMULATOR_SETUP_LOCK:
+                sim.reset_to(self._episode, episode_seed(self.spec_.seed, self.spec_.task.index, self._episode))
             settle = np.asarray(self.spec_.protocol.settle_action, dtype=np.float32)
             for _ in range(self.spec_.protocol.settle_steps):
                 sim.step(settle)

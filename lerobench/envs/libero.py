@@ -5,17 +5,19 @@ Importing this module imports no simulator; ``make_simulator`` runs inside the w
 Non-obvious behaviours (each measured on LIBERO with robosuite 1.4 / MuJoCo 3.3):
 
 - **Rendering off unless consumed.** ``OffScreenRenderEnv`` always builds an EGL context and renders
-  ``agentview`` and the wrist camera every step (~200 ms/step on CPU at 256x256, vs ~15 ms without).
+  ``agentview`` and the wrist camera every step (100-250 ms/step on CPU at 256x256, vs ~15 ms without).
   We build its base class ``ControlEnv`` with the same arguments, but with ``has_offscreen_renderer``
   and ``use_camera_obs`` only when a camera is consumed or recorded, and only those cameras.
 - **Images and state come from robosuite's observation dict**, as in LIBERO's own evaluation,
   openpi and LeRobot: robosuite samples its observables on the first physics substep of a control
   step, so they lag the end of the step slightly, and policies were trained on exactly that. Only a
   recording camera the policy does not consume is rendered on demand, at the end of the step.
-- **Soft resets.** A hard reset rebuilds the MuJoCo model and GL context (2-4 s and a GL context per
-  episode). We reset the data in place instead, which is as deterministic: the result depends
-  only on ``(episode, seed)``, never on earlier episodes (the one piece of state robosuite keeps
-  across soft resets, the Panda gripper's ramped command, is cleared explicitly).
+- **Soft resets.** A hard reset rebuilds the MuJoCo model and GL context (2-4 s per episode). We
+  reset the data in place instead (20-30 ms), which is as deterministic: the result depends only on
+  ``(episode, seed)``, never on earlier episodes (the one piece of state robosuite keeps across soft
+  resets, the Panda gripper's ramped command, is cleared explicitly). It is not bit-identical to a
+  hard reset in every scene: a hard reset runs one extra ``mj_forward`` on the fresh model, which
+  changes the contact solver's warm start in the last digits.
 - **Seeding matters.** LIBERO's init states fix every joint, but fixtures (cabinets, stoves, racks)
   are static bodies placed by ``np.random`` at each reset; we seed that from the episode seed so
   their placement is reproducible per episode instead of depending on how many resets came before.
@@ -137,7 +139,7 @@ class LiberoSimulator:
         self._obs: dict[str, Any] = {}
 
     def reset_to(self, episode: int, seed: int) -> None:
-        """Reset in place, then load init state ``episode mod 50`` (after ``reset``, which samples)."""
+        """Reset in place, then load init state ``episode mod 50`` (after ``reset``, which would move objects)."""
         env = self._live()
         env.seed(seed)
         env.reset()
@@ -206,6 +208,8 @@ class LiberoBackend:
     action_dim: int = 7
     n_init_states: int = 50
     """Fixed initial states per task (all 130 tasks of the shipped suites have 50)."""
+    unrendered_step_ms: float = 15.0
+    """Measured cost of a camera-less step: far above IPC cost, so worker processes pay off."""
 
     def check_installed(self) -> None:
         """Fail early, in the parent, if LIBERO or its simulator stack is missing.

@@ -1,4 +1,4 @@
-"""Turns a ``--policy`` string into a policy object: a built-in name or ``module.path:factory``."""
+"""Turns a ``--policy`` string into a policy: a built-in name, ``module.path:factory`` or a ``ws://`` URL."""
 
 from __future__ import annotations
 
@@ -12,12 +12,20 @@ from lerobench.policies.builtin import BUILTIN
 
 def load_policy(spec: str, context: PolicyContext) -> Any:
     """Build the policy named by ``spec`` for ``context``; validates the result's interface."""
-    if spec in BUILTIN:
+    if spec.startswith(("ws://", "wss://")):
+        from lerobench.policies.remote import RemotePolicy  # websockets only when asked for
+
+        policy = RemotePolicy(spec, context)
+    elif spec in BUILTIN:
         policy = BUILTIN[spec](context)
-    elif ":" in spec and not spec.startswith(("ws://", "wss://")):
+    elif ":" in spec:
         policy = _from_factory(spec, context)
     else:
-        raise unknown("policy", spec, [*BUILTIN, "module.path:factory"])
+        raise unknown("policy", spec, [*BUILTIN, "module.path:factory", "ws://host:port"])
+    from lerobench.policies.torch_policy import TorchPolicy, is_torch_module, resolve_device
+
+    if is_torch_module(policy):
+        policy = TorchPolicy(policy, resolve_device(context.device))
     return _validated(spec, policy, context)
 
 

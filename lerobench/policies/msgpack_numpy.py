@@ -18,8 +18,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import msgpack
 import numpy as np
+
+from lerobench.errors import MissingDependencyError
+
+SERVE_EXTRA_HINT = "remote policies need websockets and msgpack: pip install 'lerobench[serve]'"
+
+try:
+    import msgpack
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise MissingDependencyError(SERVE_EXTRA_HINT) from exc
 
 _REFUSED_KINDS = ("O", "V")
 """Object and void dtypes: their bytes are pointers or opaque records, not numbers."""

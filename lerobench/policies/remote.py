@@ -15,20 +15,20 @@ Two request modes, chosen by the server's metadata:
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from typing import Any
 
 import numpy as np
 
 from lerobench.errors import ConfigError, MissingDependencyError, PolicyError
 from lerobench.policies.base import ObservationNeeds, PolicyContext
-from lerobench.policies.msgpack_numpy import DecodeError, packb, unpackb
+from lerobench.policies.msgpack_numpy import SERVE_EXTRA_HINT, DecodeError, packb, unpackb
 
 try:
     from websockets.exceptions import ConnectionClosed, WebSocketException
     from websockets.sync.client import ClientConnection, connect
 except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise MissingDependencyError(
-        "remote policies need websockets and msgpack: pip install 'lerobench[serve]'") from exc
+    raise MissingDependencyError(SERVE_EXTRA_HINT) from exc
 
 OPENPI_LIBERO_IMAGES = {"observation/image": "agentview", "observation/wrist_image": "robot0_eye_in_hand"}
 """openpi's LIBERO observation keys and the lerobench camera each one carries."""
@@ -66,11 +66,13 @@ class RemotePolicy:
         """Timing map of the last reply, if the server sends one (openpi and lerobench do)."""
         self._metadata: dict[str, Any] | None = None
         self._conn: ClientConnection | None = None
+        self._closer: ExitStack | None = None
+        """Closes ``_conn``: websockets wants connections used as context managers."""
 
     def __copy__(self) -> RemotePolicy:
         twin = type(self).__new__(type(self))
         twin.__dict__.update(self.__dict__)  # metadata and context are read-only: share them
-        twin._conn = None
+        twin._conn = twin._closer = None
         twin.server_timing = {}
         return twin
 
@@ -97,25 +99,23 @@ class RemotePolicy:
         return bool(self.metadata.get("batched", False))
 
     def _open(self) -> ClientConnection:
-        try:
-            conn = connect(self.url, compression=None, max_size=None, open_timeout=self.open_timeout)
-        except (OSError, WebSocketException) as exc:
-            raise PolicyError(f"cannot connect to policy server {self.url}: {_describe(exc)}. "
-                              f"Is it running (`lerobench serve`, or openpi's serve_policy.py)?") from exc
-        try:
-            first = conn.recv(timeout=self.open_timeout)
-            if isinstance(first, str):
-                raise PolicyError(f"policy server {self.url} refused the connection: {first}")
-            metadata = unpackb(first)
-        except (OSError, ConnectionClosed, DecodeError) as exc:
-            conn.close()
-            raise PolicyError(f"policy server {self.url} sent no valid metadata on connect "
-                              f"({_describe(exc)})") from exc
-        except PolicyError:
-            conn.close()
-            raise
-        self._metadata = self._checked_metadata(metadata)
-        self._conn = conn
+        with ExitStack() as stack:  # closes the connection unless it is kept (pop_all below)
+            try:
+                conn = stack.enter_context(
+                    connect(self.url, compression=None, max_size=None, open_timeout=self.open_timeout))
+            except (OSError, WebSocketException) as exc:
+                raise PolicyError(f"cannot connect to policy server {self.url}: {_describe(exc)}. "
+                                  f"Is it running (`lerobench serve`, or openpi's serve_policy.py)?") from exc
+            try:
+                first = conn.recv(timeout=self.open_timeout)
+                metadata = first if isinstance(first, str) else unpackb(first)
+            except (OSError, ConnectionClosed, DecodeError) as exc:
+                raise PolicyError(f"policy server {self.url} sent no valid metadata on connect "
+                                  f"({_describe(exc)})") from exc
+            if isinstance(metadata, str):
+                raise PolicyError(f"policy server {self.url} refused the connection: {metadata}")
+            self._metadata = self._checked_metadata(metadata)
+            self._conn, self._closer = conn, stack.pop_all()
         return conn
 
     def _checked_metadata(self, metadata: Any) -> dict[str, Any]:
@@ -133,9 +133,9 @@ class RemotePolicy:
 
     def close(self) -> None:
         """Close the connection (idempotent); a later call would reconnect."""
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()
+        closer, self._closer, self._conn = self._closer, None, None
+        if closer is not None:
+            closer.close()
 
     # -- policy protocol -------------------------------------------------------------------------
     def reset(self) -> None:

@@ -1,0 +1,268 @@
+"""``lerobench serve``: any lerobench policy behind openpi's websocket protocol.
+
+Why serve at all: a policy with heavy or conflicting dependencies (a CUDA torch, another Python) can
+run in its own environment while ``lerobench eval --policy ws://...`` drives the simulators, and
+openpi clients (``openpi_client.WebsocketClientPolicy``) can use lerobench policies unchanged.
+
+One thread per connection (websockets' sync server); each connection gets its own ``copy.copy`` of
+the policy, then ``reset()``, so per-episode state never leaks between clients while weights stay
+shared. A policy that declares ``copy_safe = False`` serves one connection at a time.
+
+A bad request (not msgpack, not a map, wrong shapes, a policy exception) is answered by a text frame
+with the reason and the connection stays open, so one bad request does not end an evaluation that
+chooses to continue. (openpi's own server closes the connection after an error; clients cope with
+both.)
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from lerobench import __version__
+from lerobench.errors import ConfigError, MissingDependencyError
+from lerobench.policies.base import PolicyContext
+from lerobench.policies.loading import load_policy, observation_needs
+from lerobench.policies.msgpack_numpy import SERVE_EXTRA_HINT, DecodeError, packb, unpackb
+from lerobench.policies.remote import OPENPI_LIBERO_IMAGES, OPENPI_LIBERO_STATE
+
+try:
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.server import Server, ServerConnection
+    from websockets.sync.server import serve as ws_serve
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise MissingDependencyError(SERVE_EXTRA_HINT) from exc
+
+_ALIASES = {cam: key for key, cam in OPENPI_LIBERO_IMAGES.items()}
+"""Camera -> openpi LIBERO key also accepted for it, so openpi's LIBERO client can talk to us."""
+
+
+class RequestError(ValueError):
+    """A request the server cannot turn into an observation batch; its text goes back to the client."""
+
+
+def suite_context(suite: str, protocol: str | None = None, seed: int = 0, device: str = "cpu") -> PolicyContext:
+    """The ``PolicyContext`` a policy gets when evaluated on ``suite`` (shapes from its backend)."""
+    from lerobench.registry import get_backend, load_suite
+
+    s = load_suite(suite)
+    backend = get_backend(s.backend)
+    proto = s.protocol(protocol)
+    return PolicyContext(suite=s.name, backend=s.backend, tasks=s.tasks, action_dim=backend.action_dim,
+                         state_dim=backend.state_dim, cameras=proto.cameras, image_size=proto.image_size,
+                         seed=seed, device=device)
+
+
+class PolicyServer:
+    """A bound (listening) server for one policy; ``serve_forever`` answers, ``shutdown`` stops it."""
+
+    def __init__(self, policy_spec: str, context: PolicyContext, host: str = "127.0.0.1", port: int = 8000,
+                 on_event: Callable[[str], None] | None = None):
+        self.policy = load_policy(policy_spec, context)
+        self.context = context
+        self.cameras = observation_needs(self.policy).cameras
+        self.metadata = {
+            "server": "lerobench", "version": __version__, "policy": policy_spec, "suite": context.suite,
+            "batched": True, "action_dim": context.action_dim, "state_dim": context.state_dim,
+            "cameras": list(self.cameras), "image_size": list(context.image_size),
+        }
+        self._on_event = on_event or (lambda message: None)
+        self._exclusive = threading.Lock() if getattr(self.policy, "copy_safe", True) is False else None
+        self._serving = False
+        try:
+            self._server: Server = ws_serve(self._handle, host, port, compression=None, max_size=None)
+        except OSError as exc:
+            raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+
+    @property
+    def url(self) -> str:
+        """``ws://host:port`` actually bound (the port is real even when 0 was asked for)."""
+        host, port = self._server.socket.getsockname()[:2]
+        return f"ws://{f'[{host}]' if ':' in host else host}:{port}"
+
+    def serve_forever(self) -> None:
+        """Answer connections until ``shutdown`` (from another thread) or Ctrl-C."""
+        self._serving = True
+        self._server.serve_forever()
+
+    def shutdown(self) -> None:
+        """Stop accepting, close open connections and wait for their threads (idempotent).
+
+        Before ``serve_forever`` only the socket is closed: websockets' shutdown would wait forever
+        for a serving loop that never started.
+        """
+        if self._serving:
+            self._server.shutdown()
+        else:
+            self._server.socket.close()
+
+    def _handle(self, conn: ServerConnection) -> None:
+        peer = "{}:{}".format(*conn.remote_address[:2])
+        if self._exclusive is not None and not self._exclusive.acquire(blocking=False):
+            conn.send("server busy: this policy declares copy_safe = False and serves one client at a time")
+            return
+        try:
+            policy = self.policy if self._exclusive is not None else copy.copy(self.policy)
+            policy.reset()
+            session = _Session(policy, self.context, self.cameras)
+            conn.send(packb(self.metadata))
+            self._on_event(f"{peer} connected")
+            for message in conn:
+                reply = session.answer(message)
+                if isinstance(reply, str):
+                    self._on_event(f"{peer}: {reply.splitlines()[0]}")
+                conn.send(reply)
+            self._on_event(f"{peer} disconnected after {session.requests} requests")
+        except ConnectionClosed:
+            self._on_event(f"{peer} dropped the connection")
+        finally:
+            if self._exclusive is not None:
+                self._exclusive.release()
+
+
+def serve(policy_spec: str, context: PolicyContext, host: str = "127.0.0.1", port: int = 8000) -> None:
+    """Serve ``policy_spec`` for ``context`` on ``ws://host:port`` until interrupted."""
+    server = PolicyServer(policy_spec, context, host, port)
+    try:
+        server.serve_forever()
+    finally:
+        server.shutdown()
+
+
+class _Session:
+    """One connection's policy copy and request count (the first request starts an episode)."""
+
+    def __init__(self, policy: Any, context: PolicyContext, cameras: tuple[str, ...]):
+        self.policy = policy
+        self.context = context
+        self.cameras = cameras
+        self.requests = 0
+
+    def answer(self, message: str | bytes) -> str | bytes:
+        """Reply bytes for a good request; the error text for a bad one."""
+        try:
+            if isinstance(message, str):
+                raise RequestError("expected a binary msgpack frame, got a text frame")
+            batch, descriptions, single = to_batch(unpackb(message), self.context, self.cameras,
+                                                   first=self.requests == 0)
+        except (DecodeError, RequestError) as exc:
+            return f"bad request: {exc}"
+        self.requests += 1
+        started = time.perf_counter()
+        try:
+            actions = _checked_actions(self.policy.select_action(batch, descriptions), len(batch["state"]),
+                                       self.context.action_dim)
+        except RequestError as exc:
+            return f"bad policy output: {exc}"
+        except Exception as exc:  # noqa: BLE001 - any policy failure goes back to the client, server lives on
+            return f"policy raised {type(exc).__name__}: {exc}\n{traceback.format_exc()}"
+        timing = {"infer_ms": 1000 * (time.perf_counter() - started)}
+        return packb({"actions": actions[0] if single else actions, "server_timing": timing})
+
+
+def to_batch(request: Any, context: PolicyContext, cameras: tuple[str, ...],
+             first: bool = True) -> tuple[dict[str, Any], list[str], bool]:
+    """Turn a request into lerobench's observation batch; return it, task descriptions, and single.
+
+    A request is single (openpi style: no batch dimension) if its ``state`` is 1-D, batched if 2-D.
+    Missing entries get defaults: ``episode_start`` is True on a connection's first request only,
+    ``task`` comes from the prompt (or is the suite's only task), the prompt from the task.
+    """
+    if not isinstance(request, dict):
+        raise RequestError(f"a request must be a map of observations, got {type(request).__name__}")
+    if "state" not in request and OPENPI_LIBERO_STATE not in request:
+        raise RequestError(f"request has no 'state' (keys: {sorted(map(str, request))})")
+    state = _numeric(request.get("state", request.get(OPENPI_LIBERO_STATE)), "state")
+    if state.ndim not in (1, 2) or state.shape[-1] != context.state_dim:
+        raise RequestError(f"'state' must have shape ({context.state_dim},) or (B, {context.state_dim}) for suite "
+                           f"{context.suite!r}, got {state.shape}")
+    single = state.ndim == 1
+    n = 1 if single else len(state)
+
+    def per_env(key: str, default: Any, dtype: type) -> np.ndarray:
+        value = _numeric(request.get(key, default), key, dtype)
+        value = np.broadcast_to(value, (n,)) if value.ndim == 0 else value
+        if value.shape != (n,):
+            raise RequestError(f"'{key}' must be a scalar or have shape ({n},), got {value.shape}")
+        return np.array(value)
+
+    tasks, prompts = _strings(request, "task", n, single), _strings(request, "prompt", n, single)
+    tasks, descriptions = _tasks_and_descriptions(tasks, prompts, context, n)
+    batch: dict[str, Any] = {
+        "state": state[None] if single else state,
+        "task": tasks,
+        "episode": per_env("episode", 0, np.int64),
+        "episode_seed": per_env("episode_seed", context.seed, np.int64),
+        "episode_start": per_env("episode_start", first, bool),
+        "active": per_env("active", True, bool),
+    }
+    if cameras:
+        batch["images"] = {cam: _image(request, cam, context.image_size, n, single) for cam in cameras}
+    return batch, descriptions, single
+
+
+def _numeric(value: Any, key: str, dtype: type = np.float32) -> np.ndarray:
+    try:
+        return np.array(value, dtype=dtype)  # a copy: decoded arrays are read-only views
+    except (TypeError, ValueError) as exc:
+        raise RequestError(f"'{key}' must be numeric ({exc})") from exc
+
+
+def _strings(request: dict[str, Any], key: str, n: int, single: bool) -> list[str] | None:
+    value = request.get(key)
+    if value is None:
+        return None
+    if single and isinstance(value, str):
+        return [value]
+    if not single and isinstance(value, list) and len(value) == n and all(isinstance(v, str) for v in value):
+        return value
+    raise RequestError(f"'{key}' must be {'a string' if single else f'a list of {n} strings'}, got {value!r:.80}")
+
+
+def _tasks_and_descriptions(tasks: list[str] | None, prompts: list[str] | None, context: PolicyContext,
+                            n: int) -> tuple[list[str], list[str]]:
+    by_description = {t.description: t.name for t in context.tasks}
+    by_name = {t.name: t.description for t in context.tasks}
+    only = context.tasks[0].name if len(context.tasks) == 1 else ""
+    if tasks is None:
+        tasks = [by_description.get(p, only) for p in prompts] if prompts is not None else [only] * n
+    if prompts is None:
+        prompts = [by_name.get(t, t) for t in tasks]
+    return tasks, prompts
+
+
+def _image(request: dict[str, Any], cam: str, size: tuple[int, int], n: int, single: bool) -> np.ndarray:
+    images = request.get("images")
+    value = images.get(cam) if isinstance(images, dict) else None
+    if value is None:
+        value = request.get(_ALIASES.get(cam, ""))
+    if value is None:
+        keys = f"'images' -> '{cam}'" + (f" or '{_ALIASES[cam]}'" if cam in _ALIASES else "")
+        raise RequestError(f"the policy consumes camera {cam!r}: send it as {keys}")
+    image = np.array(value)
+    want = (*size, 3) if single else (n, *size, 3)
+    if image.dtype != np.uint8 or image.shape != want:
+        raise RequestError(f"camera {cam!r} must be uint8 of shape {want}, got {image.dtype} {image.shape}")
+    return image[None] if single else image
+
+
+def _checked_actions(raw: Any, n: int, action_dim: int) -> np.ndarray:
+    """The policy's actions as float32 (B, T, A); single replies drop B and stay chunks (T, A)."""
+    if hasattr(raw, "detach"):
+        raw = raw.detach().cpu().numpy()
+    try:
+        actions = np.asarray(raw, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise RequestError(f"actions are not numeric ({exc})") from exc
+    if actions.ndim == 2:
+        actions = actions[:, None, :]
+    if actions.ndim != 3 or actions.shape[0] != n or actions.shape[2] != action_dim:
+        raise RequestError(f"expected actions ({n}, {action_dim}) or ({n}, T, {action_dim}), "
+                           f"got {np.shape(raw)}")
+    return actions

@@ -1,0 +1,90 @@
+"""Runs ``torch.nn.Module`` policies: device placement, eval mode, inference mode, batched conversion.
+
+A module policy receives the observation batch with arrays already as tensors on its device:
+``state`` float32 (B, D) and ``images[camera]`` float32 (B, 3, H, W) in [0, 1] — converted once per
+step for the whole batch (one ``torch.from_numpy`` per key, no per-env Python loops). Non-array keys
+(``task``, ``episode``, ``episode_start``, ...) are passed as they are.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+
+from lerobench.errors import ConfigError
+from lerobench.policies.base import ObservationNeeds
+
+
+def is_torch_module(obj: Any) -> bool:
+    """True for ``torch.nn.Module`` instances, without importing torch when it is not loaded."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, torch.nn.Module)
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` -> cuda if available else cpu; an unavailable cuda is an error, not a silent fallback."""
+    if device not in ("cpu", "cuda", "auto") and not device.startswith("cuda:"):
+        raise ConfigError(f"--device must be cpu, cuda, cuda:N or auto, got {device!r}")
+    if device == "cpu":
+        return device
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if not torch.cuda.is_available():
+        raise ConfigError(f"--device {device}: CUDA is not available on this machine (use --device cpu)")
+    return device
+
+
+class TorchPolicy:
+    """Adapter around a module policy; ``copy.copy`` gives a copy sharing the parameter tensors.
+
+    Why an adapter: lerobench's rollout speaks NumPy; the module should see tensors on its device and
+    run without autograd. Shallow copies (one per task thread) share ``_parameters`` — zero extra
+    memory — while the module's plain attributes (its per-episode state, rebound in ``reset()``)
+    become per-copy.
+    """
+
+    def __init__(self, module: Any, device: str):
+        import torch
+
+        self.module = module.to(device).eval()
+        self.device = torch.device(device)
+        self.observation_needs = getattr(module, "observation_needs", None) or ObservationNeeds()
+        self.copy_safe = getattr(module, "copy_safe", True)
+
+    def __copy__(self) -> TorchPolicy:
+        clone = object.__new__(TorchPolicy)
+        clone.__dict__.update(self.__dict__)
+        clone.module = copy.copy(self.module)
+        return clone
+
+    def reset(self) -> None:
+        """Reset the module's state."""
+        self.module.reset()
+
+    def _to_tensors(self, observation: dict[str, Any]) -> dict[str, Any]:
+        import torch
+
+        batch: dict[str, Any] = dict(observation)
+        batch["state"] = torch.from_numpy(np.ascontiguousarray(observation["state"])).to(self.device)
+        if "images" in observation:
+            batch["images"] = {
+                cam: torch.from_numpy(np.ascontiguousarray(img)).to(self.device).permute(0, 3, 1, 2).float() / 255.0
+                for cam, img in observation["images"].items()
+            }
+        return batch
+
+    def select_action(self, observation: dict[str, Any], task_descriptions: list[str]) -> np.ndarray:
+        """Convert once, run under ``torch.inference_mode()``, return NumPy actions."""
+        import torch
+
+        with torch.inference_mode():
+            out = self.module.select_action(self._to_tensors(observation), task_descriptions)
+        if isinstance(out, torch.Tensor):
+            out = out.detach().to("cpu").numpy()
+        return out
