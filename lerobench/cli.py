@@ -189,6 +189,8 @@ def evaluate(
         None, "--episode-timeout", help="Seconds one env step may take before its worker counts as hung."),
     replan_steps: int = typer.Option(1, "--replan-steps", help="Actions executed per returned action chunk."),
     parallel_tasks: int = typer.Option(1, "--parallel-tasks", help="Tasks evaluated at once (threads)."),
+    formats: list[str] = typer.Option([], "--format", help="Also write another format: lerobot (eval_info.json)."),
+    record: str = typer.Option("none", "--record", help="Save rollouts to recordings/<task>.h5: none|success|all."),
     device: str = typer.Option("cpu", "--device", help="cpu | cuda | auto (for torch policies)."),
 ) -> None:
     """Evaluate a policy on every task of a suite and write per-episode and per-task results."""
@@ -205,7 +207,8 @@ def evaluate(
             suite=s, policy=policy or s.default_policy, output=out, protocol=protocol, episodes=episodes,
             batch_size=batch_size, seed=seed, max_steps=max_steps, stop_on_success=stop_on_success,
             resume=resume, videos=videos, episode_timeout=episode_timeout, replan_steps=replan_steps,
-            parallel_tasks=parallel_tasks, device=device, command=tuple(sys.argv),
+            parallel_tasks=parallel_tasks, device=device, record=record, formats=tuple(formats),
+            command=tuple(sys.argv),
         )
         reporter = RichReporter(len(s.tasks) * settings.episodes_per_task, s.name)
         evaluation = Evaluation(settings, reporter)

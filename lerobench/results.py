@@ -42,6 +42,8 @@ class EpisodeRecord:
     error: str | None = None
     video: str | None = None
     renders: int = 0
+    max_reward: float | None = None
+    """Largest single-step reward (None for an episode with no step), for LeRobot's ``max_rewards``."""
 
     def to_json(self) -> dict[str, Any]:
         """JSON form: ``return_`` is written as ``return``."""
@@ -109,6 +111,36 @@ def summarize(suite: Suite, records: Iterable[EpisodeRecord]) -> dict[str, Any]:
     return {"tasks": tasks, "groups": groups, "overall": overall}
 
 
+def lerobot_eval_info(suite: Suite, records: Iterable[EpisodeRecord], eval_s: float) -> dict[str, Any]:
+    """The same results in LeRobot's ``eval_info.json`` layout (``overall.pc_success`` etc.), no NaN."""
+    by_task: dict[str, list[EpisodeRecord]] = {}
+    for r in records:
+        by_task.setdefault(r.task, []).append(r)
+
+    def block(rs: list[EpisodeRecord]) -> dict[str, Any]:
+        n = len(rs)
+        maxes = [r.max_reward for r in rs if r.max_reward is not None]
+        return {"avg_sum_reward": sum(r.return_ for r in rs) / n if n else None,
+                "avg_max_reward": sum(maxes) / len(maxes) if maxes else None,
+                "pc_success": 100.0 * sum(r.success for r in rs) / n if n else None, "n_episodes": n}
+
+    per_task, per_group = [], {}
+    for spec in suite.tasks:
+        rs = sorted(by_task.get(spec.name, []), key=lambda r: r.episode)
+        if not rs:
+            continue
+        group = spec.group or suite.name
+        per_task.append({"task_group": group, "task_id": spec.index, "task": spec.name, "metrics": {
+            "sum_rewards": [r.return_ for r in rs], "max_rewards": [r.max_reward for r in rs],
+            "successes": [r.success for r in rs], "video_paths": [r.video for r in rs if r.video]}})
+        per_group.setdefault(group, []).extend(rs)
+    everything = [r for rs in per_group.values() for r in rs]
+    overall = block(everything)
+    overall["eval_s"] = eval_s
+    overall["eval_ep_s"] = eval_s / len(everything) if everything else None
+    return {"per_task": per_task, "per_group": {g: block(rs) for g, rs in per_group.items()}, "overall": overall}
+
+
 def _json_dumps(data: Any, **kwargs: Any) -> str:
     return json.dumps(data, allow_nan=False, **kwargs)
 
@@ -125,6 +157,24 @@ def write_json_atomic(path: Path, data: Any) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_trajectory(output: Path, task: str, episode: int, attrs: dict[str, Any], arrays: dict[str, Any]) -> None:
+    """Write one episode as group ``episode_<i>`` of ``recordings/<task>.h5`` (replaced if present)."""
+    import h5py
+
+    folder = output / "recordings"
+    folder.mkdir(exist_ok=True)
+    with h5py.File(folder / f"{task}.h5", "a") as f:
+        name = f"episode_{episode}"
+        if name in f:
+            del f[name]
+        group = f.create_group(name)
+        for key, value in attrs.items():
+            group.attrs[key] = value
+        for key, array in arrays.items():
+            group.create_dataset(key, data=array, compression="lzf" if array.ndim >= 3 else None)
+        f.flush()
 
 
 def check_output_dir(output: Path) -> None:
@@ -189,6 +239,10 @@ class ResultsWriter:
                     os.fsync(self._file.fileno())
                 elif kind == "results":
                     write_json_atomic(self.output / RESULTS_FILE, payload)
+                elif kind == "json":
+                    write_json_atomic(self.output / payload[0], payload[1])
+                elif kind == "trajectory":
+                    write_trajectory(self.output, *payload)
             except BaseException as exc:  # noqa: BLE001 - surfaced on the main thread
                 self._error = exc
             finally:
@@ -207,6 +261,16 @@ class ResultsWriter:
         """Queue a full ``results.json`` snapshot (serialized now, validated for NaN now)."""
         self._raise_if_failed()
         self._queue.put(("results", json.loads(_json_dumps(results))))
+
+    def put_json(self, name: str, data: dict[str, Any]) -> None:
+        """Queue another JSON document (e.g. ``eval_info.json``), replaced atomically like results.json."""
+        self._raise_if_failed()
+        self._queue.put(("json", (name, json.loads(_json_dumps(data)))))
+
+    def put_trajectory(self, task: str, episode: int, attrs: dict[str, Any], arrays: dict[str, Any]) -> None:
+        """Queue one episode's recorded arrays for ``recordings/<task>.h5``."""
+        self._raise_if_failed()
+        self._queue.put(("trajectory", (task, episode, dict(attrs), arrays)))
 
     def flush(self) -> None:
         """Wait until everything queued is on disk."""

@@ -22,6 +22,7 @@ from lerobench.config import TaskSpec
 from lerobench.envs.base import IDLE, episode_seed
 from lerobench.errors import PolicyError
 from lerobench.results import EpisodeRecord
+from lerobench.trajectories import NULL_TRAJECTORIES, Trajectory, TrajectoryRecorder
 
 
 class Recording(Protocol):
@@ -109,6 +110,7 @@ class _Slot:
     episode: int = IDLE
     started: float = 0.0
     recording: Recording | None = None
+    trajectory: Trajectory | None = None
 
     @property
     def active(self) -> bool:
@@ -133,6 +135,7 @@ def run_episodes(
     on_episode: Callable[[EpisodeRecord], None],
     on_steps: Callable[[int], None] = lambda n: None,
     recorder: Recorder | None = None,
+    trajectories: TrajectoryRecorder = NULL_TRAJECTORIES,
 ) -> None:
     """Run ``episodes`` of ``run.task`` on ``venv`` until each is recorded through ``on_episode``.
 
@@ -155,6 +158,7 @@ def run_episodes(
             just_started[i] = slots[i].active
             if slots[i].active and recorder.wants(slots[i].episode):
                 slots[i].recording = recorder.start(run.task.name, slots[i].episode)
+            slots[i].trajectory = trajectories.start() if slots[i].active else None
         options = {
             "episodes": [s.episode for s in slots],
             "record": [s.recording is not None for s in slots],
@@ -172,7 +176,7 @@ def run_episodes(
         if slot.recording is not None:
             video = slot.recording.finish(success) if error is None else slot.recording.abort()
             slot.recording = None
-        on_episode(EpisodeRecord(
+        record = EpisodeRecord(
             task=run.task.name,
             episode=slot.episode,
             trial=run.trial,
@@ -186,7 +190,11 @@ def run_episodes(
             error=error if error is not None else summary.get("error"),
             video=video,
             renders=int(summary.get("renders", 0)),
-        ))
+            max_reward=_finite(summary.get("max_reward")),
+        )
+        on_episode(record)
+        trajectories.finish(run.task.name, record, slot.trajectory)
+        slot.trajectory = None
         slot.episode = IDLE
 
     def collect(obs: dict[str, Any], infos: dict[str, Any]) -> np.ndarray:
@@ -197,6 +205,8 @@ def run_episodes(
         for i, slot in enumerate(slots):
             if not slot.active:
                 continue
+            if slot.trajectory is not None:
+                slot.trajectory.observe(obs, i)
             if slot.recording is not None:
                 frame = _frame_for(obs, infos, frames, recorder.camera, i)
                 if frame is not None:
@@ -221,8 +231,14 @@ def run_episodes(
                 return
             actions = _next_actions(policy, obs, slots, queues, just_started, active, run, seed_of)
             just_started[:] = False
-            obs, _, _, _, infos = _call(venv.step, actions, timeout=run.step_timeout_s)
+            obs, rewards, _, _, infos = _call(venv.step, actions, timeout=run.step_timeout_s)
             on_steps(int(active.sum()))
+            if trajectories.enabled:
+                stepped = _mask(infos, "success")
+                for i, slot in enumerate(slots):
+                    if slot.trajectory is not None and active[i]:
+                        success = bool(infos["success"][i]) if stepped is not None and stepped[i] else False
+                        slot.trajectory.act(actions[i], float(rewards[i]), success)
             needs_reset = collect(obs, infos)
     except WorkerFailure as failure:
         culprits = _failed_slots(venv, [i for i, s in enumerate(slots) if s.active], failure)
@@ -243,6 +259,10 @@ def run_episodes(
                 slot.recording.abort()
                 slot.recording = None
         raise
+
+
+def _finite(value: Any) -> float | None:
+    return float(value) if value is not None and np.isfinite(value) else None
 
 
 def _frame_for(obs: dict[str, Any], infos: dict[str, Any], frames: np.ndarray | None,

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from lerobench import __version__
 from lerobench.config import Suite, TaskSpec
 from lerobench.envs.base import EnvSpec
-from lerobench.errors import ConfigError, ResumeError, RunError
+from lerobench.errors import ConfigError, MissingDependencyError, ResumeError, RunError, unknown
 from lerobench.policies.base import PolicyContext
 from lerobench.policies.loading import load_policy, observation_needs
 from lerobench.results import (
@@ -31,12 +31,17 @@ from lerobench.results import (
     EpisodeRecord,
     ResultsWriter,
     check_output_dir,
+    lerobot_eval_info,
     read_episodes,
     summarize,
 )
 from lerobench.rollout import TaskRun, WorkerFailure, run_episodes
 from lerobench.system import BatchChoice, auto_batch_size
+from lerobench.trajectories import RECORD_MODES, TrajectoryRecorder
 from lerobench.videos import NullVideoEncoder, VideoEncoder
+
+FORMATS = ("lerobot",)
+"""Result formats written besides lerobench's own files."""
 
 IPC_STEP_MS = 1.0
 """Measured cost of one vector step through worker processes on a 2-core box (pipes + shared memory)."""
@@ -74,6 +79,10 @@ class RunSettings:
     """Seconds one vector step may take before its worker is declared hung."""
     replan_steps: int = 1
     """Actions executed from each returned action chunk before asking the policy again."""
+    record: str = "none"
+    """Rollout recording to HDF5: none, success or all."""
+    formats: tuple[str, ...] = ()
+    """Extra result formats: ``lerobot`` also writes LeRobot's ``eval_info.json``."""
     parallel_tasks: int = 1
     device: str = "cpu"
     command: tuple[str, ...] = field(default_factory=lambda: tuple(sys.argv))
@@ -148,6 +157,16 @@ class Evaluation:
                 raise ConfigError(f"--max-steps must be >= 1, got {settings.max_steps}")
             protocol = replace(protocol, max_steps=settings.max_steps)
         self.protocol = protocol
+        for fmt in settings.formats:
+            if fmt not in FORMATS:
+                raise unknown("--format", fmt, FORMATS)
+        if settings.record not in RECORD_MODES:
+            raise ConfigError(f"--record must be one of {', '.join(RECORD_MODES)}, got {settings.record!r}")
+        if settings.record != "none":
+            import importlib.util
+
+            if importlib.util.find_spec("h5py") is None:
+                raise MissingDependencyError("--record needs h5py: pip install h5py")
         for name, value in (("--episodes", settings.episodes_per_task), ("--replan-steps", settings.replan_steps),
                             ("--parallel-tasks", settings.parallel_tasks)):
             if value < 1:
@@ -172,7 +191,8 @@ class Evaluation:
             "policy": s.policy, "protocol": s.protocol, "protocol_settings": asdict(self.protocol),
             "tasks": [t.name for t in s.suite.tasks], "episodes_per_task": s.episodes_per_task,
             "seed": s.seed, "stop_on_success": s.stop_on_success, "replan_steps": s.replan_steps,
-            "trial": 0, "batch_size": s.batch_size, "parallel_tasks": s.parallel_tasks, "videos": s.videos,
+            "trial": 0, "record": s.record, "formats": list(s.formats), "batch_size": s.batch_size,
+            "parallel_tasks": s.parallel_tasks, "videos": s.videos,
             "episode_timeout": s.episode_timeout, "device": s.device, "output": str(s.output),
         }
 
@@ -258,7 +278,7 @@ class Evaluation:
         writer = ResultsWriter(self.s.output)
         encoder = self._video_encoder()
         try:
-            writer.put_results(self.results())
+            self._publish(writer)
             if parallel == 1:
                 policy.reset()
                 for task in self.s.suite.tasks:
@@ -266,17 +286,26 @@ class Evaluation:
             else:
                 self._run_parallel(policy, cameras, per_task, parallel, writer, encoder)
             encoder.close()
-            final = self.results(ended=datetime.now(timezone.utc))
-            writer.put_results(final)
+            final = self._publish(writer, ended=datetime.now(timezone.utc))
             writer.close()
             return final
         except BaseException:
             encoder.close(abort=True)
             try:
-                writer.put_results(self.results())
+                self._publish(writer)
             finally:
                 writer.close()
             raise
+
+    def _publish(self, writer: ResultsWriter, ended: datetime | None = None) -> dict[str, Any]:
+        """Queue results.json (and the extra formats) for an atomic rewrite; return the results."""
+        results = self.results(ended)
+        writer.put_results(results)
+        if "lerobot" in self.s.formats:
+            with self._lock:
+                records = list(self.records)
+            writer.put_json("eval_info.json", lerobot_eval_info(self.s.suite, records, results["overall"]["eval_s"]))
+        return results
 
     def _video_encoder(self) -> VideoEncoder | NullVideoEncoder:
         if self.s.videos <= 0 or not self.s.suite.video_camera:
@@ -331,6 +360,8 @@ class Evaluation:
             writer.put_episode(record)
             self.reporter.episode(task, record)
 
+        trajectories = TrajectoryRecorder(self.s.record, writer.put_trajectory)
+
         def on_steps(n: int) -> None:
             with self._lock:
                 self._env_steps += n
@@ -341,7 +372,7 @@ class Evaluation:
             venv = make_vector_env(spec, min(batch, len(todo)))
             failed = True
             try:
-                run_episodes(venv, policy, run, todo, on_episode, on_steps, recorder)
+                run_episodes(venv, policy, run, todo, on_episode, on_steps, recorder, trajectories)
                 todo, failed = [], False
             except WorkerFailure as failure:
                 rebuilds += 1
@@ -359,7 +390,7 @@ class Evaluation:
             mine = [r for r in self.records if r.task == task.name]
         summary = summarize(replace(self.s.suite, tasks=(task,)), mine)["tasks"]
         self.reporter.task_finished(task, summary[0] if summary else {})
-        writer.put_results(self.results())
+        self._publish(writer)
 
 
 def _close(venv: Any, terminate: bool) -> None:

@@ -11,7 +11,7 @@ pytest.importorskip("metaworld")
 runner = CliRunner()
 
 EPISODE_FIELDS = {"task", "episode", "trial", "seed", "init_state", "success", "success_at_end", "steps",
-                  "return", "elapsed_s", "error", "video", "renders"}
+                  "return", "elapsed_s", "error", "video", "renders", "max_reward"}
 TASK_FIELDS = {"task", "description", "n_episodes", "successes", "success_rate", "ci95", "mean_steps",
                "mean_return", "n_errors"}
 OVERALL_FIELDS = {"n_episodes", "successes", "success_rate", "ci95", "eval_s", "episodes_per_s", "env_steps_per_s"}
@@ -134,3 +134,49 @@ def test_videos_are_playable_with_sim_fps_and_one_frame_per_step(tmp_path):
         assert (frames[0].width, frames[0].height) == (480, 480)
     leftovers = [p.name for p in (out / "videos").rglob("*") if p.name.startswith(".")]
     assert leftovers == []
+
+
+def test_record_writes_hdf5_per_task(tmp_path):
+    h5py = pytest.importorskip("h5py")
+    out = tmp_path / "all"
+    result = run("--suite", "smoke", "--tasks", "reach-v3", "--policy", "fixture_policies:make_camera",
+                 "--episodes", "2", "--max-steps", "4", "--videos", "0", "--record", "all", "--output", str(out))
+    assert result.exit_code == 0, result.output
+    with h5py.File(out / "recordings" / "reach-v3.h5") as f:
+        assert sorted(f) == ["episode_0", "episode_1"]
+        ep = f["episode_0"]
+        assert ep["actions"].shape == (4, 4) and ep["rewards"].shape == (4,) and ep["success"].shape == (4,)
+        assert ep["observations/state"].shape == (5, 39)
+        assert ep["observations/images/corner2"].shape == (5, 480, 480, 3)
+        assert ep.attrs["steps"] == 4 and not ep.attrs["success"]
+    out = tmp_path / "success"
+    result = run("--suite", "smoke", "--policy", "metaworld-expert", "--tasks", "reach-v3", "--episodes", "2",
+                 "--videos", "0", "--record", "success", "--max-steps", "60", "--output", str(out))
+    assert result.exit_code == 0, result.output
+    eps = episodes(out)
+    with h5py.File(out / "recordings" / "reach-v3.h5") as f:
+        assert sorted(f) == [f"episode_{e['episode']}" for e in eps if e["success"]]
+        for e in eps:
+            if e["success"]:
+                group = f[f"episode_{e['episode']}"]
+                assert group["success"][-1] and "images" not in group["observations"]
+
+
+def test_lerobot_format_eval_info(tmp_path):
+    out = tmp_path / "o"
+    result = run("--suite", "metaworld_easy", "--tasks", "reach-v3,button-press-v3", "--policy", "metaworld-expert",
+                 "--episodes", "2", "--videos", "0", "--format", "lerobot", "--output", str(out))
+    assert result.exit_code == 0, result.output
+    text = (out / "eval_info.json").read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    info = json.loads(text)
+    results = json.loads((out / "results.json").read_text())
+    assert info["overall"]["pc_success"] == pytest.approx(100 * results["overall"]["success_rate"])
+    assert info["overall"]["n_episodes"] == 4 and info["per_group"]["easy"]["n_episodes"] == 4
+    assert [t["task_id"] for t in info["per_task"]] == [
+        next(t.index for t in __import__("lerobench.registry").registry.load_suite("metaworld_easy").tasks
+             if t.name == name) for name in ("button-press-v3", "reach-v3")]
+    for task in info["per_task"]:
+        metrics = task["metrics"]
+        assert len(metrics["successes"]) == len(metrics["sum_rewards"]) == len(metrics["max_rewards"]) == 2
+        assert all(m <= s for m, s in zip(metrics["max_rewards"], metrics["sum_rewards"], strict=True))

@@ -131,6 +131,7 @@ class LazyTaskEnv(gym.Env):
         self._renders = 0
         self._steps = 0
         self._return = 0.0
+        self._max_reward = float("-inf")
         self._success = False
         self._success_now = False
         self._started = 0.0
@@ -182,6 +183,7 @@ class LazyTaskEnv(gym.Env):
             "success_at_end": bool(self._success_now),
             "steps": self._steps,
             "return": float(self._return),
+            "max_reward": float(self._max_reward),
             "elapsed_s": time.perf_counter() - self._started,
             "renders": self._renders,
             "error": error,
@@ -197,6 +199,7 @@ class LazyTaskEnv(gym.Env):
         record = options.get("record")
         self._record = bool(record[self.spec_.slot]) if record is not None else False
         self._steps, self._return, self._renders = 0, 0.0, 0
+        self._max_reward = float("-inf")
         self._success = self._success_now = False
         self._started = time.perf_counter()
         if self._episode == IDLE:
@@ -231,6 +234,7 @@ class LazyTaskEnv(gym.Env):
             reward, success = self._simulator().step(action)
             self._steps += 1
             self._return += float(reward)
+            self._max_reward = max(self._max_reward, float(reward))
             self._success_now = bool(success)
             self._success = self._success or self._success_now
             self._last_obs = self._observe()
