@@ -18,4 +18,5 @@ COPY suites ./suites
 #   pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu).
 RUN pip install --upgrade pip && pip install ".[metaworld,libero]"
 
-CMD ["lerobench", "eval", "--suite", "smoke", "--output", "/tmp/lerobench-smoke"]
+# Smoke: two Meta-World tasks, then one short LIBERO episode (both simulators, real rendering for the videos).
+CMD ["sh", "-c", "lerobench eval --suite smoke --output /tmp/smoke && lerobench eval --suite smoke_libero --output /tmp/smoke_libero"]

