@@ -84,7 +84,7 @@ info["success"] at any step; 500 steps at most (80 Hz control). State = the 39-D
 [protocol]
 max_steps = {max_steps}
 image_size = [480, 480]
-cameras = ["corner2", "corner", "corner3", "topview", "behindGripper", "gripperPOV"]
+cameras = ["corner2", "corner", "corner3", "topview"]
 flip_images = true  # Meta-World's corner cameras render upside down
 """
 

@@ -153,6 +153,7 @@ def write_json_atomic(path: Path, data: Any) -> None:
             f.write(_json_dumps(data, indent=2) + "\n")
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; results are meant to be shared like episodes.jsonl
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import multiprocessing
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -64,6 +65,10 @@ class NullRecorder:
         raise AssertionError("NullRecorder.start called")
 
 
+class Cancelled(Exception):
+    """Another task thread failed or the run was interrupted: stop stepping, keep what finished."""
+
+
 class WorkerFailure(Exception):
     """A simulator worker died or hung; ``in_flight`` episodes were lost and must be recorded as errors."""
 
@@ -103,6 +108,8 @@ class TaskRun:
     trial: int = 0
     n_init_states: int = 50
     step_timeout_s: float | None = None
+    stop: threading.Event | None = None
+    """Set by the runner to make a task thread stop at its next step (Ctrl-C, another task failed)."""
 
 
 @dataclass
@@ -171,6 +178,7 @@ def run_episodes(
     def finish(i: int, summary: dict[str, Any] | None, error: str | None = None) -> None:
         slot = slots[i]
         summary = summary or {}
+        error = error if error is not None else summary.get("error")
         success = bool(summary.get("success", False)) and error is None
         video = None
         if slot.recording is not None:
@@ -187,7 +195,7 @@ def run_episodes(
             steps=int(summary.get("steps", 0)),
             return_=float(summary.get("return", 0.0)),
             elapsed_s=round(time.perf_counter() - slot.started, 4),
-            error=error if error is not None else summary.get("error"),
+            error=error,
             video=video,
             renders=int(summary.get("renders", 0)),
             max_reward=_finite(summary.get("max_reward")),
@@ -197,13 +205,17 @@ def run_episodes(
         slot.trajectory = None
         slot.episode = IDLE
 
-    def collect(obs: dict[str, Any], infos: dict[str, Any]) -> np.ndarray:
-        """Record finished episodes; return the mask of slots that need a new episode."""
+    def collect(obs: dict[str, Any], infos: dict[str, Any], which: np.ndarray) -> np.ndarray:
+        """Take frames of the slots in ``which``, record finished episodes; return slots needing a reset.
+
+        ``which`` is every slot after a step, but only the reset slots after a partial reset (the
+        others' observations did not change, and must not be recorded twice).
+        """
         ended = _mask(infos, "episode_end")
         frames = _mask(infos, "frame")
         needs_reset = np.zeros(n, dtype=bool)
         for i, slot in enumerate(slots):
-            if not slot.active:
+            if not slot.active or not which[i]:
                 continue
             if slot.trajectory is not None:
                 slot.trajectory.observe(obs, i)
@@ -219,16 +231,18 @@ def run_episodes(
         return needs_reset
 
     try:
-        obs, infos = assign(np.ones(n, dtype=bool))
-        needs_reset = collect(obs, infos)
+        everyone = np.ones(n, dtype=bool)
+        obs, infos = assign(everyone)
+        needs_reset = collect(obs, infos, everyone)
         while True:
             while needs_reset.any():
-                obs_new, infos = assign(needs_reset)
-                obs = obs_new
-                needs_reset = collect(obs, infos)
+                obs, infos = assign(needs_reset)
+                needs_reset = collect(obs, infos, needs_reset.copy())
             active = np.array([s.active for s in slots])
             if not active.any():
                 return
+            if run.stop is not None and run.stop.is_set():
+                raise Cancelled(f"task {run.task.name!r} cancelled")
             actions = _next_actions(policy, obs, slots, queues, just_started, active, run, seed_of)
             just_started[:] = False
             obs, rewards, _, _, infos = _call(venv.step, actions, timeout=run.step_timeout_s)
@@ -239,7 +253,7 @@ def run_episodes(
                     if slot.trajectory is not None and active[i]:
                         success = bool(infos["success"][i]) if stepped is not None and stepped[i] else False
                         slot.trajectory.act(actions[i], float(rewards[i]), success)
-            needs_reset = collect(obs, infos)
+            needs_reset = collect(obs, infos, everyone)
     except WorkerFailure as failure:
         culprits = _failed_slots(venv, [i for i, s in enumerate(slots) if s.active], failure)
         failure.in_flight = [slots[i].episode for i in culprits]

@@ -12,7 +12,7 @@ import os
 import platform
 import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
@@ -35,7 +35,7 @@ from lerobench.results import (
     read_episodes,
     summarize,
 )
-from lerobench.rollout import TaskRun, WorkerFailure, run_episodes
+from lerobench.rollout import Cancelled, TaskRun, WorkerFailure, run_episodes
 from lerobench.system import BatchChoice, auto_batch_size
 from lerobench.trajectories import RECORD_MODES, TrajectoryRecorder
 from lerobench.videos import NullVideoEncoder, VideoEncoder
@@ -156,6 +156,10 @@ class Evaluation:
             if settings.max_steps < 1:
                 raise ConfigError(f"--max-steps must be >= 1, got {settings.max_steps}")
             protocol = replace(protocol, max_steps=settings.max_steps)
+        limit = getattr(self.backend, "max_episode_steps", None)
+        if limit is not None and protocol.max_steps > limit:
+            raise ConfigError(f"suite {settings.suite.name!r}: {settings.suite.backend} episodes are limited to "
+                              f"{limit} steps, but max_steps is {protocol.max_steps}")
         self.protocol = protocol
         for fmt in settings.formats:
             if fmt not in FORMATS:
@@ -167,10 +171,13 @@ class Evaluation:
 
             if importlib.util.find_spec("h5py") is None:
                 raise MissingDependencyError("--record needs h5py: pip install h5py")
-        for name, value in (("--episodes", settings.episodes_per_task), ("--replan-steps", settings.replan_steps),
-                            ("--parallel-tasks", settings.parallel_tasks)):
-            if value < 1:
-                raise ConfigError(f"{name} must be >= 1, got {value}")
+        for name, value, least in (("--episodes", settings.episodes, 1), ("--replan-steps", settings.replan_steps, 1),
+                                   ("--parallel-tasks", settings.parallel_tasks, 1),
+                                   ("--batch-size", settings.batch_size, 0), ("--videos", settings.videos, 0)):
+            if value is not None and value < least:
+                raise ConfigError(f"{name} must be >= {least}, got {value}")
+        if settings.episode_timeout is not None and settings.episode_timeout <= 0:
+            raise ConfigError(f"--episode-timeout must be > 0 seconds, got {settings.episode_timeout}")
         self.context = PolicyContext(
             suite=settings.suite.name, backend=settings.suite.backend, tasks=settings.suite.tasks,
             action_dim=self.backend.action_dim, state_dim=self.backend.state_dim,
@@ -181,6 +188,8 @@ class Evaluation:
         self._lock = threading.Lock()
         self._started = datetime.now(timezone.utc)
         self._env_steps = 0
+        self._stop = threading.Event()
+        self.batch_used: int | None = None
 
     # -- config & provenance -----------------------------------------------------------------------
     def config(self) -> dict[str, Any]:
@@ -192,6 +201,7 @@ class Evaluation:
             "tasks": [t.name for t in s.suite.tasks], "episodes_per_task": s.episodes_per_task,
             "seed": s.seed, "stop_on_success": s.stop_on_success, "replan_steps": s.replan_steps,
             "trial": 0, "record": s.record, "formats": list(s.formats), "batch_size": s.batch_size,
+            "batch_size_used": self.batch_used,
             "parallel_tasks": s.parallel_tasks, "videos": s.videos,
             "episode_timeout": s.episode_timeout, "device": s.device, "output": str(s.output),
         }
@@ -259,7 +269,7 @@ class Evaluation:
         if not cameras and step_ms is not None and step_ms < IPC_STEP_MS:
             return 1, (f"batch size 1: a state-only {self.s.suite.backend} step ({step_ms} ms) costs less than "
                        f"handing it to a worker process (~{IPC_STEP_MS} ms), so envs run in-process "
-                       f"(pass --batch-size {choice.batch_size} for worker processes)")
+                       f"(pass --batch-size {max(2, choice.batch_size)} for worker processes)")
         return choice.batch_size, choice.explain()
 
     def run(self) -> dict[str, Any]:
@@ -274,9 +284,14 @@ class Evaluation:
             self.reporter.message(f"policy {self.s.policy!r} declares copy_safe = False: running tasks one at a time")
             parallel = 1
         per_task = max(1, batch_size // parallel)
+        self.batch_used = per_task
         self.reporter.message(how + (f", {parallel} tasks in parallel x {per_task} envs" if parallel > 1 else ""))
+        if self.s.episode_timeout is not None and per_task == 1:
+            self.reporter.message("note: --episode-timeout needs worker processes (--batch-size >= 2); "
+                                  "with 1 env per task the simulator runs in-process and cannot be timed out")
         writer = ResultsWriter(self.s.output)
         encoder = self._video_encoder()
+        copies: list[Any] = [policy]
         try:
             self._publish(writer)
             if parallel == 1:
@@ -284,18 +299,24 @@ class Evaluation:
                 for task in self.s.suite.tasks:
                     self._run_task(task, policy, cameras, per_task, writer, encoder)
             else:
-                self._run_parallel(policy, cameras, per_task, parallel, writer, encoder)
+                self._run_parallel(policy, cameras, per_task, parallel, writer, encoder, copies)
             encoder.close()
             final = self._publish(writer, ended=datetime.now(timezone.utc))
             writer.close()
             return final
         except BaseException:
+            self._stop.set()
             encoder.close(abort=True)
             try:
                 self._publish(writer)
             finally:
                 writer.close()
             raise
+        finally:
+            for p in copies:
+                close = getattr(p, "close", None)
+                if callable(close):
+                    close()
 
     def _publish(self, writer: ResultsWriter, ended: datetime | None = None) -> dict[str, Any]:
         """Queue results.json (and the extra formats) for an atomic rewrite; return the results."""
@@ -313,25 +334,38 @@ class Evaluation:
         return VideoEncoder()
 
     def _run_parallel(self, policy: Any, cameras: tuple[str, ...], per_task: int, parallel: int,
-                      writer: ResultsWriter, encoder: Any) -> None:
-        """K task threads, each with a shallow copy of the policy (shared weights, own state)."""
+                      writer: ResultsWriter, encoder: Any, copies: list[Any]) -> None:
+        """K task threads, each with a shallow copy of the policy (shared weights, own state).
+
+        On Ctrl-C or a failing task the stop event makes every other thread stop at its next step
+        (closing its workers) instead of finishing its task first.
+        """
         local = threading.local()
 
         def work(task: TaskSpec) -> None:
+            if self._stop.is_set():
+                return
             if not hasattr(local, "policy"):
                 local.policy = copy.copy(policy)
                 local.policy.reset()
+                with self._lock:
+                    copies.append(local.policy)
             self._run_task(task, local.policy, cameras, per_task, writer, encoder)
 
-        with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="lerobench-task") as pool:
-            futures = [pool.submit(work, t) for t in self.s.suite.tasks]
-            try:
-                for f in futures:
-                    f.result()
-            except BaseException:
+        pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="lerobench-task")
+        futures = [pool.submit(work, t) for t in self.s.suite.tasks]
+        try:
+            wait(futures, return_when=FIRST_EXCEPTION)
+        finally:  # also on Ctrl-C in the main thread: stop the others, close their workers
+            if not all(f.done() and f.exception() is None for f in futures):
+                self._stop.set()
                 for f in futures:
                     f.cancel()
-                raise
+            pool.shutdown(wait=True)
+        errors = [f.exception() for f in futures if not f.cancelled() and f.exception() is not None]
+        real = [e for e in errors if not isinstance(e, Cancelled)]
+        if real or errors:
+            raise (real or errors)[0]
 
     def _run_task(self, task: TaskSpec, policy: Any, cameras: tuple[str, ...], batch: int,
                   writer: ResultsWriter, encoder: Any) -> None:
@@ -352,7 +386,7 @@ class Evaluation:
         )
         run = TaskRun(suite=self.s.suite.name, task=task, seed=self.s.seed, action_dim=self.backend.action_dim,
                       replan_steps=self.s.replan_steps, n_init_states=getattr(self.backend, "n_init_states", 50),
-                      step_timeout_s=self.s.episode_timeout)
+                      step_timeout_s=self.s.episode_timeout, stop=self._stop)
 
         def on_episode(record: EpisodeRecord) -> None:
             with self._lock:

@@ -102,3 +102,12 @@ def make_unsafe_copy(context):
     policy = make_queue_policy(context)
     policy.copy_safe = False
     return policy
+
+
+def make_camera_expert(context):
+    """Meta-World's expert, but declaring a camera: episodes of different lengths in one batch, with images."""
+    from lerobench.policies.builtin import make_metaworld_expert
+
+    expert = make_metaworld_expert(context)
+    expert.observation_needs = ObservationNeeds(cameras=context.cameras[:1])
+    return expert

@@ -180,3 +180,40 @@ def test_lerobot_format_eval_info(tmp_path):
         metrics = task["metrics"]
         assert len(metrics["successes"]) == len(metrics["sum_rewards"]) == len(metrics["max_rewards"]) == 2
         assert all(m <= s for m, s in zip(metrics["max_rewards"], metrics["sum_rewards"], strict=True))
+
+
+def test_partial_resets_do_not_duplicate_frames_or_states(tmp_path):
+    av = pytest.importorskip("av")
+    h5py = pytest.importorskip("h5py")
+    out = tmp_path / "o"
+    result = run("--suite", "smoke", "--tasks", "reach-v3", "--policy", "fixture_policies:make_camera_expert",
+                 "--episodes", "3", "--batch-size", "2", "--videos", "3", "--record", "all", "--max-steps", "120",
+                 "--output", str(out))
+    assert result.exit_code == 0, result.output
+    eps = episodes(out)
+    assert len({e["steps"] for e in eps}) > 1  # episodes ended at different steps: partial resets happened
+    with h5py.File(out / "recordings" / "reach-v3.h5") as f:
+        for e in eps:
+            with av.open(str(out / e["video"])) as container:
+                assert sum(1 for _ in container.decode(video=0)) == e["steps"] + 1
+            group = f[f"episode_{e['episode']}"]
+            assert group["observations/state"].shape[0] == e["steps"] + 1 and group["actions"].shape[0] == e["steps"]
+
+
+def test_parallel_task_failure_stops_the_others(tmp_path):
+    out = tmp_path / "o"
+    result = run("--suite", "metaworld_mt10", "--tasks", "reach-v3,push-v3,drawer-close-v3",
+                 "--policy", "fixture_policies:make_nan_after", "--episodes", "1", "--videos", "0",
+                 "--parallel-tasks", "2", "--max-steps", "300", "--output", str(out))
+    assert result.exit_code == 1 and "NaN" in result.output
+    results = json.loads((out / "results.json").read_text())
+    assert not results["complete"]
+    assert all(e["task"] == "reach-v3" for e in episodes(out))
+
+
+def test_invalid_numbers_are_refused(tmp_path):
+    for flags, message in ((["--episodes", "0"], "--episodes must be >= 1"),
+                           (["--batch-size", "-1"], "--batch-size must be >= 0"),
+                           (["--max-steps", "501"], "limited to 500 steps")):
+        result = run("--suite", "smoke", *flags, "--output", str(tmp_path / "x"))
+        assert result.exit_code == 2 and message in result.output, result.output

@@ -79,6 +79,7 @@ class MetaWorldBackend:
     action_dim = 4
     cameras = CAMERAS
     n_init_states = 50
+    max_episode_steps = MAX_PATH_LENGTH
     unrendered_step_ms = 0.3
     """Measured; cheaper than a worker round trip, so state-only runs stay in-process."""
     preload_modules = ("metaworld", "metaworld.policies")

@@ -54,7 +54,11 @@ class Policy(Protocol):
     observation_needs: ObservationNeeds
 
     def reset(self) -> None:
-        """Forget all state; called once per task (and per thread) before its first episode."""
+        """Forget all state; called once before the first episode of a run (and on each thread's copy).
+
+        Per-episode state must be reset where ``observation['episode_start']`` is True. With
+        ``--parallel-tasks`` this runs on a shallow copy: rebind state attributes, never mutate shared ones.
+        """
 
     def select_action(self, observation: dict[str, Any], task_descriptions: list[str]) -> np.ndarray:
         """Return actions (B, A) or an action chunk (B, T, A) for the batch of observations."""

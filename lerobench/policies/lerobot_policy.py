@@ -1,0 +1,307 @@
+"""``--policy lerobot:<dir>``: a LeRobot policy saved on disk, run with its own pre/post-processors.
+
+The directory is what LeRobot's ``save_pretrained`` writes (lerobot 0.4.x): ``config.json`` and
+``model.safetensors`` of the policy, plus ``policy_preprocessor.json`` / ``policy_postprocessor.json``
+and their state files (normalization statistics, ...). Nothing is downloaded: ``HF_HUB_OFFLINE=1`` is
+set before LeRobot is imported and the path must be a local directory.
+
+Observation mapping (lerobench -> LeRobot keys), decided by the policy config's ``input_features``:
+
+- ``state`` -> ``observation.state`` (float32 (B, D)). On Meta-World a 4-D ``observation.state`` gets
+  ``state[:, :4]`` (LeRobot's Meta-World env exposes ``agent_pos = obs[:4]``); a 39-D one the full state.
+- ``state`` -> ``observation.environment_state`` when its size matches the suite's state.
+- ``images[cam]`` -> ``observation.images.<name>`` / ``observation.image`` (float32 (B, 3, H, W) in
+  [0, 1]); see ``camera_for_feature`` for the names understood. Images are passed at the suite's
+  resolution, as lerobot-eval does (policies that need another size resize them themselves).
+- the task's language description -> ``task`` (a list of strings, one per env).
+
+Episode boundaries. LeRobot policies keep one action queue for the whole batch; lerobench restarts
+envs one at a time. So for the policies whose ``predict_action_chunk`` is stateless (ACT without
+temporal ensembling, pi0, pi0.5, SmolVLA) this adapter keeps one action queue *per env*, emptied at
+that env's episode start, and refills the empty ones with the first ``n_action_steps`` actions of a
+batched chunk: exactly LeRobot's per-episode behaviour. Other policies (diffusion, VQ-BeT, TD-MPC,
+ACT with temporal ensembling, ...) run through their own ``select_action``; ``policy.reset()`` is
+called whenever an env starts an episode, so a new episode never inherits actions or observation
+history from the previous one, but the envs of the batch still mid-episode lose their queue and
+history too (they re-plan early). With ``--batch-size 1`` the behaviour is exactly LeRobot's.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import sys
+import threading
+import warnings
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lerobench.errors import ConfigError, MissingDependencyError
+from lerobench.policies.base import ObservationNeeds, PolicyContext
+
+PREFIX = "lerobot:"
+INSTALL_HINT = "see docs/lerobot.md for the install recipe (lerobot==0.4.4 with --no-deps beside your torch)"
+
+# Policy types whose predict_action_chunk keeps no state between calls: per-env queues are exact.
+_CHUNK_TYPES = ("act", "pi0", "pi05", "smolvla")
+
+# LeRobot's names of simulator cameras -> lerobench camera names, per backend.
+_CAMERA_ALIASES: dict[str, dict[str, str]] = {
+    "libero": {
+        "image": "agentview", "image2": "robot0_eye_in_hand",  # LeRobot's LiberoEnv naming
+        "agentview_image": "agentview", "robot0_eye_in_hand_image": "robot0_eye_in_hand",
+        "wrist_image": "robot0_eye_in_hand", "wrist": "robot0_eye_in_hand",
+    },
+    "metaworld": {"image": "corner2"},  # LeRobot's MetaworldEnv renders corner2
+}
+_SINGLE_IMAGE_DEFAULT = {"libero": "agentview", "metaworld": "corner2"}  # for ``observation.image``
+
+_import_lock = threading.Lock()
+_TORCHVISION_SHIM: Any = None
+
+
+def make_lerobot_policy(spec: str, context: PolicyContext) -> LeRobotPolicy:
+    """Build the adapter for ``lerobot:<dir>``."""
+    path = Path(spec[len(PREFIX):]).expanduser()
+    if not str(spec[len(PREFIX):]).strip():
+        raise ConfigError("--policy lerobot:<dir> needs the directory of a saved LeRobot policy")
+    if not path.is_dir() or not (path / "config.json").is_file():
+        raise ConfigError(
+            f"--policy {spec!r}: {path} is not a directory holding a saved LeRobot policy (config.json, "
+            "model.safetensors); lerobench loads LeRobot policies from disk only, never from the hub")
+    return LeRobotPolicy(path, context)
+
+
+def _import_torchvision() -> None:
+    """Import torchvision; tolerate a build whose C++ ops cannot load beside this torch.
+
+    LeRobot imports torchvision at module level (transforms, ResNet backbones: pure Python). PyPI's
+    torchvision is built against CUDA torch; beside a CPU-only torch its ``_C`` extension fails to load,
+    which torchvision tolerates, except that it then registers fake kernels for ``torchvision::nms`` /
+    ``qnms`` and fails with "operator torchvision::nms does not exist". Declaring those two schemas
+    (no kernels) lets it import; only its detection ops (nms, roi_align) are then unavailable.
+    """
+    global _TORCHVISION_SHIM
+    try:
+        import torchvision  # noqa: F401
+        return
+    except ImportError:
+        return  # LeRobot's own import reports the missing package
+    except RuntimeError as exc:
+        if "torchvision::" not in str(exc) or "does not exist" not in str(exc):
+            raise
+    for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
+        del sys.modules[name]
+    import torch
+
+    if _TORCHVISION_SHIM is None:
+        lib = torch.library.Library("torchvision", "FRAGMENT")
+        for op in ("nms", "qnms"):
+            if not hasattr(torch.ops.torchvision, op):
+                lib.define(f"{op}(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+        _TORCHVISION_SHIM = lib  # must stay alive: dropping the Library object drops the schemas
+    warnings.warn("torchvision's C++ ops do not load beside this torch (a CUDA build of torchvision?): "
+                  "using its Python parts only", RuntimeWarning, stacklevel=3)
+    import torchvision  # noqa: F401,F811
+
+
+def _import_lerobot() -> dict[str, Any]:
+    """Import the pieces of LeRobot the adapter uses (offline), with actionable errors."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    with _import_lock:
+        try:
+            import torch  # noqa: F401
+        except ImportError as exc:
+            raise MissingDependencyError(f"--policy lerobot: needs torch and lerobot; {INSTALL_HINT}") from exc
+        _import_torchvision()
+        try:
+            from lerobot.configs.policies import PreTrainedConfig
+            from lerobot.policies.factory import get_policy_class, make_pre_post_processors
+        except ImportError as exc:
+            raise MissingDependencyError(
+                f"--policy lerobot: cannot import lerobot ({exc}); {INSTALL_HINT}") from exc
+    return {"PreTrainedConfig": PreTrainedConfig, "get_policy_class": get_policy_class,
+            "make_pre_post_processors": make_pre_post_processors}
+
+
+def camera_for_feature(key: str, backend: str, cameras: tuple[str, ...]) -> str | None:
+    """The lerobench camera feeding LeRobot image feature ``key``, or None if none fits.
+
+    ``observation.images.<cam>`` with a lerobench camera name is that camera; LeRobot's simulator names
+    (LIBERO: ``image`` = agentview, ``image2`` = wrist; Meta-World: ``image`` = corner2) are mapped; a
+    single ``observation.image`` is the backend's main camera (agentview, corner2) or else the first.
+    """
+    if key == "observation.image":
+        default = _SINGLE_IMAGE_DEFAULT.get(backend)
+        return default if default in cameras else (cameras[0] if cameras else None)
+    if key.startswith("observation.images."):
+        name = key[len("observation.images."):]
+        if name in cameras:
+            return name
+        alias = _CAMERA_ALIASES.get(backend, {}).get(name)
+        return alias if alias in cameras else None
+    return None
+
+
+class LeRobotPolicy:
+    """A LeRobot ``PreTrainedPolicy`` behind lerobench's policy interface (see the module docstring)."""
+
+    def __init__(self, path: Path, context: PolicyContext):
+        from lerobench.policies.torch_policy import resolve_device
+
+        lr = _import_lerobot()
+        import torch
+
+        self.path = path
+        self.context = context
+        device = resolve_device(context.device)
+        try:
+            config = lr["PreTrainedConfig"].from_pretrained(str(path))
+        except Exception as exc:  # noqa: BLE001 - draccus/json errors: name the file
+            raise ConfigError(f"lerobot policy {path}: cannot read config.json ({type(exc).__name__}: {exc})") from exc
+        config.device = device
+        self.config = config
+        self.type = config.type
+        self._plan_features(config, context)
+        try:
+            self.module = lr["get_policy_class"](config.type).from_pretrained(str(path), config=config)
+        except Exception as exc:  # noqa: BLE001
+            raise ConfigError(f"lerobot policy {path}: cannot load the {config.type!r} policy "
+                              f"({type(exc).__name__}: {exc})") from exc
+        self.module.eval()
+        if not (path / "policy_preprocessor.json").is_file():
+            raise ConfigError(
+                f"lerobot policy {path}: no policy_preprocessor.json (a checkpoint from before lerobot 0.4?). "
+                "Convert it with `python -m lerobot.processor.migrate_policy_normalization`")
+        try:
+            self.preprocessor, self.postprocessor = lr["make_pre_post_processors"](
+                config, pretrained_path=str(path),
+                preprocessor_overrides={"device_processor": {"device": device}})
+        except Exception as exc:  # noqa: BLE001
+            raise ConfigError(f"lerobot policy {path}: cannot load its pre/post-processors "
+                              f"({type(exc).__name__}: {exc})") from exc
+        self.device = torch.device(device)
+        self.chunked = self.type in _CHUNK_TYPES and getattr(config, "temporal_ensemble_coeff", None) is None
+        self.n_action_steps = int(getattr(config, "n_action_steps", 1) or 1)
+        # select_action mode shares the module's batch-wide state; chunk mode keeps its state here.
+        self.copy_safe = self.chunked
+        self._warned_partial_reset = False
+        self.reset()
+
+    # -- feature mapping ---------------------------------------------------------------------------
+    def _plan_features(self, config: Any, context: PolicyContext) -> None:
+        """Decide which lerobench observation feeds each LeRobot input feature; fail early if one can't."""
+        where = f"lerobot policy {self.path} ({config.type})"
+        action = (config.output_features or {}).get("action")
+        if action is None:
+            raise ConfigError(f"{where}: its config has no 'action' output feature")
+        if tuple(action.shape)[-1] != context.action_dim:
+            raise ConfigError(f"{where} outputs {tuple(action.shape)[-1]}-D actions, but suite "
+                              f"{context.suite!r} expects {context.action_dim}-D actions")
+        self.state_slices: dict[str, int] = {}  # feature key -> number of leading state dims
+        self.image_keys: dict[str, str] = {}  # feature key -> lerobench camera
+        for key, feature in (config.input_features or {}).items():
+            kind = getattr(feature.type, "value", str(feature.type))
+            shape = tuple(feature.shape)
+            if kind == "VISUAL":
+                camera = camera_for_feature(key, context.backend, context.cameras)
+                if camera is None:
+                    raise ConfigError(
+                        f"{where} consumes image {key!r}, which matches no camera of suite {context.suite!r} "
+                        f"({list(context.cameras) or 'none'}); name it observation.images.<camera>")
+                self.image_keys[key] = camera
+            elif kind in ("STATE", "ENV") and key in ("observation.state", "observation.environment_state"):
+                dim = shape[-1] if shape else 0
+                if dim == context.state_dim or (context.backend == "metaworld" and key == "observation.state"
+                                                and dim == 4):
+                    self.state_slices[key] = dim
+                else:
+                    raise ConfigError(f"{where} consumes a {dim}-D {key!r}, but suite {context.suite!r} "
+                                      f"gives a {context.state_dim}-D state")
+            else:
+                raise ConfigError(f"{where} consumes {key!r} ({kind}), which lerobench cannot provide "
+                                  "(it provides observation.state, observation.environment_state and images)")
+        self.observation_needs = ObservationNeeds(cameras=tuple(dict.fromkeys(self.image_keys.values())))
+
+    def _to_lerobot(self, observation: dict[str, Any], task_descriptions: list[str]) -> dict[str, Any]:
+        import torch
+
+        state = torch.from_numpy(np.ascontiguousarray(observation["state"], dtype=np.float32))
+        batch: dict[str, Any] = {key: state[:, :dim] for key, dim in self.state_slices.items()}
+        images = observation.get("images", {})
+        converted: dict[str, Any] = {}
+        for key, camera in self.image_keys.items():
+            if camera not in converted:
+                img = torch.from_numpy(np.ascontiguousarray(images[camera]))
+                converted[camera] = img.permute(0, 3, 1, 2).float().div_(255.0)
+            batch[key] = converted[camera]
+        batch["task"] = list(task_descriptions)
+        return batch
+
+    # -- the policy interface ----------------------------------------------------------------------
+    def __copy__(self) -> LeRobotPolicy:
+        """A copy for another task thread: shares weights and processors, not per-episode state."""
+        clone = object.__new__(LeRobotPolicy)
+        clone.__dict__.update(self.__dict__)
+        clone.module = copy.copy(self.module)  # shares parameters; reset() rebinds its queues
+        clone.reset()
+        return clone
+
+    def reset(self) -> None:
+        """Forget every queue (LeRobot's and the per-env ones)."""
+        self.module.reset()
+        self._queues: dict[int, deque[np.ndarray]] = {}
+
+    def select_action(self, observation: dict[str, Any], task_descriptions: list[str]) -> np.ndarray:
+        """One action per env, (B, action_dim)."""
+        import torch
+
+        n = len(observation["state"])
+        starts = np.asarray(observation.get("episode_start", np.zeros(n, bool)), dtype=bool)
+        active = np.asarray(observation.get("active", np.ones(n, bool)), dtype=bool)
+        with torch.inference_mode():
+            if self.chunked:
+                return self._select_chunked(observation, task_descriptions, n, starts, active)
+            return self._select_stateful(observation, task_descriptions, n, starts, active)
+
+    def _select_chunked(self, observation: dict[str, Any], task_descriptions: list[str], n: int,
+                        starts: np.ndarray, active: np.ndarray) -> np.ndarray:
+        for i in np.flatnonzero(starts):
+            self._queues.pop(int(i), None)
+        if any(active[i] and not self._queues.get(i) for i in range(n)):
+            batch = self.preprocessor(self._to_lerobot(observation, task_descriptions))
+            chunk = self.module.predict_action_chunk(batch)[:, : self.n_action_steps]
+            chunk = self.postprocessor(chunk)
+            chunk = chunk.detach().to("cpu", torch_float32()).numpy()
+            for i in range(n):
+                if active[i] and not self._queues.get(i):
+                    self._queues[i] = deque(chunk[i])
+        actions = np.zeros((n, self.context.action_dim), dtype=np.float32)
+        for i in range(n):
+            if active[i]:
+                actions[i] = self._queues[i].popleft()
+        return actions
+
+    def _select_stateful(self, observation: dict[str, Any], task_descriptions: list[str], n: int,
+                         starts: np.ndarray, active: np.ndarray) -> np.ndarray:
+        if starts.any():
+            if n > 1 and not starts[active].all() and not self._warned_partial_reset:
+                self._warned_partial_reset = True
+                warnings.warn(
+                    f"lerobot {self.type!r} policy keeps one queue for the whole batch: an env started a new "
+                    "episode while others are mid-episode, so all re-plan now (use --batch-size 1 for "
+                    "LeRobot's exact per-episode behaviour)", RuntimeWarning, stacklevel=3)
+            self.module.reset()
+        batch = self.preprocessor(self._to_lerobot(observation, task_descriptions))
+        action = self.postprocessor(self.module.select_action(batch))
+        return action.detach().to("cpu", torch_float32()).numpy()
+
+
+def torch_float32() -> Any:
+    """``torch.float32`` (torch imported lazily)."""
+    import torch
+
+    return torch.float32
