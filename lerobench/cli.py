@@ -147,7 +147,7 @@ class RichReporter:
 def _print_summary(results: dict[str, Any], output: Path) -> None:
     table = Table(title=f"{results['suite']} — {results['policy']}")
     for col in ("task", "episodes", "success", "95% CI", "errors", "mean steps"):
-        table.add_column(col, justify="left" if col == "task" else "right")
+        table.add_column(col, justify="left" if col == "task" else "right", overflow="fold")
     for t in results["tasks"]:
         lo, hi = t["ci95"]
         steps = "-" if t["mean_steps"] is None else f"{t['mean_steps']:.0f}"

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from lerobench.config import Suite
-from lerobench.errors import ResumeError, RunError
+from lerobench.errors import ConfigError, ResumeError, RunError
 
 EPISODES_FILE = "episodes.jsonl"
 RESULTS_FILE = "results.json"
@@ -185,7 +185,7 @@ def check_output_dir(output: Path) -> None:
         probe = tempfile.NamedTemporaryFile(dir=output, prefix=".write-test.", delete=True)
         probe.close()
     except OSError as exc:
-        raise RunError(f"output directory {output} is not writable ({exc.strerror or exc})") from exc
+        raise ConfigError(f"output directory {output} is not writable ({exc.strerror or exc})") from exc
 
 
 def read_episodes(path: Path) -> list[EpisodeRecord]:

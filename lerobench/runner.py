@@ -190,6 +190,7 @@ class Evaluation:
         self._env_steps = 0
         self._stop = threading.Event()
         self.batch_used: int | None = None
+        check_output_dir(settings.output)  # refuse an unwritable --output before anything starts
 
     # -- config & provenance -----------------------------------------------------------------------
     def config(self) -> dict[str, Any]:
@@ -274,7 +275,6 @@ class Evaluation:
 
     def run(self) -> dict[str, Any]:
         """Evaluate every task; write results as they come; return the final results."""
-        check_output_dir(self.s.output)
         self.records = self._load_previous()
         policy = load_policy(self.s.policy, self.context)
         cameras = observation_needs(policy).cameras

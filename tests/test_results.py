@@ -1,0 +1,59 @@
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from lerobench.cli import app
+from lerobench.errors import RunError
+from lerobench.results import EpisodeRecord, ResultsWriter, read_episodes
+
+
+def record(episode, **kw):
+    base = dict(task="t", episode=episode, trial=0, seed=1, init_state=episode, success=True, success_at_end=True,
+                steps=3, return_=1.5, elapsed_s=0.1)
+    base.update(kw)
+    return EpisodeRecord(**base)
+
+
+def test_writer_appends_snapshots_and_replaces_results_atomically(tmp_path):
+    writer = ResultsWriter(tmp_path)
+    writer.put_episode(record(0))
+    writer.put_results({"overall": {"n": 1}})
+    writer.put_episode(record(1, success=False))
+    writer.close()
+    assert [r.episode for r in read_episodes(tmp_path / "episodes.jsonl")] == [0, 1]
+    assert json.loads((tmp_path / "results.json").read_text()) == {"overall": {"n": 1}}
+    assert oct((tmp_path / "results.json").stat().st_mode & 0o777) == "0o644"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_writer_failure_surfaces_on_the_main_thread(tmp_path):
+    (tmp_path / "results.json").mkdir()  # os.replace onto a directory fails inside the writer thread
+    writer = ResultsWriter(tmp_path)
+    writer.put_results({"x": 1})
+    with pytest.raises(RunError, match="writing results"):
+        writer.flush()
+    with pytest.raises(RunError):
+        writer.put_episode(record(0))
+
+
+def test_nan_is_refused_before_it_reaches_disk(tmp_path):
+    writer = ResultsWriter(tmp_path)
+    with pytest.raises(ValueError):
+        writer.put_results({"rate": float("nan")})
+    writer.close()
+
+
+def test_truncated_last_line_is_cut_and_complete_lines_kept(tmp_path):
+    path = tmp_path / "episodes.jsonl"
+    good = json.dumps(record(0).to_json())
+    path.write_text(good + "\n" + good[:20])
+    assert [r.episode for r in read_episodes(path)] == [0]
+    assert path.read_text() == good + "\n"
+
+
+def test_unwritable_output_is_refused_before_any_env(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    result = CliRunner().invoke(app, ["eval", "--suite", "smoke", "--output", str(blocker / "out")])
+    assert result.exit_code == 2 and "not writable" in result.output and "Traceback" not in result.output
