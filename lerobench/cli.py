@@ -191,7 +191,7 @@ def evaluate(
     parallel_tasks: int = typer.Option(1, "--parallel-tasks", help="Tasks evaluated at once (threads)."),
     formats: list[str] = typer.Option([], "--format", help="Also write another format: lerobot (eval_info.json)."),
     record: str = typer.Option("none", "--record", help="Save rollouts to recordings/<task>.h5: none|success|all."),
-    device: str = typer.Option("cpu", "--device", help="cpu | cuda | auto (for torch policies)."),
+    device: str = typer.Option("cpu", "--device", help="cpu | cuda | cuda:N | auto (for torch policies)."),
 ) -> None:
     """Evaluate a policy on every task of a suite and write per-episode and per-task results."""
     from lerobench.registry import load_suite
@@ -243,7 +243,7 @@ def serve_policy(
     port: int = typer.Option(8000, "--port", help="TCP port (0: any free port)."),
     protocol: str = typer.Option("standard", "--protocol", help="Named protocol of the suite (image size)."),
     seed: int = typer.Option(0, "--seed", help="Run seed given to the policy factory."),
-    device: str = typer.Option("cpu", "--device", help="cpu | cuda | auto (for torch policies)."),
+    device: str = typer.Option("cpu", "--device", help="cpu | cuda | cuda:N | auto (for torch policies)."),
 ) -> None:
     """Serve a policy over openpi's websocket protocol (for `eval --policy ws://...` or openpi clients)."""
     try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import os
 import platform
+import re
 import sys
 import threading
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
@@ -176,6 +177,8 @@ class Evaluation:
                                    ("--batch-size", settings.batch_size, 0), ("--videos", settings.videos, 0)):
             if value is not None and value < least:
                 raise ConfigError(f"{name} must be >= {least}, got {value}")
+        if not re.fullmatch(r"cpu|auto|cuda(:\d+)?", settings.device):
+            raise ConfigError(f"--device must be cpu, cuda, cuda:N or auto, got {settings.device!r}")
         if settings.episode_timeout is not None and settings.episode_timeout <= 0:
             raise ConfigError(f"--episode-timeout must be > 0 seconds, got {settings.episode_timeout}")
         self.context = PolicyContext(
@@ -190,6 +193,7 @@ class Evaluation:
         self._env_steps = 0
         self._stop = threading.Event()
         self.batch_used: int | None = None
+        self.parallel_used: int | None = None
         check_output_dir(settings.output)  # refuse an unwritable --output before anything starts
 
     # -- config & provenance -----------------------------------------------------------------------
@@ -202,7 +206,7 @@ class Evaluation:
             "tasks": [t.name for t in s.suite.tasks], "episodes_per_task": s.episodes_per_task,
             "seed": s.seed, "stop_on_success": s.stop_on_success, "replan_steps": s.replan_steps,
             "trial": 0, "record": s.record, "formats": list(s.formats), "batch_size": s.batch_size,
-            "batch_size_used": self.batch_used,
+            "batch_size_used": self.batch_used, "parallel_tasks_used": self.parallel_used,
             "parallel_tasks": s.parallel_tasks, "videos": s.videos,
             "episode_timeout": s.episode_timeout, "device": s.device, "output": str(s.output),
         }
@@ -267,7 +271,8 @@ class Evaluation:
             return min(self.s.batch_size, n), f"batch size {min(self.s.batch_size, n)} (--batch-size)"
         choice: BatchChoice = auto_batch_size(n, self.s.suite.worker_memory_mb)
         step_ms = getattr(self.backend, "unrendered_step_ms", None)
-        if not cameras and step_ms is not None and step_ms < IPC_STEP_MS:
+        renders = bool(cameras) or (self.s.videos > 0 and self.s.suite.video_camera is not None)
+        if not renders and step_ms is not None and step_ms < IPC_STEP_MS:
             return 1, (f"batch size 1: a state-only {self.s.suite.backend} step ({step_ms} ms) costs less than "
                        f"handing it to a worker process (~{IPC_STEP_MS} ms), so envs run in-process "
                        f"(pass --batch-size {max(2, choice.batch_size)} for worker processes)")
@@ -285,6 +290,7 @@ class Evaluation:
             parallel = 1
         per_task = max(1, batch_size // parallel)
         self.batch_used = per_task
+        self.parallel_used = parallel
         self.reporter.message(how + (f", {parallel} tasks in parallel x {per_task} envs" if parallel > 1 else ""))
         if self.s.episode_timeout is not None and per_task == 1:
             self.reporter.message("note: --episode-timeout needs worker processes (--batch-size >= 2); "
@@ -403,7 +409,7 @@ class Evaluation:
 
         rebuilds = 0
         while todo:
-            venv = make_vector_env(spec, min(batch, len(todo)))
+            venv = make_vector_env(spec, min(batch, len(todo)), in_process=batch == 1)
             failed = True
             try:
                 run_episodes(venv, policy, run, todo, on_episode, on_steps, recorder, trajectories)

@@ -38,14 +38,17 @@ def _make_env(spec: EnvSpec) -> LazyTaskEnv:
     return LazyTaskEnv(spec)
 
 
-def make_vector_env(spec: EnvSpec, batch_size: int) -> gym.vector.VectorEnv:
+def make_vector_env(spec: EnvSpec, batch_size: int, in_process: bool | None = None) -> gym.vector.VectorEnv:
     """``batch_size`` lazy envs of one task: in-process for 1, one worker process each otherwise.
+
+    ``in_process=False`` keeps even a single env in a worker process (the last episode of a task
+    that runs with workers keeps its crash isolation and timeout).
 
     Autoreset is disabled: the rollout decides which slot starts which episode, so the init-state
     order never depends on which episode finished first.
     """
     fns = [functools.partial(_make_env, replace(spec, slot=i)) for i in range(batch_size)]
-    if batch_size == 1:
+    if in_process if in_process is not None else batch_size == 1:
         return gym.vector.SyncVectorEnv(fns, autoreset_mode=AutoresetMode.DISABLED)
     _preload(spec.backend)
     return gym.vector.AsyncVectorEnv(

@@ -269,13 +269,15 @@ class LeRobotPolicy:
 
     def _select_chunked(self, observation: dict[str, Any], task_descriptions: list[str], n: int,
                         starts: np.ndarray, active: np.ndarray) -> np.ndarray:
+        import torch
+
         for i in np.flatnonzero(starts):
             self._queues.pop(int(i), None)
         if any(active[i] and not self._queues.get(i) for i in range(n)):
             batch = self.preprocessor(self._to_lerobot(observation, task_descriptions))
             chunk = self.module.predict_action_chunk(batch)[:, : self.n_action_steps]
             chunk = self.postprocessor(chunk)
-            chunk = chunk.detach().to("cpu", torch_float32()).numpy()
+            chunk = chunk.detach().to("cpu", torch.float32).numpy()
             for i in range(n):
                 if active[i] and not self._queues.get(i):
                     self._queues[i] = deque(chunk[i])
@@ -287,6 +289,8 @@ class LeRobotPolicy:
 
     def _select_stateful(self, observation: dict[str, Any], task_descriptions: list[str], n: int,
                          starts: np.ndarray, active: np.ndarray) -> np.ndarray:
+        import torch
+
         if starts.any():
             if n > 1 and not starts[active].all() and not self._warned_partial_reset:
                 self._warned_partial_reset = True
@@ -297,11 +301,5 @@ class LeRobotPolicy:
             self.module.reset()
         batch = self.preprocessor(self._to_lerobot(observation, task_descriptions))
         action = self.postprocessor(self.module.select_action(batch))
-        return action.detach().to("cpu", torch_float32()).numpy()
+        return action.detach().to("cpu", torch.float32).numpy()
 
-
-def torch_float32() -> Any:
-    """``torch.float32`` (torch imported lazily)."""
-    import torch
-
-    return torch.float32

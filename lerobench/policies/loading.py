@@ -1,4 +1,4 @@
-"""Turns a ``--policy`` string into a policy: a built-in name, ``module.path:factory`` or a ``ws://`` URL."""
+"""Turns a ``--policy`` string into a policy: built-in name, ``module:factory``, ``ws://`` URL or ``lerobot:DIR``."""
 
 from __future__ import annotations
 
@@ -16,12 +16,16 @@ def load_policy(spec: str, context: PolicyContext) -> Any:
         from lerobench.policies.remote import RemotePolicy  # websockets only when asked for
 
         policy = RemotePolicy(spec, context)
+    elif spec.startswith("lerobot:"):
+        from lerobench.policies.lerobot_policy import make_lerobot_policy  # torch + lerobot only when asked for
+
+        policy = make_lerobot_policy(spec, context)
     elif spec in BUILTIN:
         policy = BUILTIN[spec](context)
     elif ":" in spec:
         policy = _from_factory(spec, context)
     else:
-        raise unknown("policy", spec, [*BUILTIN, "module.path:factory", "ws://host:port"])
+        raise unknown("policy", spec, [*BUILTIN, "module.path:factory", "ws://host:port", "lerobot:<dir>"])
     from lerobench.policies.torch_policy import TorchPolicy, is_torch_module, resolve_device
 
     if is_torch_module(policy):

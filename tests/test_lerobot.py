@@ -1,0 +1,167 @@
+"""``--policy lerobot:<dir>``: tiny LeRobot policies with random weights, saved and loaded back from disk."""
+
+import copy
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from lerobench.cli import app
+from lerobench.errors import ConfigError
+from lerobench.policies.base import PolicyContext
+from lerobench.policies.lerobot_policy import camera_for_feature
+from lerobench.policies.loading import load_policy
+from lerobench.registry import load_suite
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("lerobot")
+runner = CliRunner()
+
+METAWORLD_CAMERAS = ("corner2", "corner", "corner3", "topview", "behindGripper", "gripperPOV")
+
+
+def save_tiny_act(directory, state_dim=39, action_dim=4, image_key=None, image_hw=(64, 64), **overrides):
+    """An ACT policy with random weights (no pretrained backbone) plus its pre/post-processors."""
+    from lerobench.policies.lerobot_policy import _import_lerobot
+
+    _import_lerobot()  # torchvision as lerobench imports it (tolerates a CUDA build beside a CPU torch)
+    from lerobot.configs.types import FeatureType, PolicyFeature
+    from lerobot.policies.act.configuration_act import ACTConfig
+    from lerobot.policies.act.modeling_act import ACTPolicy
+    from lerobot.policies.factory import make_pre_post_processors
+
+    torch.manual_seed(0)
+    inputs = {"observation.state": PolicyFeature(type=FeatureType.STATE, shape=(state_dim,))}
+    stats = {"observation.state": {"mean": torch.zeros(state_dim), "std": torch.ones(state_dim)},
+             "action": {"mean": torch.full((action_dim,), 0.1), "std": torch.full((action_dim,), 0.5)}}
+    if not image_key:  # ACT wants an image or an environment state: the full Meta-World state
+        inputs["observation.environment_state"] = PolicyFeature(type=FeatureType.ENV, shape=(39,))
+        stats["observation.environment_state"] = {"mean": torch.zeros(39), "std": torch.ones(39)}
+    else:
+        inputs[image_key] = PolicyFeature(type=FeatureType.VISUAL, shape=(3, *image_hw))
+        stats[image_key] = {"mean": torch.full((3, 1, 1), 0.5), "std": torch.full((3, 1, 1), 0.25)}
+    settings = dict(pretrained_backbone_weights=None, dim_model=32, n_heads=2, dim_feedforward=64,
+                    n_encoder_layers=1, n_decoder_layers=1, chunk_size=8, n_action_steps=4, use_vae=False,
+                    device="cpu")
+    settings.update(overrides)
+    config = ACTConfig(input_features=inputs,
+                       output_features={"action": PolicyFeature(type=FeatureType.ACTION, shape=(action_dim,))},
+                       **settings)
+    policy = ACTPolicy(config)
+    pre, post = make_pre_post_processors(config, dataset_stats=stats)
+    for part in (policy, pre, post):
+        part.save_pretrained(str(directory))
+    return directory
+
+
+def context(cameras=(), state_dim=39, backend="metaworld"):
+    suite = load_suite("smoke")
+    return PolicyContext(suite=suite.name, backend=backend, tasks=suite.tasks, action_dim=4, state_dim=state_dim,
+                         cameras=cameras, image_size=(64, 64))
+
+
+def observation(n, starts, seed=0, cameras=()):
+    rng = np.random.default_rng(seed)
+    obs = {"state": rng.normal(size=(n, 39)).astype(np.float32), "episode_start": np.asarray(starts, bool),
+           "active": np.ones(n, bool), "task": ["reach-v3"] * n}
+    if cameras:
+        obs["images"] = {c: rng.integers(0, 255, size=(n, 64, 64, 3), dtype=np.uint8) for c in cameras}
+    return obs
+
+
+def test_camera_names():
+    assert camera_for_feature("observation.image", "metaworld", METAWORLD_CAMERAS) == "corner2"
+    assert camera_for_feature("observation.images.image", "metaworld", METAWORLD_CAMERAS) == "corner2"
+    assert camera_for_feature("observation.images.topview", "metaworld", METAWORLD_CAMERAS) == "topview"
+    libero = ("agentview", "robot0_eye_in_hand")
+    assert camera_for_feature("observation.images.image", "libero", libero) == "agentview"
+    assert camera_for_feature("observation.images.image2", "libero", libero) == "robot0_eye_in_hand"
+    assert camera_for_feature("observation.images.front", "libero", libero) is None
+
+
+def test_eval_smoke_through_cli(tmp_path):
+    pytest.importorskip("metaworld")
+    policy_dir = save_tiny_act(tmp_path / "act", image_key="observation.image", image_hw=(480, 480))
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["eval", "--suite", "smoke", "--policy", f"lerobot:{policy_dir}", "--episodes", "1",
+                                 "--max-steps", "5", "--videos", "0", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    eps = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    assert sorted(e["task"] for e in eps) == ["button-press-v3", "reach-v3"]
+    assert all(e["error"] is None and e["steps"] == 5 and e["renders"] > 0 for e in eps)
+    results = json.loads((out / "results.json").read_text())
+    assert results["complete"] and results["overall"]["n_episodes"] == 2
+    assert results["config"]["policy"] == f"lerobot:{policy_dir}"
+
+
+def test_per_env_queues_match_lerobot_select_action(tmp_path):
+    """Env 0 starts a new episode while env 1 is mid-chunk: each gets what LeRobot gives a fresh episode."""
+    from lerobot.policies.act.modeling_act import ACTPolicy
+    from lerobot.policies.factory import make_pre_post_processors
+
+    policy_dir = save_tiny_act(tmp_path / "act", image_key="observation.images.corner3")
+    policy = load_policy(f"lerobot:{policy_dir}", context(cameras=METAWORLD_CAMERAS))
+    assert policy.chunked and policy.observation_needs.cameras == ("corner3",)
+
+    reference = ACTPolicy.from_pretrained(str(policy_dir)).eval()
+    pre, post = make_pre_post_processors(reference.config, pretrained_path=str(policy_dir))
+
+    def lerobot_episode(obs_list, i):
+        """LeRobot's own loop (select_action + processors) for env i alone, one episode."""
+        reference.reset()
+        actions = []
+        for obs in obs_list:
+            batch = {"observation.state": torch.from_numpy(obs["state"][i : i + 1]),
+                     "observation.images.corner3": torch.from_numpy(obs["images"]["corner3"][i : i + 1])
+                     .permute(0, 3, 1, 2).float() / 255, "task": ["Reach the goal position."]}
+            with torch.inference_mode():
+                actions.append(post(reference.select_action(pre(batch))).numpy()[0])
+        return np.stack(actions)
+
+    first = [observation(2, [True, True], seed=0, cameras=("corner3",))]
+    first += [observation(2, [False, False], seed=s, cameras=("corner3",)) for s in (1, 2)]
+    restart = [observation(2, [True, False], seed=3, cameras=("corner3",))]
+    restart += [observation(2, [False, False], seed=s, cameras=("corner3",)) for s in (4, 5, 6, 7)]
+    got = np.stack([policy.select_action(o, ["Reach the goal position."] * 2) for o in first + restart])
+    assert got.shape == (8, 2, 4)
+    np.testing.assert_allclose(got[3:, 0], lerobot_episode(restart, 0), rtol=1e-5, atol=1e-6)
+    # env 1 never restarted: steps 0-3 are its first chunk, step 4 on its second (from the obs at step 4)
+    whole = lerobot_episode(first + restart, 1)
+    np.testing.assert_allclose(got[:, 1], whole, rtol=1e-5, atol=1e-6)
+
+
+def test_thread_copies_share_weights_not_queues(tmp_path):
+    policy = load_policy(f"lerobot:{save_tiny_act(tmp_path / 'act')}", context())
+    clone = copy.copy(policy)
+    assert policy.copy_safe and clone.module is not policy.module
+    assert [p.data_ptr() for p in clone.module.parameters()] == [p.data_ptr() for p in policy.module.parameters()]
+    policy.select_action(observation(2, [True, True]), ["t"] * 2)
+    assert policy._queues and not clone._queues
+
+
+def test_temporal_ensembling_uses_lerobot_select_action(tmp_path):
+    policy_dir = save_tiny_act(tmp_path / "act", temporal_ensemble_coeff=0.01, n_action_steps=1)
+    policy = load_policy(f"lerobot:{policy_dir}", context())
+    assert not policy.chunked and policy.copy_safe is False
+    first = policy.select_action(observation(2, [True, True]), ["t"] * 2)
+    with pytest.warns(RuntimeWarning, match="--batch-size 1"):
+        again = policy.select_action(observation(2, [True, False]), ["t"] * 2)
+    assert first.shape == again.shape == (2, 4) and np.isfinite(again).all()
+
+
+def test_mismatches_are_config_errors(tmp_path):
+    with pytest.raises(ConfigError, match="not a directory holding a saved LeRobot policy"):
+        load_policy(f"lerobot:{tmp_path / 'missing'}", context())
+    policy_dir = save_tiny_act(tmp_path / "act", state_dim=8)
+    with pytest.raises(ConfigError, match="8-D 'observation.state'.*39-D state"):
+        load_policy(f"lerobot:{policy_dir}", context())
+    wrist = save_tiny_act(tmp_path / "wrist", image_key="observation.images.wrist")
+    with pytest.raises(ConfigError, match="matches no camera"):
+        load_policy(f"lerobot:{wrist}", context(cameras=METAWORLD_CAMERAS))
+
+
+def test_metaworld_agent_pos_is_first_four_dims(tmp_path):
+    policy = load_policy(f"lerobot:{save_tiny_act(tmp_path / 'act', state_dim=4)}", context())
+    batch = policy._to_lerobot(observation(2, [True, True]), ["t"] * 2)
+    assert tuple(batch["observation.state"].shape) == (2, 4)
