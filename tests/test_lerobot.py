@@ -165,3 +165,19 @@ def test_metaworld_agent_pos_is_first_four_dims(tmp_path):
     policy = load_policy(f"lerobot:{save_tiny_act(tmp_path / 'act', state_dim=4)}", context())
     batch = policy._to_lerobot(observation(2, [True, True]), ["t"] * 2)
     assert tuple(batch["observation.state"].shape) == (2, 4)
+
+
+def test_eval_libero_through_cli(tmp_path):
+    """LeRobot's LIBERO layout: image/image2 cameras, 8-D state, 7-D actions, under --protocol lerobot (360x360)."""
+    pytest.importorskip("libero.libero")
+    policy_dir = save_tiny_act(tmp_path / "act", state_dim=8, action_dim=7, image_key="observation.images.image",
+                               image_hw=(360, 360))
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["eval", "--suite", "smoke_libero", "--policy", f"lerobot:{policy_dir}",
+                                 "--protocol", "lerobot", "--max-steps", "3", "--videos", "0", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    (ep,) = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    assert ep["error"] is None and ep["steps"] == 3 and ep["renders"] == 4  # agentview only: reset + 3 steps
+    results = json.loads((out / "results.json").read_text())
+    assert results["config"]["protocol"] == "lerobot"
+    assert results["config"]["protocol_settings"]["image_size"] == [360, 360]
