@@ -38,13 +38,16 @@ def single_env_rate(spec: EnvSpec, steps: int, episodes: int) -> float:
     return rate
 
 
-def harness_rate(suite_name: str, task: str, steps: int, episodes: int, batch: int, policy: str) -> float:
+def harness_rate(suite_name: str, task: str, steps: int, episodes: int, batch: int, policy: str,
+                 videos: int = 0) -> tuple[float, int]:
+    """Env-steps/s of a full evaluation of one task (episodes run to ``steps``), and the videos it wrote."""
     suite = load_suite(suite_name).select_tasks([task])
     with tempfile.TemporaryDirectory() as tmp:
         settings = RunSettings(suite=suite, policy=policy, output=Path(tmp) / "o", episodes=episodes,
-                               batch_size=batch, max_steps=steps, stop_on_success=False, videos=0)
+                               batch_size=batch, max_steps=steps, stop_on_success=False, videos=videos)
         results = Evaluation(settings).run()
-    return results["overall"]["env_steps_per_s"]
+        n_videos = len(list((Path(tmp) / "o").rglob("*.mp4")))
+    return results["overall"]["env_steps_per_s"], n_videos
 
 
 def main() -> None:
@@ -74,7 +77,7 @@ def main() -> None:
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
     print(f"{'batch':>5} {'env-steps/s':>12} {'efficiency':>10}  (includes worker start-up and resets)")
     for batch in range(1, args.max_batch + 1):
-        rate = harness_rate(args.suite, args.task, args.steps, args.episodes, batch, policy)
+        rate, _ = harness_rate(args.suite, args.task, args.steps, args.episodes, batch, policy)
         print(f"{batch:>5} {rate:>12,.0f} {rate / (batch * single):>10.2f}")
 
 

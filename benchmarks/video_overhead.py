@@ -10,24 +10,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 from pathlib import Path
 
-from lerobench.registry import load_suite
-from lerobench.runner import Evaluation, RunSettings
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # fixture_policies
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from throughput import harness_rate  # noqa: E402 - the sibling benchmark, run from this directory
 
 
 def rate(videos: int, args: argparse.Namespace) -> tuple[float, int]:
-    suite = load_suite(args.suite).select_tasks([args.task])
-    with tempfile.TemporaryDirectory() as tmp:
-        settings = RunSettings(suite=suite, policy="fixture_policies:make_camera", output=Path(tmp) / "o",
-                               episodes=args.episodes, batch_size=args.batch, max_steps=args.steps,
-                               stop_on_success=False, videos=videos)
-        results = Evaluation(settings).run()
-        n_videos = len(list((Path(tmp) / "o").rglob("*.mp4")))
-    return results["overall"]["env_steps_per_s"], n_videos
+    return harness_rate(args.suite, args.task, args.steps, args.episodes, args.batch,
+                        "fixture_policies:make_camera", videos)
 
 
 def main() -> None:

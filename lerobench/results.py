@@ -238,8 +238,6 @@ class ResultsWriter:
                     self._file.write(_json_dumps(payload) + "\n")
                     self._file.flush()
                     os.fsync(self._file.fileno())
-                elif kind == "results":
-                    write_json_atomic(self.output / RESULTS_FILE, payload)
                 elif kind == "json":
                     write_json_atomic(self.output / payload[0], payload[1])
                 elif kind == "trajectory":
@@ -260,8 +258,7 @@ class ResultsWriter:
 
     def put_results(self, results: dict[str, Any]) -> None:
         """Queue a full ``results.json`` snapshot (serialized now, validated for NaN now)."""
-        self._raise_if_failed()
-        self._queue.put(("results", json.loads(_json_dumps(results))))
+        self.put_json(RESULTS_FILE, results)
 
     def put_json(self, name: str, data: dict[str, Any]) -> None:
         """Queue another JSON document (e.g. ``eval_info.json``), replaced atomically like results.json."""

@@ -72,11 +72,10 @@ class Cancelled(Exception):
 class WorkerFailure(Exception):
     """A simulator worker died or hung; ``in_flight`` episodes were lost and must be recorded as errors."""
 
-    def __init__(self, message: str, in_flight: list[int], hung: bool = False):
+    def __init__(self, message: str, hung: bool = False):
         super().__init__(message)
-        self.in_flight = in_flight
+        self.in_flight: list[int] = []
         self.hung = hung
-        self.requeued: list[int] = []
 
 
 def _failed_slots(venv: Any, active: list[int], failure: WorkerFailure) -> list[int]:
@@ -264,7 +263,6 @@ def run_episodes(
                 if slot.recording is not None:
                     slot.recording.abort()
                     slot.recording = None
-                failure.requeued.append(slot.episode)
                 slot.episode = IDLE
         raise
     except BaseException:
@@ -298,9 +296,9 @@ def _call(method: Callable[..., Any], *args: Any, timeout: float | None = None, 
             return env.step_wait(timeout=timeout)
         return method(*args, **kwargs)
     except (EOFError, BrokenPipeError, ConnectionResetError) as exc:
-        raise WorkerFailure(f"a simulator worker died ({type(exc).__name__})", []) from exc
+        raise WorkerFailure(f"a simulator worker died ({type(exc).__name__})") from exc
     except multiprocessing.TimeoutError as exc:
-        raise WorkerFailure(f"a simulator step took longer than --episode-timeout {timeout} s", [],
+        raise WorkerFailure(f"a simulator step took longer than --episode-timeout {timeout} s",
                             hung=True) from exc
 
 

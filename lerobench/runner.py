@@ -36,7 +36,7 @@ from lerobench.results import (
 )
 from lerobench.rollout import Cancelled, TaskRun, WorkerFailure, run_episodes
 from lerobench.system import BatchChoice, auto_batch_size
-from lerobench.trajectories import RECORD_MODES, TrajectoryRecorder
+from lerobench.trajectories import TrajectoryRecorder, check_record_mode
 from lerobench.videos import NullVideoEncoder, VideoEncoder
 
 FORMATS = ("lerobot",)
@@ -115,9 +115,7 @@ class Evaluation:
         for fmt in settings.formats:
             if fmt not in FORMATS:
                 raise unknown("--format", fmt, FORMATS)
-        if settings.record not in RECORD_MODES:
-            raise ConfigError(f"--record must be one of {', '.join(RECORD_MODES)}, got {settings.record!r}")
-        if settings.record != "none":
+        if check_record_mode(settings.record) != "none":
             import importlib.util
 
             if importlib.util.find_spec("h5py") is None:
@@ -236,7 +234,7 @@ class Evaluation:
         self.parallel_used = parallel
         self.reporter.message(how + (f", {parallel} tasks in parallel x {per_task} envs" if parallel > 1 else ""))
         if self.s.episode_timeout is not None and per_task == 1:
-            self.reporter.message("note: --episode-timeout needs worker processes (--batch-size >= 2); "
+            self.reporter.message("note: --episode-timeout needs worker processes (at least 2 envs per task); "
                                   "with 1 env per task the simulator runs in-process and cannot be timed out")
         writer = ResultsWriter(self.s.output)
         encoder = self._video_encoder()

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from lerobench.errors import ConfigError
+
 RECORD_MODES = ("none", "success", "all")
 
 
@@ -50,13 +52,18 @@ class Trajectory:
         return data
 
 
+def check_record_mode(mode: str) -> str:
+    """Return ``mode`` if it is a valid ``--record`` value, else raise a ``ConfigError`` naming the choices."""
+    if mode not in RECORD_MODES:
+        raise ConfigError(f"--record must be one of {', '.join(RECORD_MODES)}, got {mode!r}")
+    return mode
+
+
 class TrajectoryRecorder:
     """Decides which episodes' trajectories reach ``sink(task, episode, attrs, arrays)``."""
 
     def __init__(self, mode: str, sink: Callable[[str, int, dict[str, Any], dict[str, np.ndarray]], None]):
-        if mode not in RECORD_MODES:
-            raise ValueError(f"--record must be one of {RECORD_MODES}, got {mode!r}")
-        self.mode = mode
+        self.mode = check_record_mode(mode)
         self._sink = sink
 
     @property
