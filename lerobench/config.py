@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from lerobench.errors import ConfigError, unknown
+from lerobench.errors import ConfigError, UnknownNameError, did_you_mean, unknown
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -88,7 +88,7 @@ class Suite:
         """Return a named protocol, with a did-you-mean error for unknown names."""
         name = name or DEFAULT_PROTOCOL
         if name not in self.protocols:
-            raise unknown(f"protocol for suite {self.name!r}", name, self.protocols)
+            raise UnknownNameError(f"suite {self.name!r} has no protocol {name!r}.{did_you_mean(name, self.protocols)}")
         return self.protocols[name]
 
     def select_tasks(self, names: list[str] | None) -> Suite:

@@ -135,14 +135,16 @@ class Evaluation:
             cameras=protocol.cameras, image_size=protocol.image_size, seed=settings.seed,
             device=settings.device,
         )
-        self.records: list[EpisodeRecord] = []
         self._lock = threading.Lock()
         self._started = datetime.now(timezone.utc)
         self._env_steps = 0
         self._stop = threading.Event()
         self.batch_used: int | None = None
         self.parallel_used: int | None = None
-        check_output_dir(settings.output)  # refuse an unwritable --output before anything starts
+        # Everything that can refuse the run happens here, before progress is drawn or any env starts.
+        check_output_dir(settings.output)
+        self.records: list[EpisodeRecord] = self._load_previous()
+        self.policy = load_policy(settings.policy, self.context)
 
     # -- config & provenance -----------------------------------------------------------------------
     def config(self) -> dict[str, Any]:
@@ -221,8 +223,7 @@ class Evaluation:
 
     def run(self) -> dict[str, Any]:
         """Evaluate every task; write results as they come; return the final results."""
-        self.records = self._load_previous()
-        policy = load_policy(self.s.policy, self.context)
+        policy = self.policy
         cameras = observation_needs(policy).cameras
         batch_size, how = self._batch(cameras)
         parallel = min(self.s.parallel_tasks, len(self.s.suite.tasks))
