@@ -188,8 +188,12 @@ def check_output_dir(output: Path) -> None:
         raise ConfigError(f"output directory {output} is not writable ({exc.strerror or exc})") from exc
 
 
-def read_episodes(path: Path) -> list[EpisodeRecord]:
-    """Read ``episodes.jsonl``; an unterminated last line (killed mid-write) is cut from the file."""
+def read_episodes(path: Path, repair: bool = True) -> list[EpisodeRecord]:
+    """Read ``episodes.jsonl``; an unterminated last line (killed mid-write) is cut from the file.
+
+    ``repair=False`` only skips that line and leaves the file alone: readers of a run that may still be
+    writing (``compare``, ``report``) must never truncate under the writer.
+    """
     if not path.exists():
         return []
     raw = path.read_bytes()
@@ -202,7 +206,7 @@ def read_episodes(path: Path) -> list[EpisodeRecord]:
             records.append(EpisodeRecord.from_json(json.loads(line)))
         except (ValueError, TypeError, KeyError) as exc:
             raise ResumeError(f"{path}: line {number} is not a valid episode record ({exc})") from exc
-    if tail:
+    if tail and repair:
         with open(path, "r+b") as f:
             f.truncate(len(complete) + len(newline))
     return records
