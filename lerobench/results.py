@@ -117,12 +117,17 @@ def lerobot_eval_info(suite: Suite, records: Iterable[EpisodeRecord], eval_s: fl
     for r in records:
         by_task.setdefault(r.task, []).append(r)
 
+    def counts(rs: list[EpisodeRecord]) -> dict[str, Any]:
+        # LeRobot PR #4628: counts and a Wilson interval in percent beside every pc_success.
+        n, successes = len(rs), sum(r.success for r in rs)
+        return {"pc_success": 100.0 * successes / n if n else None, "n_episodes": n, "n_success": successes,
+                "pc_success_ci95": [round(100 * x, 2) for x in wilson_interval(successes, n)]}
+
     def block(rs: list[EpisodeRecord]) -> dict[str, Any]:
         n = len(rs)
         maxes = [r.max_reward for r in rs if r.max_reward is not None]
         return {"avg_sum_reward": sum(r.return_ for r in rs) / n if n else None,
-                "avg_max_reward": sum(maxes) / len(maxes) if maxes else None,
-                "pc_success": 100.0 * sum(r.success for r in rs) / n if n else None, "n_episodes": n}
+                "avg_max_reward": sum(maxes) / len(maxes) if maxes else None, **counts(rs)}
 
     per_task, per_group = [], {}
     for spec in suite.tasks:
@@ -132,7 +137,7 @@ def lerobot_eval_info(suite: Suite, records: Iterable[EpisodeRecord], eval_s: fl
         group = spec.group or suite.name
         per_task.append({"task_group": group, "task_id": spec.index, "task": spec.name, "metrics": {
             "sum_rewards": [r.return_ for r in rs], "max_rewards": [r.max_reward for r in rs],
-            "successes": [r.success for r in rs], "video_paths": [r.video for r in rs if r.video]}})
+            "successes": [r.success for r in rs], "video_paths": [r.video for r in rs if r.video]}, **counts(rs)})
         per_group.setdefault(group, []).extend(rs)
     everything = [r for rs in per_group.values() for r in rs]
     overall = block(everything)
