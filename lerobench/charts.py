@@ -70,8 +70,6 @@ def task_bar_chart(tasks: Sequence[str], runs: Sequence[dict[str, Any]], labels:
     ax.set_xticks(x, tasks, rotation=30 if len(tasks) > 4 else 0, ha="right" if len(tasks) > 4 else "center")
     ax.set_ylim(0, 112)
     ax.set_ylabel("success rate (%)")
-    ax.set_title("Success per task (95% Wilson CI; * = differs significantly from the first run, Holm-adjusted)",
-                 fontsize=9)
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return _svg(fig)

@@ -124,21 +124,20 @@ def _errors(run: Run) -> str:
 
 
 def _videos(run: Run, folder: Path) -> str:
-    by_task: dict[str, list[str]] = {}
+    items = []
     for r in sorted(run.records, key=lambda r: (r.task, r.episode, r.trial)):
         if not r.video:
             continue
         mp4 = run.path / r.video
         src = charts.video_thumbnail(mp4)
         href = Path(os.path.relpath(mp4.resolve(), folder.resolve())).as_posix()
-        outcome = "success" if r.success else "failure"
-        image = f"<img src='{src}' alt='first frame'>" if src else "<div class='dim'>(unreadable)</div>"
-        by_task.setdefault(r.task, []).append(
-            f"<figure><a href='{_e(href)}'>{image}</a><figcaption>episode {r.episode}"
-            f"{f', trial {r.trial}' if run.trials > 1 else ''}, {outcome}</figcaption></figure>")
-    if not by_task:
+        image = f"<img src='{src}' alt='first frame of {_e(r.video)}'>" if src else "<div class='dim'>unreadable</div>"
+        trial = f", trial {r.trial}" if run.trials > 1 else ""
+        items.append(f"<figure><a href='{_e(href)}'>{image}</a><figcaption><b>{_e(r.task)}</b><br>episode "
+                     f"{r.episode}{trial}, {'success' if r.success else 'failure'}</figcaption></figure>")
+    if not items:
         return "<p class='dim'>No videos were recorded (--videos 0).</p>"
-    return "".join(f"<h3>{_e(task)}</h3><div class='thumbs'>{''.join(items)}</div>" for task, items in by_task.items())
+    return f"<div class='thumbs'>{''.join(items)}</div>"
 
 
 def render_report(runs: Sequence[Run], folder: Path, alpha: float = 0.05) -> str:
@@ -160,7 +159,9 @@ def render_report(runs: Sequence[Run], folder: Path, alpha: float = 0.05) -> str
              "<div class='cards'>" + "".join(_headline(run, i) for i, run in enumerate(runs)) + "</div>"]
     if tasks:
         chart = charts.task_bar_chart(tasks, [r.results for r in runs], labels, significant)
-        parts.append(f"<h2>Success per task</h2><div class='chart' id='task-chart'>{chart}</div>")
+        parts.append("<h2>Success per task</h2><p class='dim'>Bars: success rate with its 95% Wilson interval. "
+                     "*: differs significantly from the first run (exact test, Holm-adjusted across tasks, "
+                     f"alpha {alpha}).</p><div class='chart' id='task-chart'>{chart}</div>")
     multi = [(run.results, label) for run, label in zip(runs, labels, strict=True) if run.trials > 1]
     if multi:
         curves = charts.trial_curves([m[0] for m in multi], [m[1] for m in multi])
