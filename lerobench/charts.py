@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import io
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -31,10 +32,10 @@ def _svg(fig: Any) -> str:
     import matplotlib
 
     buffer = io.StringIO()
-    with matplotlib.rc_context({"svg.fonttype": "none"}):
-        fig.savefig(buffer, format="svg")
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "lerobench"}):
+        fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
     text = buffer.getvalue()
-    return text[text.index("<svg"):]
+    return re.sub(r"<metadata>.*?</metadata>", "", text[text.index("<svg"):], flags=re.S)
 
 
 def task_bar_chart(tasks: Sequence[str], runs: Sequence[dict[str, Any]], labels: Sequence[str],
