@@ -16,7 +16,7 @@ from typing import Any
 
 from lerobench import charts
 from lerobench.compare import Run, compare_runs, load_run
-from lerobench.errors import CompareError, ConfigError
+from lerobench.errors import CompareError, ConfigError, MissingDependencyError
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px auto;max-width:1200px;
@@ -180,6 +180,10 @@ def write_report(run_dirs: Sequence[Path], output: Path, alpha: float = 0.05) ->
     """Read the runs, render the report and write it atomically to ``output``; return its path."""
     if not run_dirs:
         raise ConfigError("report needs at least one run directory")
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        raise MissingDependencyError("lerobench report needs matplotlib: pip install 'lerobench[report]'")
     runs = [load_run(Path(p)) for p in run_dirs]
     output.parent.mkdir(parents=True, exist_ok=True)
     text = render_report(runs, output.parent, alpha=alpha)

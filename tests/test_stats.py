@@ -132,3 +132,16 @@ def test_mcnemar_power_matches_simulation():
     cells = rng.multinomial(n, [p_gain, p_lost, 1 - p_gain - p_lost], size=4000)
     simulated = np.mean([mcnemar_exact(int(g), int(lost)) <= 0.05 for g, lost, _ in cells])
     assert mcnemar_power(n, p_gain, p_lost) == pytest.approx(simulated, abs=0.03)
+
+
+def test_docs_worked_example_unpaired_not_significant_paired_significant():
+    """docs/compare.md: 40 episodes, A 20 (50%), B 28 (70%); same seed: 19 both, 9 B-only, 1 A-only, 11 neither."""
+    from lerobench.stats import unpaired_exact
+
+    a = [True] * 19 + [False] * 9 + [True] * 1 + [False] * 11
+    b = [True] * 19 + [True] * 9 + [False] * 1 + [False] * 11
+    assert sum(a) == 20 and sum(b) == 28
+    unpaired, _ = unpaired_exact(20, 40, 28, 40)
+    paired = compare_paired(a, b)
+    assert round(unpaired, 3) == 0.075 and unpaired > 0.05
+    assert (paired.gained, paired.lost) == (9, 1) and round(paired.p_value, 3) == 0.021 and paired.p_value < 0.05
