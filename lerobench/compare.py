@@ -88,9 +88,10 @@ def differences(a: Run, b: Run) -> list[str]:
         if pa.get(key) != pb.get(key):
             label = "step limit (max_steps)" if key == "max_steps" else f"protocol setting {key}"
             found.append(f"{label}: {pa.get(key)!r} vs {pb.get(key)!r}")
-    for key in ("stop_on_success", "trials"):
-        if ca.get(key, 1 if key == "trials" else None) != cb.get(key, 1 if key == "trials" else None):
-            found.append(f"{key}: {ca.get(key)!r} vs {cb.get(key)!r}")
+    if ca.get("stop_on_success") != cb.get("stop_on_success"):
+        found.append(f"stop_on_success: {ca.get('stop_on_success')!r} vs {cb.get('stop_on_success')!r}")
+    if a.trials != b.trials:
+        found.append(f"trials: {a.trials} vs {b.trials}")
     return found
 
 
