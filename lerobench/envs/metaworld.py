@@ -24,16 +24,20 @@ MAX_PATH_LENGTH = 500
 class MetaWorldSimulator:
     """One Meta-World task. Renderers exist only for consumed cameras (none for state-only policies)."""
 
+    OPTIONS: tuple[str, ...] = ("benchmark", "split")
+    """Keys a suite may set in ``backend_options`` (a subclass adding its own extends this)."""
+
     def __init__(self, spec: EnvSpec):
 
         task = spec.task.name
         if spec.protocol.max_steps > MAX_PATH_LENGTH:
             raise ValueError(f"Meta-World episodes are limited to {MAX_PATH_LENGTH} steps")
         options = dict(spec.backend_options)
-        benchmark = options.pop("benchmark", "MT1")
-        split = options.pop("split", "train" if benchmark == "MT1" else "test")
-        if options:
-            raise ValueError(f"unknown Meta-World backend_options {sorted(options)}; expected benchmark, split")
+        unknown = sorted(set(options) - set(self.OPTIONS))
+        if unknown:
+            raise ValueError(f"unknown Meta-World backend_options {unknown}; expected {', '.join(self.OPTIONS)}")
+        benchmark = options.get("benchmark", "MT1")
+        split = options.get("split", "train" if benchmark == "MT1" else "test")
         classes, variants = task_variants(benchmark, split, task, spec.seed)
         self._env = classes[task]()
         self._variants = variants
