@@ -285,3 +285,42 @@ def test_kill_and_resume_reruns_half_episodes_from_trial_0_and_equals_an_uninter
     cut_results, full_results = (json.loads((d / "results.json").read_text())["overall"] for d in (cut, full))
     assert {k: v for k, v in cut_results.items() if k not in timing} == {
         k: v for k, v in full_results.items() if k not in timing}
+
+
+# -- Meta-World meta-learning suites ----------------------------------------------------------------------
+@pytest.mark.parametrize("suite_name, task, benchmark", [("metaworld_ml1_push", "push-v3", "ML1"),
+                                                         ("metaworld_ml10", "lever-pull-v3", "ML10")])
+def test_ml_suites_run_metaworlds_test_variants_with_the_goal_hidden(suite_name, task, benchmark):
+    metaworld = pytest.importorskip("metaworld")
+    from lerobench.envs.metaworld import BACKEND, task_variants
+
+    suite = load_suite(suite_name)
+    assert suite.trials == 3 and suite.backend_options == {"benchmark": benchmark, "split": "test"}
+    spec = EnvSpec(suite=suite.name, backend="metaworld", task=suite.select_tasks([task]).tasks[0],
+                   protocol=replace(suite.protocol(), max_steps=3), seed=0, state_dim=39, action_dim=4,
+                   backend_options=suite.backend_options)
+    sim = BACKEND.make_simulator(spec)
+    try:
+        reference = (metaworld.ML1(task, seed=0) if benchmark == "ML1" else metaworld.ML10(seed=0)).test_tasks
+        expected = [t for t in reference if t.env_name == task]
+        _, variants = task_variants(benchmark, "test", task, 0)
+        assert len(variants) == len(expected) == 50
+        assert all(a.data == b.data for a, b in zip(variants, expected, strict=True))  # Meta-World's own tasks
+        goals = []
+        for episode in (0, 1, 51):
+            sim.reset_to(episode, seed=episode)
+            assert np.all(sim.state()[36:39] == 0), "the goal must be hidden, as in Meta-World's ML benchmarks"
+            goals.append(sim._env._target_pos.copy())
+        assert not np.allclose(goals[0], goals[1]) and np.allclose(goals[1], goals[2])  # episode i -> variant i % 50
+    finally:
+        sim.close()
+
+
+def test_trial_videos_are_one_file_per_trial(tmp_path):
+    pytest.importorskip("metaworld")
+    pytest.importorskip("av")
+    _evaluate(tmp_path, "v", "metaworld_ml1_reach", "random", 2, 1, 4, videos=1)
+    names = sorted(p.name for p in (tmp_path / "v" / "videos" / "reach-v3").iterdir())
+    assert names == ["episode_0_trial_0_failure.mp4", "episode_0_trial_1_failure.mp4"]
+    videos = [json.loads(x)["video"] for x in (tmp_path / "v" / "episodes.jsonl").read_text().splitlines()]
+    assert videos == [f"videos/reach-v3/episode_0_trial_{k}_failure.mp4" for k in (0, 1)]
