@@ -75,6 +75,9 @@ def show(suite: str = typer.Argument(..., help="Suite name or path to a suite TO
     console.print(f"[bold]{s.name}[/] ({s.backend}): {s.description}")
     console.print(f"episodes/task {s.episodes_per_task}, control {s.control_fps:g} Hz, "
                   f"{s.worker_memory_mb} MB per worker, source {s.source}")
+    if s.trials > 1:
+        console.print(f"trials/episode {s.trials} (--trials): attempts from the same start, policy memory kept; "
+                      f"see docs/trials.md", highlight=False)
     if s.notes:
         console.print(s.notes.strip(), highlight=False, markup=False)
     for name, proto in s.protocols.items():
@@ -186,7 +189,7 @@ def evaluate(
     suite: str = typer.Option(..., "--suite", "-s", help="Suite name (see `lerobench list`) or a TOML path."),
     policy: str | None = typer.Option(
         None, "--policy", "-p",
-        help="random | zero | metaworld-expert | module.path:factory | ws://host:port (a policy server). "
+        help="random | zero | metaworld-expert | metaworld-adaptive-reach | module.path:factory | ws://host:port. "
              "Default: the suite's default policy."),
     episodes: int | None = typer.Option(None, "--episodes", "-n", help="Episodes per task (default: suite's)."),
     tasks: str | None = typer.Option(None, "--tasks", help="Comma-separated task names to run."),
