@@ -324,3 +324,21 @@ def test_trial_videos_are_one_file_per_trial(tmp_path):
     assert names == ["episode_0_trial_0_failure.mp4", "episode_0_trial_1_failure.mp4"]
     videos = [json.loads(x)["video"] for x in (tmp_path / "v" / "episodes.jsonl").read_text().splitlines()]
     assert videos == [f"videos/reach-v3/episode_0_trial_{k}_failure.mp4" for k in (0, 1)]
+
+
+def test_a_served_policy_sees_the_trial_keys_and_adapts_the_same_remotely(tmp_path):
+    pytest.importorskip("metaworld")
+    pytest.importorskip("websockets")
+    import threading
+
+    from lerobench.policies.serve import PolicyServer, suite_context
+
+    server = PolicyServer("metaworld-adaptive-reach", suite_context("metaworld_ml1_reach", seed=2), port=0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        remote = _evaluate(tmp_path, "remote", "metaworld_ml1_reach", server.url, 2, 3, 120, batch=2)
+    finally:
+        server.shutdown()
+    local = _evaluate(tmp_path, "local", "metaworld_ml1_reach", "metaworld-adaptive-reach", 2, 3, 120, batch=2)
+    assert _trial_lines(tmp_path / "remote") == _trial_lines(tmp_path / "local")
+    assert remote["overall"]["per_trial"] == local["overall"]["per_trial"]
