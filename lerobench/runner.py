@@ -203,6 +203,8 @@ class Evaluation:
             raise ResumeError(f"cannot resume: {results_path} does not exist")
         previous = json.loads(results_path.read_text(encoding="utf-8")).get("config", {})
         current = json.loads(json.dumps(self.config()))  # tuples -> lists, as they were stored
+        if "trials" not in previous and previous.get("trial") == 0:  # written before --trials: one trial each
+            previous["trials"] = 1
         for key in RESULT_DEFINING:
             if previous.get(key) != current.get(key):
                 raise ResumeError(f"cannot resume {out}: {key} differs (previous {previous.get(key)!r}, "
