@@ -342,3 +342,18 @@ def test_a_served_policy_sees_the_trial_keys_and_adapts_the_same_remotely(tmp_pa
     local = _evaluate(tmp_path, "local", "metaworld_ml1_reach", "metaworld-adaptive-reach", 2, 3, 120, batch=2)
     assert _trial_lines(tmp_path / "remote") == _trial_lines(tmp_path / "local")
     assert remote["overall"]["per_trial"] == local["overall"]["per_trial"]
+
+
+def test_one_trial_runs_keep_todays_files_and_resume_runs_written_before_trials_existed(tmp_path):
+    pytest.importorskip("metaworld")
+    results = _evaluate(tmp_path, "k1", "metaworld_mt10", "metaworld-expert", None, 2, 30, tasks=["reach-v3"])
+    assert results["config"]["trials"] == 1 and "trial" not in results["config"]
+    assert not {"trials", "per_trial", "success_within_k", "adaptation"} & set(results["overall"])
+    assert [line[2] for line in _trial_lines(tmp_path / "k1")] == [0, 0]
+    path = tmp_path / "k1" / "results.json"
+    old = json.loads(path.read_text())
+    old["config"] = {("trial" if k == "trials" else k): (0 if k == "trials" else v) for k, v in old["config"].items()}
+    path.write_text(json.dumps(old))  # as lerobench wrote it before --trials existed
+    resumed = _evaluate(tmp_path, "k1", "metaworld_mt10", "metaworld-expert", None, 2, 30, tasks=["reach-v3"],
+                        resume=True)
+    assert resumed["overall"]["n_episodes"] == 2 and len(_trial_lines(tmp_path / "k1")) == 2
