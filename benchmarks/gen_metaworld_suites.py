@@ -126,14 +126,14 @@ control_fps = 80
 worker_memory_mb = 400
 video_camera = "corner2"
 default_policy = "metaworld-expert"
-notes = \"\"\"Meta-World v3 meta-learning benchmark {benchmark} (metaworld 3.1.1, mujoco 3.3.0), test split:
-{what}. Built by Meta-World's own task generator with the run seed
-({construct}); episode i of a task runs on its test variant i mod 50. As in Meta-World's ML
-benchmarks the goal is hidden: the env is partially observable and obs[36:39] is zero, so a policy
-must find the goal from the dense reward (given to policies as observation["reward"]).
-Each episode is 3 trials (--trials) from the same start with the policy's memory kept: results.json
-reports per-trial success, success within k trials and the adaptation delta rate(trial k) - rate(trial 0)
-with a paired 95% CI and exact McNemar p. Success is info["success"] at any step; 500 steps per trial.\"\"\"
+notes = \"\"\"Meta-World v3 meta-learning benchmark {benchmark}, test split (metaworld 3.1.1, mujoco 3.3.0):
+{what}, as {construct} defines them.
+Episode i of a task runs on its test variant i mod 50. As in Meta-World's ML benchmarks the goal
+is hidden: the env is partially observable and obs[36:39] is zero, so a policy must find the goal
+from the dense reward (observation["reward"]). Each episode is 3 trials (--trials) from the same
+start with the policy's memory kept; results.json reports per-trial success, success within k
+trials and the adaptation delta rate(trial k) - rate(trial 0) with a paired 95% CI and an exact
+McNemar p-value. Success is info["success"] at any step; 500 steps per trial (80 Hz control).\"\"\"
 tasks = [
 {tasks}
 ]
@@ -171,7 +171,7 @@ def main() -> None:
     for task in ML1_TASKS:
         name = f"metaworld_ml1_{task.replace('-', '_')}"
         (out / f"{name}.toml").write_text(ml_suite_text(
-            name, "ML1", [task], f"held-out goals of {task}-v3 (test goals drawn with seed + 1)",
+            name, "ML1", [task], f"held-out goals of {task}-v3 (drawn with seed + 1)",
             f'metaworld.ML1("{task}-v3", seed).test_tasks'))
     (out / "metaworld_ml10.toml").write_text(ml_suite_text(
         "metaworld_ml10", "ML10", ML10_TEST, "its 5 held-out test tasks", "metaworld.ML10(seed).test_tasks"))
