@@ -75,6 +75,9 @@ def show(suite: str = typer.Argument(..., help="Suite name or path to a suite TO
     console.print(f"[bold]{s.name}[/] ({s.backend}): {s.description}")
     console.print(f"episodes/task {s.episodes_per_task}, control {s.control_fps:g} Hz, "
                   f"{s.worker_memory_mb} MB per worker, source {s.source}")
+    if s.trials > 1:
+        console.print(f"trials/episode {s.trials} (--trials): attempts from the same start, policy memory kept; "
+                      f"see docs/trials.md", highlight=False)
     if s.notes:
         console.print(s.notes.strip(), highlight=False, markup=False)
     for name, proto in s.protocols.items():
@@ -144,24 +147,39 @@ class RichReporter:
             self.progress.update(self._bars[task.name], info=f"{_rate(summary.get('success_rate'))}{extra}")
 
 
+def _trial_cells(block: dict[str, Any], trials: int) -> list[str]:
+    """Per-trial rates, then each trial's adaptation delta with its exact McNemar p (``--trials`` > 1)."""
+    if trials <= 1:
+        return []
+    rates = [_rate(row["success_rate"]) for row in block["per_trial"]]
+    deltas = [f"{100 * a['delta']:+.1f} (p={a['p_value']:.2g})" if a["delta"] is not None else "-"
+              for a in block["adaptation"]]
+    return rates + deltas
+
+
 def _print_summary(results: dict[str, Any], output: Path) -> None:
+    trials = results.get("config", {}).get("trials", 1)
     table = Table(title=f"{results['suite']} — {results['policy']}")
-    for col in ("task", "episodes", "success", "95% CI", "errors", "mean steps"):
+    extra = [f"trial {k}" for k in range(trials)] + [f"Δ{k} pp" for k in range(1, trials)] if trials > 1 else []
+    for col in ("task", "episodes", "success", "95% CI", "errors", "mean steps", *extra):
         table.add_column(col, justify="left" if col == "task" else "right", overflow="fold")
     for t in results["tasks"]:
         lo, hi = t["ci95"]
         steps = "-" if t["mean_steps"] is None else f"{t['mean_steps']:.0f}"
         table.add_row(t["task"], str(t["n_episodes"]), _rate(t["success_rate"]),
-                      f"{100 * lo:.0f}–{100 * hi:.0f}%", str(t["n_errors"]), steps)
+                      f"{100 * lo:.0f}–{100 * hi:.0f}%", str(t["n_errors"]), steps, *_trial_cells(t, trials))
     for name, g in results.get("groups", {}).items():
         lo, hi = g["ci95"]
         table.add_row(f"[italic]group {name}[/]", str(g["n_episodes"]), _rate(g["success_rate"]),
-                      f"{100 * lo:.0f}–{100 * hi:.0f}%", str(g["n_errors"]), "")
+                      f"{100 * lo:.0f}–{100 * hi:.0f}%", str(g["n_errors"]), "", *_trial_cells(g, trials))
     o = results["overall"]
     lo, hi = o["ci95"]
     table.add_row("[bold]overall[/]", str(o["n_episodes"]), f"[bold]{_rate(o['success_rate'])}[/]",
-                  f"{100 * lo:.0f}–{100 * hi:.0f}%", str(o["n_errors"]), "")
+                  f"{100 * lo:.0f}–{100 * hi:.0f}%", str(o["n_errors"]), "", *_trial_cells(o, trials))
     console.print(table)
+    if trials > 1:
+        console.print("success/CI/errors: trial 0 (comparable with 1-trial runs); Δk = rate(trial k) − rate(trial 0) "
+                      "in percentage points, paired exact McNemar p", highlight=False)
     console.print(f"{o['eval_s']:.1f} s, {o['env_steps_per_s'] or 0:,.0f} env-steps/s. "
                   f"Results: [bold]{output}[/]", highlight=False)
 
@@ -171,7 +189,7 @@ def evaluate(
     suite: str = typer.Option(..., "--suite", "-s", help="Suite name (see `lerobench list`) or a TOML path."),
     policy: str | None = typer.Option(
         None, "--policy", "-p",
-        help="random | zero | metaworld-expert | module.path:factory | ws://host:port (a policy server). "
+        help="random | zero | metaworld-expert | metaworld-adaptive-reach | module.path:factory | ws://host:port. "
              "Default: the suite's default policy."),
     episodes: int | None = typer.Option(None, "--episodes", "-n", help="Episodes per task (default: suite's)."),
     tasks: str | None = typer.Option(None, "--tasks", help="Comma-separated task names to run."),
@@ -189,6 +207,8 @@ def evaluate(
         None, "--episode-timeout", help="Seconds one env step may take before its worker counts as hung."),
     replan_steps: int = typer.Option(1, "--replan-steps", help="Actions executed per returned action chunk."),
     parallel_tasks: int = typer.Option(1, "--parallel-tasks", help="Tasks evaluated at once (threads)."),
+    trials: int | None = typer.Option(
+        None, "--trials", help="Attempts per episode at the same start, policy memory kept (default: suite's)."),
     formats: list[str] = typer.Option([], "--format", help="Also write another format: lerobot (eval_info.json)."),
     record: str = typer.Option("none", "--record", help="Save rollouts to recordings/<task>.h5: none|success|all."),
     device: str = typer.Option("cpu", "--device", help="cpu | cuda | cuda:N | auto (for torch policies)."),
@@ -207,13 +227,15 @@ def evaluate(
             suite=s, policy=policy or s.default_policy, output=out, protocol=protocol, episodes=episodes,
             batch_size=batch_size, seed=seed, max_steps=max_steps, stop_on_success=stop_on_success,
             resume=resume, videos=videos, episode_timeout=episode_timeout, replan_steps=replan_steps,
-            parallel_tasks=parallel_tasks, device=device, record=record, formats=tuple(formats),
+            parallel_tasks=parallel_tasks, trials=trials, device=device, record=record, formats=tuple(formats),
             command=tuple(sys.argv),
         )
         reporter = RichReporter(len(s.tasks) * settings.episodes_per_task, s.name)
         evaluation = Evaluation(settings, reporter)
         console.print(f"Evaluating [bold]{settings.policy}[/] on [bold]{s.name}[/] "
-                      f"({len(s.tasks)} tasks x {settings.episodes_per_task} episodes, protocol {protocol}) "
+                      f"({len(s.tasks)} tasks x {settings.episodes_per_task} episodes"
+                      f"{f' x {settings.trials_per_episode} trials' if settings.trials_per_episode > 1 else ''}, "
+                      f"protocol {protocol}) "
                       f"-> {out}", highlight=False)
         previous = signal.signal(signal.SIGTERM, _raise_terminated)
         try:
