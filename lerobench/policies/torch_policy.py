@@ -56,6 +56,8 @@ class TorchPolicy:
         self.device = torch.device(device)
         self.observation_needs = getattr(module, "observation_needs", None) or ObservationNeeds()
         self.copy_safe = getattr(module, "copy_safe", True)
+        self.batchable = getattr(module, "batchable", False)
+        """Forwarded for ``lerobench serve --max-batch``: the module declares it keys state by ``row_ids``."""
 
     def __copy__(self) -> TorchPolicy:
         clone = object.__new__(TorchPolicy)
