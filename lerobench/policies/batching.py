@@ -177,6 +177,9 @@ class Batcher:
         return items
 
     def _run(self) -> None:
+        from lerobench.policies.torch_policy import follow_torch_threads
+
+        follow_torch_threads()
         while (items := self._collect()) is not None:
             started = time.perf_counter()
             try:

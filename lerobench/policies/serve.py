@@ -37,6 +37,7 @@ from lerobench.policies.batching import Batcher, SlotTable, check_batching
 from lerobench.policies.loading import load_policy, observation_needs
 from lerobench.policies.msgpack_numpy import SERVE_EXTRA_HINT, DecodeError, packb, unpackb
 from lerobench.policies.remote import OPENPI_LIBERO_IMAGES, OPENPI_LIBERO_STATE
+from lerobench.policies.torch_policy import follow_torch_threads
 
 try:
     from websockets.exceptions import ConnectionClosed
@@ -136,6 +137,7 @@ class PolicyServer:
             conn.send("server busy: this policy declares copy_safe = False and serves one client at a time")
             return
         conn_id = next(self._ids)
+        follow_torch_threads()  # this connection's thread may run the policy (unbatched)
         try:
             if self._batcher is not None:
                 self._slots.connect(conn_id)
