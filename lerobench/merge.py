@@ -257,6 +257,8 @@ def merge(output: Path, inputs: Sequence[Path], command: Sequence[str] | None = 
     records = [r for r, _ in merged]
     notes = version_notes(shards) + [f"{s.path / EPISODES_FILE}: ignored an unterminated last line (killed "
                                      f"mid-write; that episode counts as missing)" for s in shards if s.cut_tail]
+    notes += [f"{s.path / 'recordings'}: --record trajectories are not merged; they stay in the shard directory"
+              for s in shards if (s.path / "recordings").is_dir()]
     for r, origin in merged:
         if r.video:
             source = origin / r.video
