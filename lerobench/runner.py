@@ -327,9 +327,10 @@ class Evaluation:
 
         with self._lock:
             done = {r.episode for r in self.records if r.task == task.name}
-        mine = shard_episodes([t.name for t in self.s.suite.tasks], task.name, self.s.episodes_per_task, self.s.shard)
-        todo = [e for e in mine if e not in done]
-        self.reporter.task_started(task, len(mine), len(mine) - len(todo))
+        assigned = shard_episodes([t.name for t in self.s.suite.tasks], task.name, self.s.episodes_per_task,
+                                  self.s.shard)
+        todo = [e for e in assigned if e not in done]
+        self.reporter.task_started(task, len(assigned), len(assigned) - len(todo))
         recorder = TaskRecorder(encoder, self.s.output, self.s.videos, self.s.suite.video_camera,
                                 self.s.suite.control_fps, task.name)
         spec = EnvSpec(

@@ -144,3 +144,18 @@ def make_slot_queue_policy(context):
             return torch.stack(actions)
 
     return SlotQueuePolicy()
+
+
+class RaisesOnLargeState(_Base):
+    """Batchable; raises when any row's first state entry exceeds 100 (a poisoned request), else zeros."""
+
+    batchable = True
+
+    def select_action(self, observation, task_descriptions):
+        if (observation["state"][:, 0] > 100).any():
+            raise RuntimeError("poisoned row")
+        return np.zeros((len(observation["state"]), self.context.action_dim))
+
+
+def make_raises_on_large_state(context):
+    return RaisesOnLargeState(context)

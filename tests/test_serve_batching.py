@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from lerobench.cli import app
-from lerobench.errors import ConfigError
+from lerobench.errors import ConfigError, PolicyError
 from lerobench.policies.batching import SlotTable, stack
 from lerobench.policies.loading import load_policy
 from lerobench.policies.remote import RemotePolicy
@@ -153,3 +153,20 @@ def test_policies_that_do_not_declare_batchable_are_refused(smoke):
         PolicyServer("zero", smoke, port=0, max_batch=4, max_wait_ms=-1)
     result = CliRunner().invoke(app, ["serve", "--policy", "zero", "--suite", "smoke", "--max-batch", "0"])
     assert result.exit_code == 2 and result.output.strip() == "error: --max-batch must be >= 1, got 0"
+
+
+def test_a_policy_error_answers_its_batch_and_the_server_keeps_serving(smoke):
+    server = PolicyServer("fixture_policies:make_raises_on_large_state", smoke, port=0, max_batch=8, max_wait_ms=1)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    remote = RemotePolicy(server.url, smoke)
+    try:
+        poisoned = _observations(0, 2, smoke.state_dim)[0]
+        poisoned["state"][1, 0] = 1000.0
+        with pytest.raises(PolicyError, match="policy raised RuntimeError: poisoned row"):
+            remote.select_action(poisoned, ["Reach."] * 2)
+        good = _observations(1, 2, smoke.state_dim)[0]  # the client reconnects; the batcher is still alive
+        assert remote.select_action(good, ["Reach."] * 2).shape == (2, 1, smoke.action_dim)
+    finally:
+        remote.close()
+        server.shutdown()
