@@ -212,6 +212,8 @@ def evaluate(
     formats: list[str] = typer.Option([], "--format", help="Also write another format: lerobot (eval_info.json)."),
     record: str = typer.Option("none", "--record", help="Save rollouts to recordings/<task>.h5: none|success|all."),
     device: str = typer.Option("cpu", "--device", help="cpu | cuda | cuda:N | auto (for torch policies)."),
+    shard: str | None = typer.Option(None, "--shard", help="Run only shard I of N (I/N, from 0) of the "
+                                     "(task, episode) units; combine shards with `lerobench merge`."),
 ) -> None:
     """Evaluate a policy on every task of a suite and write per-episode and per-task results."""
     from lerobench.registry import load_suite
@@ -222,21 +224,24 @@ def evaluate(
             raise LerobenchError("--resume needs --output DIR (the directory of the run to continue)")
         out = output or Path("outputs") / s.name / datetime.now().strftime("%Y%m%d-%H%M%S")
         from lerobench.runner import Evaluation, RunSettings
+        from lerobench.shards import parse_shard, shard_units
 
         settings = RunSettings(
             suite=s, policy=policy or s.default_policy, output=out, protocol=protocol, episodes=episodes,
             batch_size=batch_size, seed=seed, max_steps=max_steps, stop_on_success=stop_on_success,
             resume=resume, videos=videos, episode_timeout=episode_timeout, replan_steps=replan_steps,
             parallel_tasks=parallel_tasks, trials=trials, device=device, record=record, formats=tuple(formats),
-            command=tuple(sys.argv),
+            command=tuple(sys.argv), shard=parse_shard(shard),
         )
-        reporter = RichReporter(len(s.tasks) * settings.episodes_per_task, s.name)
+        units = shard_units([t.name for t in s.tasks], settings.episodes_per_task, settings.shard)
+        reporter = RichReporter(len(units), s.name)
         evaluation = Evaluation(settings, reporter)
         console.print(f"Evaluating [bold]{settings.policy}[/] on [bold]{s.name}[/] "
                       f"({len(s.tasks)} tasks x {settings.episodes_per_task} episodes"
                       f"{f' x {settings.trials_per_episode} trials' if settings.trials_per_episode > 1 else ''}, "
-                      f"protocol {protocol}) "
-                      f"-> {out}", highlight=False)
+                      f"protocol {protocol}"
+                      + (f", shard {settings.shard}: {len(units)} episodes" if settings.shard else "")
+                      + f") -> {out}", highlight=False)
         previous = signal.signal(signal.SIGTERM, _raise_terminated)
         try:
             with reporter.progress:
@@ -257,6 +262,28 @@ def evaluate(
                           f"(counted as failures); see episodes.jsonl[/]")
 
 
+@app.command("merge")
+def merge_shards(
+    shard_dirs: list[Path] = typer.Argument(..., help="Output directories of `eval --shard I/N` runs."),
+    output: Path = typer.Option(..., "--output", "-o", help="New directory for the merged run."),
+) -> None:
+    """Merge shard outputs into one run (episodes.jsonl, results.json, videos); see docs/sharding.md."""
+    from lerobench.merge import merge
+
+    try:
+        results = merge(output, shard_dirs, command=tuple(sys.argv))
+    except LerobenchError as exc:
+        _fail(exc)
+    for note in results["merge_notes"]:
+        err_console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
+    _print_summary(results, output)
+    if not results["complete"]:
+        shown = ", ".join(f"{m['task']}#{m['episode']}" for m in results["missing"][:10])
+        more = f" and {len(results['missing']) - 10} more" if len(results["missing"]) > 10 else ""
+        err_console.print(f"[yellow]incomplete: {len(results['missing'])} episodes missing ({shown}{more}); "
+                          f"results.json lists them under 'missing'[/]", highlight=False, soft_wrap=True)
+
+
 @app.command("serve")
 def serve_policy(
     policy: str = typer.Option(..., "--policy", "-p", help="Policy to serve: any --policy of `lerobench eval`."),
@@ -266,6 +293,10 @@ def serve_policy(
     protocol: str = typer.Option("standard", "--protocol", help="Named protocol of the suite (image size)."),
     seed: int = typer.Option(0, "--seed", help="Run seed given to the policy factory."),
     device: str = typer.Option("cpu", "--device", help="cpu | cuda | cuda:N | auto (for torch policies)."),
+    max_batch: int = typer.Option(1, "--max-batch", help="Stack up to N rows of concurrent requests into one "
+                                  "policy call (1: no batching; the policy must declare batchable = True)."),
+    max_wait_ms: float = typer.Option(5.0, "--max-wait-ms", help="With --max-batch: wait at most T ms after a "
+                                      "batch's first request for more."),
 ) -> None:
     """Serve a policy over openpi's websocket protocol (for `eval --policy ws://...` or openpi clients)."""
     try:
@@ -273,14 +304,16 @@ def serve_policy(
 
         context = suite_context(suite, protocol, seed=seed, device=device)
         server = PolicyServer(policy, context, host, port,
-                              on_event=lambda text: err_console.print(f"[dim]{text}[/]", highlight=False))
+                              on_event=lambda text: err_console.print(f"[dim]{text}[/]", highlight=False),
+                              max_batch=max_batch, max_wait_ms=max_wait_ms)
     except LerobenchError as exc:
         _fail(exc)
     if host not in ("127.0.0.1", "localhost", "::1"):
         err_console.print(f"[yellow]listening on {host}: anyone who reaches this port can run the policy "
                           f"(no authentication, no encryption)[/]", highlight=False)
-    console.print(f"Serving [bold]{policy}[/] for suite [bold]{context.suite}[/] on [bold]{server.url}[/] "
-                  f"(Ctrl-C to stop)", highlight=False)
+    console.print(f"Serving [bold]{policy}[/] for suite [bold]{context.suite}[/] on [bold]{server.url}[/]"
+                  + (f", batching up to {max_batch} rows within {max_wait_ms:g} ms" if max_batch > 1 else "")
+                  + " (Ctrl-C to stop)", highlight=False)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

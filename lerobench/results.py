@@ -166,12 +166,15 @@ def _json_dumps(data: Any, **kwargs: Any) -> str:
     return json.dumps(data, allow_nan=False, **kwargs)
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON to a temp file in the same directory, fsync, then rename over ``path``."""
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to a temp file in the same directory, fsync, then rename over ``path``.
+
+    A crash at any point leaves either the old file or the new one, never a mix.
+    """
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(_json_dumps(data, indent=2) + "\n")
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)  # mkstemp creates 0600; results are meant to be shared like episodes.jsonl
@@ -179,6 +182,11 @@ def write_json_atomic(path: Path, data: Any) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Replace ``path`` atomically with ``data`` as indented JSON (never NaN)."""
+    write_text_atomic(path, _json_dumps(data, indent=2) + "\n")
 
 
 def write_trajectory(output: Path, task: str, episode: int, attrs: dict[str, Any], arrays: dict[str, Any]) -> None:
@@ -204,23 +212,11 @@ def write_trajectory(output: Path, task: str, episode: int, attrs: dict[str, Any
 
 
 def rewrite_episodes(path: Path, records: Iterable[EpisodeRecord]) -> None:
-    """Replace ``episodes.jsonl`` atomically (temp file, fsync, rename) with exactly ``records``.
+    """Replace ``episodes.jsonl`` atomically with exactly ``records``.
 
-    Resume uses it to drop an episode interrupted between its trials: a crash during the rewrite
-    leaves the old file, never a mix.
+    Resume uses it to drop an episode interrupted between its trials, ``merge`` to write the merged set.
     """
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for record in records:
-                f.write(_json_dumps(record.to_json()) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomic(path, "".join(_json_dumps(r.to_json()) + "\n" for r in records))
 
 
 def check_output_dir(output: Path) -> None:

@@ -36,6 +36,7 @@ from lerobench.results import (
     summarize,
 )
 from lerobench.rollout import Cancelled, TaskRun, WorkerFailure, run_episodes
+from lerobench.shards import Shard, shard_episodes
 from lerobench.system import BatchChoice, auto_batch_size
 from lerobench.trajectories import TrajectoryRecorder, check_record_mode
 from lerobench.trials import whole_episodes
@@ -51,8 +52,9 @@ MAX_WORKER_REBUILDS = 3
 """Rebuilds of a task's vector env after worker failures before the run is stopped."""
 
 RESULT_DEFINING = ("suite", "policy", "protocol", "protocol_settings", "seed", "episodes_per_task",
-                   "stop_on_success", "tasks", "replan_steps", "trials")
-"""Config keys that change results: ``--resume`` refuses a directory where any of them differ."""
+                   "stop_on_success", "tasks", "replan_steps", "trials", "shard")
+"""Config keys that change results (or, for ``shard``, which of them a directory holds): ``--resume``
+refuses a directory where any of them differ. ``lerobench merge`` checks its own list (merge.py)."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,8 @@ class RunSettings:
     trials: int | None = None
     """Trials (attempts at the same start) per episode; None = the suite's default."""
     device: str = "cpu"
+    shard: Shard | None = None
+    """``--shard I/N``: evaluate only this shard's (task, episode) units (lerobench.shards)."""
     command: tuple[str, ...] = field(default_factory=lambda: tuple(sys.argv))
 
     @property
@@ -169,6 +173,7 @@ class Evaluation:
             "batch_size_used": self.batch_used, "parallel_tasks_used": self.parallel_used,
             "parallel_tasks": s.parallel_tasks, "videos": s.videos,
             "episode_timeout": s.episode_timeout, "device": s.device, "output": str(s.output),
+            "shard": str(s.shard) if s.shard else None,
         }
 
     def provenance(self, ended: datetime | None) -> dict[str, Any]:
@@ -332,8 +337,10 @@ class Evaluation:
 
         with self._lock:
             done = {r.episode for r in self.records if r.task == task.name}
-        todo = [e for e in range(self.s.episodes_per_task) if e not in done]
-        self.reporter.task_started(task, self.s.episodes_per_task, len(done))
+        assigned = shard_episodes([t.name for t in self.s.suite.tasks], task.name, self.s.episodes_per_task,
+                                  self.s.shard)
+        todo = [e for e in assigned if e not in done]
+        self.reporter.task_started(task, len(assigned), len(assigned) - len(todo))
         recorder = TaskRecorder(encoder, self.s.output, self.s.videos, self.s.suite.video_camera,
                                 self.s.suite.control_fps, task.name)
         spec = EnvSpec(

@@ -111,3 +111,51 @@ def make_camera_expert(context):
     expert = make_metaworld_expert(context)
     expert.observation_needs = ObservationNeeds(cameras=context.cameras[:1])
     return expert
+
+
+def make_slot_queue_policy(context):
+    """A batchable torch policy with per-env action queues keyed by ``row_ids`` (slots when served batched)."""
+    import torch
+
+    from lerobench.policies.base import row_ids
+
+    class SlotQueuePolicy(torch.nn.Module):
+        observation_needs = ObservationNeeds()
+        batchable = True
+
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.chunk = 4
+            self.head = torch.nn.Sequential(torch.nn.Linear(context.state_dim, 32), torch.nn.Tanh(),
+                                            torch.nn.Linear(32, context.action_dim * self.chunk))
+            self._queues = {}
+
+        def reset(self):
+            self._queues = {}
+
+        def select_action(self, observation, task_descriptions):
+            chunks = torch.tanh(self.head(observation["state"])).reshape(len(observation["state"]), self.chunk, -1)
+            actions = []
+            for i, key in enumerate(row_ids(observation).tolist()):
+                if observation["episode_start"][i] or not self._queues.get(key):
+                    self._queues[key] = list(chunks[i])
+                actions.append(self._queues[key].pop(0))
+            return torch.stack(actions)
+
+    return SlotQueuePolicy()
+
+
+class RaisesOnLargeState(_Base):
+    """Batchable; raises when any row's first state entry exceeds 100 (a poisoned request), else zeros."""
+
+    batchable = True
+
+    def select_action(self, observation, task_descriptions):
+        if (observation["state"][:, 0] > 100).any():
+            raise RuntimeError("poisoned row")
+        return np.zeros((len(observation["state"]), self.context.action_dim))
+
+
+def make_raises_on_large_state(context):
+    return RaisesOnLargeState(context)

@@ -16,6 +16,10 @@ Observation batch passed to ``select_action`` (B = number of envs in the vector 
   (0.0 and False on a trial's first observation): what a policy that adapts within an episode learns
   from. Returning to the same start is the policy's only other signal.
 
+- ``slot``: int64 (B,) — only from ``lerobench serve --max-batch``: a stable id per (client, env) row,
+  since a served batch stacks rows of several clients. Key per-env state by ``row_ids(observation)``
+  (the slot, or the row index in a local run) and declare ``batchable = True`` to be batched.
+
 ``select_action`` returns float actions (B, action_dim), or an action chunk (B, T, action_dim) of
 which lerobench executes ``replan_steps`` before asking again.
 """
@@ -52,6 +56,12 @@ class PolicyContext:
     seed: int = 0
     device: str = "cpu"
     options: dict[str, Any] = field(default_factory=dict)
+
+
+def row_ids(observation: dict[str, Any]) -> np.ndarray:
+    """The key of each row's per-env state: its serving slot if batched by ``lerobench serve``, else its index."""
+    slots = observation.get("slot")
+    return np.asarray(slots) if slots is not None else np.arange(len(observation["state"]))
 
 
 @runtime_checkable

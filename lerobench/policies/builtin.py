@@ -9,7 +9,7 @@ import numpy as np
 
 from lerobench.errors import ConfigError
 from lerobench.policies.adaptive import make_adaptive_reach
-from lerobench.policies.base import ObservationNeeds, PolicyContext
+from lerobench.policies.base import ObservationNeeds, PolicyContext, row_ids
 
 
 class RandomPolicy:
@@ -20,6 +20,8 @@ class RandomPolicy:
     """
 
     observation_needs = ObservationNeeds()
+    batchable = True
+    """RNGs are keyed by ``row_ids``, so ``lerobench serve --max-batch`` may stack clients' rows."""
 
     def __init__(self, action_dim: int):
         self.action_dim = action_dim
@@ -33,10 +35,10 @@ class RandomPolicy:
         """Draw one action per env from that env's episode RNG."""
         batch = len(observation["state"])
         actions = np.zeros((batch, self.action_dim), dtype=np.float32)
-        for i in range(batch):
-            if observation["episode_start"][i] or i not in self._rngs:
-                self._rngs[i] = np.random.default_rng(int(observation["episode_seed"][i]))
-            actions[i] = self._rngs[i].uniform(-1.0, 1.0, self.action_dim)
+        for i, key in enumerate(row_ids(observation).tolist()):
+            if observation["episode_start"][i] or key not in self._rngs:
+                self._rngs[key] = np.random.default_rng(int(observation["episode_seed"][i]))
+            actions[i] = self._rngs[key].uniform(-1.0, 1.0, self.action_dim)
         return actions
 
 
@@ -44,6 +46,7 @@ class ZeroPolicy:
     """All-zero actions: the cheapest possible baseline (and a no-render smoke policy)."""
 
     observation_needs = ObservationNeeds()
+    batchable = True
 
     def __init__(self, action_dim: int):
         self.action_dim = action_dim
@@ -60,6 +63,8 @@ class MetaWorldExpertPolicy:
     """Meta-World's scripted expert for each task (``metaworld.policies.ENV_POLICY_MAP``), state only."""
 
     observation_needs = ObservationNeeds()
+    batchable = True
+    """Stateless: each row's action depends on its own observation only."""
 
     def __init__(self, task_names: list[str]):
         from metaworld.policies import ENV_POLICY_MAP

@@ -8,6 +8,10 @@ One thread per connection (websockets' sync server); each connection gets its ow
 the policy, then ``reset()``, so per-episode state never leaks between clients while weights stay
 shared. A policy that declares ``copy_safe = False`` serves one connection at a time.
 
+With ``--max-batch N`` (> 1) one shared policy instance answers every connection and concurrent
+requests are stacked into one ``select_action`` call (``policies/batching.py`` says how per-env state
+stays correct: stable slots, ``batchable = True`` policies only).
+
 A bad request (not msgpack, not a map, wrong shapes, a policy exception) is answered by a text frame
 with the reason and the connection stays open, so one bad request does not end an evaluation that
 chooses to continue. (openpi's own server closes the connection after an error; clients cope with
@@ -17,6 +21,7 @@ both.)
 from __future__ import annotations
 
 import copy
+import itertools
 import threading
 import time
 import traceback
@@ -28,9 +33,11 @@ import numpy as np
 from lerobench import __version__
 from lerobench.errors import ConfigError, MissingDependencyError
 from lerobench.policies.base import PolicyContext
+from lerobench.policies.batching import Batcher, SlotTable, check_batching
 from lerobench.policies.loading import load_policy, observation_needs
 from lerobench.policies.msgpack_numpy import SERVE_EXTRA_HINT, DecodeError, packb, unpackb
 from lerobench.policies.remote import OPENPI_LIBERO_IMAGES, OPENPI_LIBERO_STATE
+from lerobench.policies.torch_policy import follow_torch_threads
 
 try:
     from websockets.exceptions import ConnectionClosed
@@ -63,21 +70,31 @@ class PolicyServer:
     """A bound (listening) server for one policy; ``serve_forever`` answers, ``shutdown`` stops it."""
 
     def __init__(self, policy_spec: str, context: PolicyContext, host: str = "127.0.0.1", port: int = 8000,
-                 on_event: Callable[[str], None] | None = None):
+                 on_event: Callable[[str], None] | None = None, max_batch: int = 1, max_wait_ms: float = 5.0):
         self.policy = load_policy(policy_spec, context)
+        check_batching(max_batch, max_wait_ms, self.policy, policy_spec)
         self.context = context
         self.cameras = observation_needs(self.policy).cameras
         self.metadata = {
             "server": "lerobench", "version": __version__, "policy": policy_spec, "suite": context.suite,
             "batched": True, "action_dim": context.action_dim, "state_dim": context.state_dim,
-            "cameras": list(self.cameras), "image_size": list(context.image_size),
+            "cameras": list(self.cameras), "image_size": list(context.image_size), "max_batch": max_batch,
         }
         self._on_event = on_event or (lambda message: None)
-        self._exclusive = threading.Lock() if getattr(self.policy, "copy_safe", True) is False else None
+        self._batcher: Batcher | None = None
+        self._slots = SlotTable()
+        self._ids = itertools.count()
+        if max_batch > 1:  # one shared instance, reset once; rows keep their state through their slots
+            self.policy.reset()
+            self._batcher = Batcher(self._infer, self._slots, max_batch, max_wait_ms)
+        copy_unsafe = getattr(self.policy, "copy_safe", True) is False
+        self._exclusive = threading.Lock() if copy_unsafe and self._batcher is None else None
         self._serving = False
         try:
             self._server: Server = ws_serve(self._handle, host, port, compression=None, max_size=None)
         except OSError as exc:
+            if self._batcher is not None:
+                self._batcher.close()
             raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
 
     @property
@@ -101,16 +118,34 @@ class PolicyServer:
             self._server.shutdown()
         else:
             self._server.socket.close()
+        if self._batcher is not None:  # after the connections: their pending requests are answered first
+            self._batcher.close()
+
+    @property
+    def batch_stats(self) -> tuple[int, int]:
+        """(policy calls, rows answered) by the batcher so far; (0, 0) when not batching."""
+        return (self._batcher.batches, self._batcher.rows) if self._batcher is not None else (0, 0)
+
+    def _infer(self, batch: dict[str, Any], descriptions: list[str]) -> np.ndarray:
+        """The shared policy on a stacked batch (called by the batcher thread only)."""
+        return _checked_actions(self.policy.select_action(batch, descriptions), len(batch["state"]),
+                                self.context.action_dim)
 
     def _handle(self, conn: ServerConnection) -> None:
         peer = "{}:{}".format(*conn.remote_address[:2])
         if self._exclusive is not None and not self._exclusive.acquire(blocking=False):
             conn.send("server busy: this policy declares copy_safe = False and serves one client at a time")
             return
+        conn_id = next(self._ids)
+        follow_torch_threads()  # this connection's thread may run the policy (unbatched)
         try:
-            policy = self.policy if self._exclusive is not None else copy.copy(self.policy)
-            policy.reset()
-            session = _Session(policy, self.context, self.cameras)
+            if self._batcher is not None:
+                self._slots.connect(conn_id)
+                session = _Session(self.policy, self.context, self.cameras, self._batched_infer(conn_id))
+            else:
+                policy = self.policy if self._exclusive is not None else copy.copy(self.policy)
+                policy.reset()
+                session = _Session(policy, self.context, self.cameras)
             conn.send(packb(self.metadata))
             self._on_event(f"{peer} connected")
             for message in conn:
@@ -122,8 +157,22 @@ class PolicyServer:
         except ConnectionClosed:
             self._on_event(f"{peer} dropped the connection")
         finally:
+            self._slots.disconnect(conn_id)
             if self._exclusive is not None:
                 self._exclusive.release()
+
+    def _batched_infer(self, conn_id: int) -> _Infer:
+        """One connection's door to the batcher: its rows get their stable slots (new slots start episodes)."""
+        assert self._batcher is not None
+        batcher = self._batcher
+
+        def infer(batch: dict[str, Any], descriptions: list[str]) -> tuple[np.ndarray, dict[str, float]]:
+            slots, fresh = self._slots.rows(conn_id, len(batch["state"]))
+            batch["slot"] = slots
+            batch["episode_start"] = batch["episode_start"] | fresh
+            return batcher.infer(batch, descriptions)
+
+        return infer
 
 
 def serve(policy_spec: str, context: PolicyContext, host: str = "127.0.0.1", port: int = 8000) -> None:
@@ -135,13 +184,28 @@ def serve(policy_spec: str, context: PolicyContext, host: str = "127.0.0.1", por
         server.shutdown()
 
 
-class _Session:
-    """One connection's policy copy and request count (the first request starts an episode)."""
+_Infer = Callable[[dict[str, Any], list[str]], tuple[np.ndarray, dict[str, float]]]
+"""Answers one request's observation batch with checked actions (B, T, A) and a timing map."""
 
-    def __init__(self, policy: Any, context: PolicyContext, cameras: tuple[str, ...]):
-        self.policy = policy
+
+def _direct_infer(policy: Any, action_dim: int) -> _Infer:
+    """A connection's own policy copy, called in the connection's thread (no batching)."""
+
+    def infer(batch: dict[str, Any], descriptions: list[str]) -> tuple[np.ndarray, dict[str, float]]:
+        started = time.perf_counter()
+        actions = _checked_actions(policy.select_action(batch, descriptions), len(batch["state"]), action_dim)
+        return actions, {"infer_ms": 1000 * (time.perf_counter() - started)}
+
+    return infer
+
+
+class _Session:
+    """One connection's request count (the first request starts an episode) and its way to the policy."""
+
+    def __init__(self, policy: Any, context: PolicyContext, cameras: tuple[str, ...], infer: _Infer | None = None):
         self.context = context
         self.cameras = cameras
+        self.infer = infer or _direct_infer(policy, context.action_dim)
         self.requests = 0
 
     def answer(self, message: str | bytes) -> str | bytes:
@@ -154,15 +218,12 @@ class _Session:
         except (DecodeError, RequestError) as exc:
             return f"bad request: {exc}"
         self.requests += 1
-        started = time.perf_counter()
         try:
-            actions = _checked_actions(self.policy.select_action(batch, descriptions), len(batch["state"]),
-                                       self.context.action_dim)
+            actions, timing = self.infer(batch, descriptions)
         except RequestError as exc:
             return f"bad policy output: {exc}"
         except Exception as exc:  # noqa: BLE001 - any policy failure goes back to the client, server lives on
             return f"policy raised {type(exc).__name__}: {exc}\n{traceback.format_exc()}"
-        timing = {"infer_ms": 1000 * (time.perf_counter() - started)}
         return packb({"actions": actions[0] if single else actions, "server_timing": timing})
 
 

@@ -25,6 +25,20 @@ def is_torch_module(obj: Any) -> bool:
     return torch is not None and isinstance(obj, torch.nn.Module)
 
 
+def follow_torch_threads() -> None:
+    """Apply the process's torch thread count in the calling thread (no-op when torch is not loaded).
+
+    Why: with PyTorch's OpenMP backend the count is per OS thread, so ``torch.set_num_threads`` in the
+    main thread leaves a new thread (serve's connection and batching threads) with OpenMP's default
+    team, whose spinning workers slowed a 4-row MLP forward from 1.4 ms to 120 ms on a busy 2-core box.
+    """
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(torch.get_num_threads())
+
+
 def resolve_device(device: str) -> str:
     """``auto`` -> cuda if available else cpu; an unavailable cuda is an error, not a silent fallback."""
     if device not in ("cpu", "cuda", "auto") and not device.startswith("cuda:"):
@@ -56,6 +70,8 @@ class TorchPolicy:
         self.device = torch.device(device)
         self.observation_needs = getattr(module, "observation_needs", None) or ObservationNeeds()
         self.copy_safe = getattr(module, "copy_safe", True)
+        self.batchable = getattr(module, "batchable", False)
+        """Forwarded for ``lerobench serve --max-batch``: the module declares it keys state by ``row_ids``."""
 
     def __copy__(self) -> TorchPolicy:
         clone = object.__new__(TorchPolicy)

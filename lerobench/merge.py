@@ -1,0 +1,272 @@
+"""``lerobench merge``: shard outputs (``--shard I/N``) put back together into one run.
+
+Why a merge step instead of a shared results file: shards run on different machines, often on a
+network filesystem where a shared append-only file or SQLite database (vla-eval's choice) is unsafe.
+Each shard writes its own directory exactly as an unsharded run would; merging reads them, checks
+that they really are parts of one run, and writes one ``episodes.jsonl`` and ``results.json`` whose
+aggregates are those of the unsharded run (an episode is a pure function of (seed, task, episode)).
+
+What is refused (one-line ``MergeError`` naming the field or unit): shards whose result-defining
+settings differ, and two records of one (task, episode, trial) with different outcomes. Identical
+duplicates (a unit present in two directories, e.g. an overlapping rerun) are kept once. Missing
+units are not an error: the merged run says ``complete: false`` and lists them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from lerobench.config import Suite
+from lerobench.errors import LerobenchError
+from lerobench.provenance import provenance
+from lerobench.results import (
+    EPISODES_FILE,
+    RESULTS_FILE,
+    EpisodeRecord,
+    check_output_dir,
+    lerobot_eval_info,
+    rewrite_episodes,
+    summarize,
+    write_json_atomic,
+)
+from lerobench.shards import all_units
+
+MUST_MATCH = ("suite", "protocol", "protocol_settings", "policy", "seed", "episodes_per_task", "trials",
+              "stop_on_success", "replan_steps", "tasks")
+"""Config keys every shard must share (max steps live in ``protocol_settings``); ``shard`` may differ."""
+
+DEFAULTS = {"trials": 1}
+"""Values of keys that older result files lack (before multi-trial runs, every run had one trial)."""
+
+FLOAT_RTOL = 1e-9
+"""Relative tolerance for float outcomes of duplicate records (return, max_reward): the same episode
+rerun on another CPU may differ in the last bits; success, steps and errors must match exactly."""
+
+
+class MergeError(LerobenchError):
+    """Shard directories that cannot be merged into one run (different settings, conflicting episodes)."""
+
+
+@dataclass(frozen=True)
+class ShardRun:
+    """One input directory: its results.json document and its episode records."""
+
+    path: Path
+    results: dict[str, Any]
+    records: list[EpisodeRecord]
+    cut_tail: bool
+    """True if ``episodes.jsonl`` ended in an unterminated line (the shard was killed mid-write)."""
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The shard's ``config`` block."""
+        return self.results.get("config", {})
+
+
+def read_shard(path: Path) -> ShardRun:
+    """Read one shard directory without modifying it (unlike ``read_episodes``, which repairs a tail)."""
+    results_path, episodes_path = path / RESULTS_FILE, path / EPISODES_FILE
+    if not results_path.is_file():
+        raise MergeError(f"cannot merge {path}: {results_path} does not exist (not a lerobench output directory)")
+    try:
+        results = json.loads(results_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise MergeError(f"cannot merge {path}: {results_path} is not readable JSON ({exc})") from exc
+    if not isinstance(results, dict) or not isinstance(results.get("config"), dict):
+        raise MergeError(f"cannot merge {path}: {results_path} has no 'config' block")
+    raw = episodes_path.read_bytes() if episodes_path.exists() else b""
+    complete, newline, tail = raw.rpartition(b"\n")
+    records = []
+    for number, line in enumerate(complete.split(b"\n") if newline else [], start=1):
+        if line.strip():
+            try:
+                records.append(EpisodeRecord.from_json(json.loads(line)))
+            except (ValueError, TypeError, KeyError) as exc:
+                raise MergeError(f"cannot merge {path}: {episodes_path} line {number} is not a valid episode "
+                                 f"record ({exc})") from exc
+    return ShardRun(path, results, records, cut_tail=bool(tail.strip()))
+
+
+def check_compatible(shards: Sequence[ShardRun]) -> None:
+    """Refuse shards whose result-defining settings differ, naming the field and both values."""
+    first = shards[0]
+    for other in shards[1:]:
+        for key in MUST_MATCH:
+            a, b = (s.config.get(key, DEFAULTS.get(key)) for s in (first, other))
+            if a != b:
+                raise MergeError(f"cannot merge: {key} differs ({first.path} has {a!r}, {other.path} has {b!r})")
+
+
+def _outcome(r: EpisodeRecord) -> tuple[Any, ...]:
+    """What two records of the same unit must agree on (timings, videos and error texts may differ)."""
+    return (r.seed, r.init_state, r.success, r.success_at_end, r.steps, r.error is not None)
+
+
+def _close(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return math.isclose(a, b, rel_tol=FLOAT_RTOL, abs_tol=1e-12)
+
+
+def combine(shards: Sequence[ShardRun], tasks: Sequence[str]) -> list[tuple[EpisodeRecord, Path]]:
+    """Every (task, episode, trial) record once, sorted by task order, episode, trial, with its directory.
+
+    The first directory's copy of a duplicate is kept; a duplicate with another outcome is refused.
+    Records of tasks or episodes outside the run are refused too (they cannot belong to it).
+    """
+    order = {name: i for i, name in enumerate(tasks)}
+    episodes = shards[0].config.get("episodes_per_task")
+    kept: dict[tuple[str, int, int], tuple[EpisodeRecord, Path]] = {}
+    for shard in shards:
+        for r in shard.records:
+            if r.task not in order or not 0 <= r.episode < episodes:
+                raise MergeError(f"cannot merge {shard.path}: it holds task {r.task!r} episode {r.episode}, "
+                                 f"outside the run ({len(tasks)} tasks x {episodes} episodes)")
+            key = (r.task, r.episode, r.trial)
+            if key not in kept:
+                kept[key] = (r, shard.path)
+                continue
+            seen, where = kept[key]
+            if _outcome(seen) != _outcome(r) or not _close(seen.return_, r.return_) \
+                    or not _close(seen.max_reward, r.max_reward):
+                raise MergeError(f"cannot merge: task {r.task!r} episode {r.episode} trial {r.trial} has different "
+                                 f"outcomes in {where} and {shard.path} (success {seen.success} vs {r.success}, "
+                                 f"steps {seen.steps} vs {r.steps}, error {seen.error!r:.60} vs {r.error!r:.60})")
+    return [kept[k] for k in sorted(kept, key=lambda k: (order[k[0]], k[1], k[2]))]
+
+
+def missing_units(records: Sequence[EpisodeRecord], tasks: Sequence[str], episodes: int,
+                  trials: int) -> list[tuple[str, int]]:
+    """(task, episode) units without a finished episode: all ``trials`` trials, or trials 0..j with j an error."""
+    by_unit: dict[tuple[str, int], dict[int, EpisodeRecord]] = {}
+    for r in records:
+        by_unit.setdefault((r.task, r.episode), {})[r.trial] = r
+    missing = []
+    for unit in all_units(tasks, episodes):
+        have = by_unit.get(unit, {})
+        finished = False
+        for k in range(trials):
+            if k not in have:
+                break
+            if have[k].error is not None or k == trials - 1:
+                finished = True
+                break
+        if not finished:
+            missing.append(unit)
+    return missing
+
+
+def load_run_suite(config: dict[str, Any]) -> Suite:
+    """The suite the shards ran, narrowed to their tasks: by name if shipped, else from ``suite_file``."""
+    from lerobench.registry import load_suite, shipped_suite_paths
+
+    name, source = config.get("suite"), config.get("suite_file")
+    candidates = [name] if name in shipped_suite_paths() else []
+    if source:
+        candidates.append(source)
+    for candidate in candidates:
+        try:
+            suite = load_suite(candidate)
+        except LerobenchError:
+            continue
+        if suite.name == name:
+            return suite.select_tasks(config.get("tasks"))
+    raise MergeError(f"cannot merge: suite {name!r} is neither shipped nor readable from {source!r} on this "
+                     f"machine (its task descriptions and groups are needed for results.json)")
+
+
+def version_notes(shards: Sequence[ShardRun]) -> list[str]:
+    """Package versions that differ between shards (mujoco changes LIBERO scores): worth a warning."""
+    seen: dict[str, dict[str, list[str]]] = {}
+    for s in shards:
+        prov = s.results.get("provenance") or {}
+        versions = {"lerobench": prov.get("lerobench"), **(prov.get("versions") or {})}
+        for package, version in versions.items():
+            seen.setdefault(package, {}).setdefault(str(version), []).append(str(s.path))
+    return [f"shards ran different {package} versions: "
+            + "; ".join(f"{v} in {', '.join(dirs)}" for v, dirs in by_version.items())
+            for package, by_version in seen.items() if len(by_version) > 1]
+
+
+def link_or_copy(source: Path, target: Path) -> None:
+    """Hard-link a video into the merged directory (free, survives deleting the shard), else copy it."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.exists():
+        target.unlink()
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
+def _timing(shards: Sequence[ShardRun], n_records: int) -> dict[str, Any]:
+    """Summed shard time (machine-seconds, not wall time) and the rates over it."""
+    eval_s = sum(float(s.results.get("overall", {}).get("eval_s") or 0.0) for s in shards)
+    steps = sum(float(s.results.get("overall", {}).get("env_steps_per_s") or 0.0)
+                * float(s.results.get("overall", {}).get("eval_s") or 0.0) for s in shards)
+    return {"eval_s": round(eval_s, 3),
+            "episodes_per_s": round(n_records / eval_s, 4) if eval_s > 0 else None,
+            "env_steps_per_s": round(steps / eval_s, 2) if eval_s > 0 else None}
+
+
+def merge(output: Path, inputs: Sequence[Path], command: Sequence[str] | None = None) -> dict[str, Any]:
+    """Merge shard directories ``inputs`` into ``output``; return the merged results.json document."""
+    started = datetime.now(timezone.utc)
+    if not inputs:
+        raise MergeError("lerobench merge needs at least one shard directory")
+    resolved = {Path(p).resolve() for p in inputs}
+    if output.resolve() in resolved:
+        raise MergeError(f"--output {output} is one of the shard directories: choose a new directory")
+    shards = [read_shard(Path(p)) for p in inputs]
+    check_compatible(shards)
+    config = shards[0].config
+    suite = load_run_suite(config)
+    tasks = [t.name for t in suite.tasks]
+    if tasks != config.get("tasks"):
+        raise MergeError(f"cannot merge: suite {suite.name!r} on this machine has tasks {tasks}, the shards ran "
+                         f"{config.get('tasks')}")
+    episodes, trials = int(config["episodes_per_task"]), int(config.get("trials", DEFAULTS["trials"]))
+    check_output_dir(output)
+    if (output / EPISODES_FILE).exists() and (output / EPISODES_FILE).stat().st_size > 0:
+        raise MergeError(f"{output / EPISODES_FILE} already holds episodes: merge into a new --output directory")
+    merged = combine(shards, tasks)
+    records = [r for r, _ in merged]
+    notes = version_notes(shards) + [f"{s.path / EPISODES_FILE}: ignored an unterminated last line (killed "
+                                     f"mid-write; that episode counts as missing)" for s in shards if s.cut_tail]
+    notes += [f"{s.path / 'recordings'}: --record trajectories are not merged; they stay in the shard directory"
+              for s in shards if (s.path / "recordings").is_dir()]
+    for r, origin in merged:
+        if r.video:
+            source = origin / r.video
+            if source.is_file():
+                link_or_copy(source, output / r.video)
+            else:
+                notes.append(f"video {source} is missing: task {r.task!r} episode {r.episode} keeps its name only")
+    missing = missing_units(records, tasks, episodes, trials)
+    rewrite_episodes(output / EPISODES_FILE, records)
+    summary = summarize(suite, records, trials)
+    summary["overall"].update(_timing(shards, len(records)))
+    results = {
+        "suite": config.get("suite"), "policy": config.get("policy"), "complete": not missing,
+        "config": {**config, "shard": None, "output": str(output)},
+        "provenance": provenance(command if command is not None else sys.argv, started,
+                                 datetime.now(timezone.utc)),
+        "missing": [{"task": t, "episode": e} for t, e in missing], "merge_notes": notes,
+        "shards": [{"dir": str(s.path), "shard": s.config.get("shard"), "complete": s.results.get("complete"),
+                    "records": len(s.records), "cut_unterminated_line": s.cut_tail,
+                    "provenance": s.results.get("provenance")} for s in shards],
+        **summary,
+    }
+    write_json_atomic(output / RESULTS_FILE, results)
+    if "lerobot" in (config.get("formats") or []):
+        write_json_atomic(output / "eval_info.json", lerobot_eval_info(suite, records, summary["overall"]["eval_s"]))
+    return results
