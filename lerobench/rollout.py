@@ -4,6 +4,10 @@ Slots of the vector env take episodes from a queue in index order; when an episo
 reset to the next one. Episode outcomes cannot depend on batch size or finish order because each
 episode's start state and seed are pure functions of (run seed, task, episode), and built-in
 policies key their randomness on the episode seed too.
+
+Each env keeps its own queue of actions from the policy's last chunk. The policy reads an env's
+observation only when that queue runs dry, so every step tells its env whether the next observation
+will be read (``env_action``); envs render the policy's cameras only then (see ``LazyTaskEnv``).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from lerobench.config import TaskSpec
-from lerobench.envs.base import IDLE, episode_seed
+from lerobench.envs.base import IDLE, env_action, episode_seed
 from lerobench.errors import PolicyError
 from lerobench.results import EpisodeRecord
 from lerobench.trajectories import NULL_TRAJECTORIES, Trajectory, TrajectoryRecorder
@@ -104,6 +108,8 @@ class TaskRun:
     seed: int
     action_dim: int
     replan_steps: int = 1
+    every_frame: bool = False
+    """Render the policy's cameras at every step, also those whose observation the policy never reads."""
     trial: int = 0
     n_init_states: int = 50
     step_timeout_s: float | None = None
@@ -244,7 +250,8 @@ def run_episodes(
                 raise Cancelled(f"task {run.task.name!r} cancelled")
             actions = _next_actions(policy, obs, slots, queues, just_started, active, run, seed_of)
             just_started[:] = False
-            obs, rewards, _, _, infos = _call(venv.step, actions, timeout=run.step_timeout_s)
+            observe = _observed(queues, active, run.every_frame or trajectories.enabled)
+            obs, rewards, _, _, infos = _call(venv.step, env_action(actions, observe), timeout=run.step_timeout_s)
             on_steps(int(active.sum()))
             if trajectories.enabled:
                 stepped = _mask(infos, "success")
@@ -328,6 +335,11 @@ def _next_actions(policy: Any, obs: dict[str, Any], slots: list[_Slot], queues: 
         if active[i]:
             actions[i] = queues[i].popleft()
     return actions
+
+
+def _observed(queues: list[deque[np.ndarray]], active: np.ndarray, every_frame: bool) -> np.ndarray:
+    """Which envs' next observation will be read: those whose queue is now empty (the policy refills it)."""
+    return np.array([bool(a) and (every_frame or not q) for q, a in zip(queues, active, strict=True)])
 
 
 def _where(run: TaskRun, episode: int, message: str) -> str:

@@ -145,6 +145,7 @@ class Evaluation:
         check_output_dir(settings.output)
         self.records: list[EpisodeRecord] = self._load_previous()
         self.policy = load_policy(settings.policy, self.context)
+        observation_needs(self.policy).executed_steps(settings.replan_steps)  # a conflict fails before any work
 
     # -- config & provenance -----------------------------------------------------------------------
     def config(self) -> dict[str, Any]:
@@ -326,6 +327,7 @@ class Evaluation:
         self.reporter.task_started(task, self.s.episodes_per_task, len(done))
         recorder = TaskRecorder(encoder, self.s.output, self.s.videos, self.s.suite.video_camera,
                                 self.s.suite.control_fps, task.name)
+        needs = observation_needs(policy)
         spec = EnvSpec(
             suite=self.s.suite.name, backend=self.s.suite.backend, task=task, protocol=self.protocol,
             seed=self.s.seed, state_dim=self.backend.state_dim, action_dim=self.backend.action_dim,
@@ -333,7 +335,8 @@ class Evaluation:
             backend_options=dict(self.s.suite.backend_options),
         )
         run = TaskRun(suite=self.s.suite.name, task=task, seed=self.s.seed, action_dim=self.backend.action_dim,
-                      replan_steps=self.s.replan_steps, n_init_states=getattr(self.backend, "n_init_states", 50),
+                      replan_steps=needs.executed_steps(self.s.replan_steps), every_frame=needs.every_frame,
+                      n_init_states=getattr(self.backend, "n_init_states", 50),
                       step_timeout_s=self.s.episode_timeout, stop=self._stop)
 
         def on_episode(record: EpisodeRecord) -> None:

@@ -36,7 +36,7 @@ def reference_actions(action_dim: int) -> np.ndarray:
     return np.random.default_rng(7).uniform(-1, 1, (STEPS, action_dim)).astype(np.float32)
 
 
-def make_env(case: str):
+def make_env(case: str, max_steps: int = STEPS + 5):
     """The LazyTaskEnv the frames come from (suite default protocol, 64x64 images, seed 0)."""
     from lerobench.envs.base import EnvSpec, LazyTaskEnv
     from lerobench.registry import get_backend, load_suite
@@ -45,7 +45,7 @@ def make_env(case: str):
     suite = load_suite(suite_name)
     task = next(t for t in suite.tasks if t.name == task_name) if task_name else suite.tasks[0]
     backend = get_backend(suite.backend)
-    protocol = replace(suite.protocol(), max_steps=STEPS + 5, image_size=IMAGE_SIZE)
+    protocol = replace(suite.protocol(), max_steps=max_steps, image_size=IMAGE_SIZE)
     spec = EnvSpec(suite=suite.name, backend=suite.backend, task=task, protocol=protocol, seed=0,
                    state_dim=backend.state_dim, action_dim=backend.action_dim, cameras=cameras,
                    backend_options=suite.backend_options)
