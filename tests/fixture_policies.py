@@ -143,3 +143,16 @@ class ImageChunkPolicy(_Base):
 
 def make_image_chunk(context):
     return ImageChunkPolicy(context)
+
+
+class FixedChunk(_Base):
+    """State-only; returns 5-action chunks and declares that all 5 are executed."""
+
+    observation_needs = ObservationNeeds(replan_steps=5)
+
+    def select_action(self, observation, task_descriptions):
+        return np.zeros((len(observation["state"]), 5, self.context.action_dim), dtype=np.float32)
+
+
+def make_fixed_chunk(context):
+    return FixedChunk(context)
