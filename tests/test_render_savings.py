@@ -143,14 +143,16 @@ def test_chunk_10_renders_once_per_chunk_with_outcomes_of_per_step_rendering(cas
         assert b.renders == cameras * (b.steps // 10 + 1)  # the first observation, then one per chunk
 
 
-def test_videos_get_every_frame_and_the_same_frames_as_per_step_rendering():
-    _needs("metaworld")
-    every, _, every_videos = _rollout("metaworld", True, 1, [0], 12, videos=True)
-    chunked, _, videos = _rollout("metaworld", False, 1, [0], 12, videos=True)
+@pytest.mark.parametrize("case", ["metaworld", "libero"])
+def test_videos_get_every_frame_and_the_same_frames_as_per_step_rendering(case):
+    _needs(case)
+    every, every_policy, every_videos = _rollout(case, True, 1, [0], 12, videos=True)
+    chunked, policy, videos = _rollout(case, False, 1, [0], 12, videos=True)
     (a,), (b,) = every, chunked
+    np.testing.assert_array_equal(np.stack(policy.digests), np.stack(every_policy.digests))
     assert a.return_ == b.return_ and len(videos.videos[0]) == b.steps + 1 == 13
     np.testing.assert_array_equal(np.stack(videos.videos[0]), np.stack(every_videos.videos[0]))
-    # corner2 (the video camera) every step, the second camera at the 2 read steps
+    # the video camera (a policy camera: corner2 / agentview) every step, the second camera at the 2 read steps
     assert b.renders == 13 + 2
 
 
