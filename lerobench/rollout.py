@@ -9,6 +9,10 @@ reported together once the episode is over, so a consumer only ever sees whole e
 Episode outcomes cannot depend on batch size or finish order because each
 episode's start state and seed are pure functions of (run seed, task, episode), and built-in
 policies key their randomness on the episode seed too.
+
+Each env keeps its own queue of actions from the policy's last chunk. The policy reads an env's
+observation only when that queue runs dry, so every step tells its env whether the next observation
+will be read (``env_action``); envs render the policy's cameras only then (see ``LazyTaskEnv``).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from lerobench.config import TaskSpec
-from lerobench.envs.base import IDLE, episode_seed
+from lerobench.envs.base import IDLE, env_action, episode_seed
 from lerobench.errors import PolicyError
 from lerobench.results import EpisodeRecord
 from lerobench.trajectories import NULL_TRAJECTORIES, Trajectory, TrajectoryRecorder
@@ -111,6 +115,8 @@ class TaskRun:
     replan_steps: int = 1
     trials: int = 1
     """Attempts per episode at the same start (``--trials``); the policy keeps its memory between them."""
+    every_frame: bool = False
+    """Render the policy's cameras at every step, also those whose observation the policy never reads."""
     n_init_states: int = 50
     step_timeout_s: float | None = None
     stop: threading.Event | None = None
@@ -308,7 +314,8 @@ def run_episodes(
             if run.stop is not None and run.stop.is_set():
                 raise Cancelled(f"task {run.task.name!r} cancelled")
             actions = _next_actions(policy, obs, slots, queues, feedback, active, run, seed_of)
-            obs, rewards, _, _, infos = _call(venv.step, actions, timeout=run.step_timeout_s)
+            observe = _observed(queues, active, run.every_frame or trajectories.enabled)
+            obs, rewards, _, _, infos = _call(venv.step, env_action(actions, observe), timeout=run.step_timeout_s)
             on_steps(int(active.sum()))
             feedback.stepped(rewards, infos, active)
             if trajectories.enabled:
@@ -394,6 +401,11 @@ def _next_actions(policy: Any, obs: dict[str, Any], slots: list[_Slot], queues: 
         if active[i]:
             actions[i] = queues[i].popleft()
     return actions
+
+
+def _observed(queues: list[deque[np.ndarray]], active: np.ndarray, every_frame: bool) -> np.ndarray:
+    """Which envs' next observation will be read: those whose queue is now empty (the policy refills it)."""
+    return np.array([bool(a) and (every_frame or not q) for q, a in zip(queues, active, strict=True)])
 
 
 def _where(run: TaskRun, episode: int, message: str) -> str:

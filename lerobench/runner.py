@@ -159,6 +159,7 @@ class Evaluation:
         check_output_dir(settings.output)
         self.records: list[EpisodeRecord] = self._load_previous()
         self.policy = load_policy(settings.policy, self.context)
+        observation_needs(self.policy).executed_steps(settings.replan_steps)  # a conflict fails before any work
 
     # -- config & provenance -----------------------------------------------------------------------
     def config(self) -> dict[str, Any]:
@@ -343,6 +344,7 @@ class Evaluation:
         self.reporter.task_started(task, len(assigned), len(assigned) - len(todo))
         recorder = TaskRecorder(encoder, self.s.output, self.s.videos, self.s.suite.video_camera,
                                 self.s.suite.control_fps, task.name)
+        needs = observation_needs(policy)
         spec = EnvSpec(
             suite=self.s.suite.name, backend=self.s.suite.backend, task=task, protocol=self.protocol,
             seed=self.s.seed, state_dim=self.backend.state_dim, action_dim=self.backend.action_dim,
@@ -350,7 +352,8 @@ class Evaluation:
             backend_options=dict(self.s.suite.backend_options),
         )
         run = TaskRun(suite=self.s.suite.name, task=task, seed=self.s.seed, action_dim=self.backend.action_dim,
-                      replan_steps=self.s.replan_steps, trials=self.s.trials_per_episode,
+                      replan_steps=needs.executed_steps(self.s.replan_steps), every_frame=needs.every_frame,
+                      trials=self.s.trials_per_episode,
                       n_init_states=getattr(self.backend, "n_init_states", 50),
                       step_timeout_s=self.s.episode_timeout, stop=self._stop)
 

@@ -159,3 +159,48 @@ class RaisesOnLargeState(_Base):
 
 def make_raises_on_large_state(context):
     return RaisesOnLargeState(context)
+
+
+class ImageChunkPolicy(_Base):
+    """Returns (B, ``chunk``, A) chunks that depend on every byte of the images it reads and on the state.
+
+    Any difference in an image the policy reads changes the episode's actions and so its return: two runs
+    with equal returns saw equal images.
+    """
+
+    def __init__(self, context, chunk=10, every_frame=False, cameras=None):
+        super().__init__(context)
+        self.chunk = chunk
+        self.observation_needs = ObservationNeeds(cameras=tuple(cameras or context.cameras[:1]),
+                                                  every_frame=every_frame)
+        self.digests = []
+        """One (B,) array per call: a checksum of the images it read (compare two runs' reads)."""
+
+    def select_action(self, observation, task_descriptions):
+        n = len(observation["state"])
+        digest = np.zeros(n)
+        for cam in self.observation_needs.cameras:
+            img = observation["images"][cam].reshape(n, -1).astype(np.float64)
+            digest += (img * np.arange(1, img.shape[1] + 1) % 997).sum(axis=1)
+        self.digests.append(np.where(observation["active"], digest, -1.0))
+        phase = digest[:, None, None] * 1e-3 + np.arange(self.chunk)[None, :, None] * 0.7
+        dims = np.arange(self.context.action_dim)[None, None, :]
+        state = observation["state"][:, None, :1]
+        return (0.8 * np.sin(phase + dims + state)).astype(np.float32)
+
+
+def make_image_chunk(context):
+    return ImageChunkPolicy(context)
+
+
+class FixedChunk(_Base):
+    """State-only; returns 5-action chunks and declares that all 5 are executed."""
+
+    observation_needs = ObservationNeeds(replan_steps=5)
+
+    def select_action(self, observation, task_descriptions):
+        return np.zeros((len(observation["state"]), 5, self.context.action_dim), dtype=np.float32)
+
+
+def make_fixed_chunk(context):
+    return FixedChunk(context)

@@ -89,10 +89,31 @@ def test_eval_smoke_through_cli(tmp_path):
     assert result.exit_code == 0, result.output
     eps = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
     assert sorted(e["task"] for e in eps) == ["button-press-v3", "reach-v3"]
-    assert all(e["error"] is None and e["steps"] == 5 and e["renders"] > 0 for e in eps)
+    # n_action_steps 4: corner2 is rendered for the first observation and when the queue runs dry after 4 steps
+    assert all(e["error"] is None and e["steps"] == 5 and e["renders"] == 2 for e in eps)
     results = json.loads((out / "results.json").read_text())
     assert results["complete"] and results["overall"]["n_episodes"] == 2
     assert results["config"]["policy"] == f"lerobot:{policy_dir}"
+
+
+def rollout_actions(policy, observations):
+    """Actions lerobench's rollout executes (its per-env queues) for a sequence of batch observations."""
+    from collections import deque
+
+    from lerobench.rollout import TaskRun, _next_actions, _Slot
+
+    n = len(observations[0]["state"])
+    task = load_suite("smoke").tasks[0]
+    run = TaskRun(suite="smoke", task=task, seed=0, action_dim=4,
+                  replan_steps=policy.observation_needs.executed_steps(1))
+    slots, queues = [_Slot(episode=0) for _ in range(n)], [deque() for _ in range(n)]
+    got = []
+    for obs in observations:
+        for i in np.flatnonzero(obs["episode_start"]):
+            queues[i].clear()  # what the rollout does when it starts an episode in slot i
+        got.append(_next_actions(policy, obs, slots, queues, obs["episode_start"], np.ones(n, bool), run,
+                                 lambda e: e))
+    return np.stack(got)
 
 
 def test_per_env_queues_match_lerobot_select_action(tmp_path):
@@ -103,6 +124,7 @@ def test_per_env_queues_match_lerobot_select_action(tmp_path):
     policy_dir = save_tiny_act(tmp_path / "act", image_key="observation.images.corner3")
     policy = load_policy(f"lerobot:{policy_dir}", context(cameras=METAWORLD_CAMERAS))
     assert policy.chunked and policy.observation_needs.cameras == ("corner3",)
+    assert policy.observation_needs.replan_steps == 4  # lerobench executes n_action_steps of each chunk
 
     reference = ACTPolicy.from_pretrained(str(policy_dir)).eval()
     pre, post = make_pre_post_processors(reference.config, pretrained_path=str(policy_dir))
@@ -123,7 +145,8 @@ def test_per_env_queues_match_lerobot_select_action(tmp_path):
     first += [observation(2, [False, False], seed=s, cameras=("corner3",)) for s in (1, 2)]
     restart = [observation(2, [True, False], seed=3, cameras=("corner3",))]
     restart += [observation(2, [False, False], seed=s, cameras=("corner3",)) for s in (4, 5, 6, 7)]
-    got = np.stack([policy.select_action(o, ["Reach the goal position."] * 2) for o in first + restart])
+    assert policy.select_action(first[0], ["t"] * 2).shape == (2, 4, 4)  # (B, n_action_steps, A)
+    got = rollout_actions(policy, first + restart)
     assert got.shape == (8, 2, 4)
     np.testing.assert_allclose(got[3:, 0], lerobot_episode(restart, 0), rtol=1e-5, atol=1e-6)
     # env 1 never restarted: steps 0-3 are its first chunk, step 4 on its second (from the obs at step 4)
@@ -136,14 +159,15 @@ def test_thread_copies_share_weights_not_queues(tmp_path):
     clone = copy.copy(policy)
     assert policy.copy_safe and clone.module is not policy.module
     assert [p.data_ptr() for p in clone.module.parameters()] == [p.data_ptr() for p in policy.module.parameters()]
-    policy.select_action(observation(2, [True, True]), ["t"] * 2)
-    assert policy._queues and not clone._queues
+    np.testing.assert_array_equal(policy.select_action(observation(2, [True, True]), ["t"] * 2),
+                                  clone.select_action(observation(2, [True, True]), ["t"] * 2))
 
 
 def test_temporal_ensembling_uses_lerobot_select_action(tmp_path):
     policy_dir = save_tiny_act(tmp_path / "act", temporal_ensemble_coeff=0.01, n_action_steps=1)
     policy = load_policy(f"lerobot:{policy_dir}", context())
     assert not policy.chunked and policy.copy_safe is False
+    assert policy.observation_needs.replan_steps is None  # asked at every step: reads every frame
     first = policy.select_action(observation(2, [True, True]), ["t"] * 2)
     with pytest.warns(RuntimeWarning, match="--batch-size 1"):
         again = policy.select_action(observation(2, [True, False]), ["t"] * 2)
@@ -177,21 +201,22 @@ def test_eval_libero_through_cli(tmp_path):
                                  "--protocol", "lerobot", "--max-steps", "3", "--videos", "0", "--output", str(out)])
     assert result.exit_code == 0, result.output
     (ep,) = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
-    assert ep["error"] is None and ep["steps"] == 3 and ep["renders"] == 4  # agentview only: reset + 3 steps
+    assert ep["error"] is None and ep["steps"] == 3 and ep["renders"] == 1  # agentview, read once: chunk of 4
     results = json.loads((out / "results.json").read_text())
     assert results["config"]["protocol"] == "lerobot"
     assert results["config"]["protocol_settings"]["image_size"] == [360, 360]
 
 
-def test_trial_start_drops_the_envs_action_queue_and_nothing_else(tmp_path):
-    """At a trial start env 0 re-plans from its new observation (like an episode start); env 1 keeps its chunk."""
+def test_trial_start_replans_from_the_new_observation(tmp_path):
+    """Chunk mode keeps no queue of its own (lerobench drops the env's pending chunk at a trial start):
+    the chunk asked for at a trial start depends only on the new observation, never on the old attempt."""
     policy = load_policy(f"lerobot:{save_tiny_act(tmp_path / 'act')}", context())
     fresh = load_policy(f"lerobot:{save_tiny_act(tmp_path / 'act2')}", context())
+    assert policy.chunked and policy.observation_needs.replan_steps == policy.n_action_steps
     policy.select_action(observation(2, [True, True], seed=0), ["t"] * 2)
-    queued = [a.copy() for a in policy._queues[1]]
     obs = observation(2, [False, False], seed=1) | {"trial_start": np.array([True, False]),
                                                     "trial": np.array([1, 0], dtype=np.int64)}
     got = policy.select_action(obs, ["t"] * 2)
     expected = fresh.select_action(observation(2, [True, True], seed=1), ["t"] * 2)
-    np.testing.assert_allclose(got[0], expected[0], rtol=1e-5, atol=1e-6)  # a new plan, not the old chunk
-    np.testing.assert_allclose(got[1], queued[0], rtol=1e-6)  # env 1 still executes its pending chunk
+    assert got.shape == (2, policy.n_action_steps, 4)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)

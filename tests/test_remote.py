@@ -121,6 +121,17 @@ def test_openpi_client_gets_metadata_and_action_chunk(served, smoke):
         client._ws.close()
 
 
+def test_served_policy_declares_its_chunk_length_to_the_client(served, smoke):
+    chunked = RemotePolicy(served("fixture_policies:make_fixed_chunk").url, smoke)
+    plain = RemotePolicy(served("random").url, smoke)
+    try:
+        assert chunked.observation_needs.replan_steps == 5 and not chunked.observation_needs.every_frame
+        assert plain.observation_needs.replan_steps is None
+    finally:
+        chunked.close()
+        plain.close()
+
+
 def test_remote_policy_returns_the_local_policys_actions(served, smoke):
     server = served("random")
     remote = RemotePolicy(server.url, smoke)

@@ -2,7 +2,8 @@
 
 Backends only know how to build a task, reset it to episode *i*'s start, step it, read its state and
 render a camera. Everything that defines the protocol (settle steps, step limits, success at any
-step, freezing after the end, flipping images, rendering only consumed cameras) lives once, here.
+step, freezing after the end, flipping images, rendering only consumed cameras, rendering them only
+at the steps whose observation the policy reads) lives once, here.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -39,6 +40,18 @@ class Simulator(Protocol):
 
     def close(self) -> None:
         """Release the simulator (idempotent)."""
+
+
+def announce_reads(sim: Simulator, cameras: Sequence[str]) -> None:
+    """Tell ``sim`` which cameras will be rendered after its next ``step`` / ``reset_to`` (none: ``()``).
+
+    Optional for a backend: a simulator that renders only in ``render`` needs nothing. One that renders
+    inside its step (LIBERO: robosuite renders camera observables on a physics substep) defines
+    ``will_read(cameras)`` and renders only those cameras during the next step or reset.
+    """
+    will_read = getattr(sim, "will_read", None)
+    if will_read is not None:
+        will_read(tuple(cameras))
 
 
 class Backend(Protocol):
@@ -75,7 +88,7 @@ class EnvSpec:
     state_dim: int
     action_dim: int
     cameras: tuple[str, ...] = ()
-    """Cameras the policy consumes; only these are rendered every step."""
+    """Cameras the policy consumes; only these are rendered, at the steps whose observation is read."""
     record_camera: str | None = None
     """Camera rendered for videos, only during episodes the rollout asks to record."""
     stop_on_success: bool = True
@@ -98,6 +111,15 @@ IDLE = -1
 """Episode index given to a slot that has no episode left to run."""
 
 
+def env_action(action: np.ndarray, observe: bool | np.ndarray) -> dict[str, Any]:
+    """The action ``LazyTaskEnv.step`` takes: the simulator action and whether the next observation is read.
+
+    Batched the same way (``{"action": (B, A), "observe": (B,)}``) for a vector env's ``step``; the flag
+    travels with the action through gymnasium's Sync/AsyncVectorEnv, so it costs no extra round trip.
+    """
+    return {"action": action, "observe": np.asarray(observe, dtype=np.int64)}
+
+
 class LazyTaskEnv(gym.Env):
     """A gymnasium env for one benchmark task whose simulator is built on the first ``reset``.
 
@@ -112,6 +134,14 @@ class LazyTaskEnv(gym.Env):
 
     A Python exception inside the simulator ends the episode with ``error`` set instead of killing
     the worker, so one bad episode does not take down the others.
+
+    Why the action carries an ``observe`` flag (``env_action``): a policy that returns action chunks
+    reads one observation per chunk, and rendering is most of a CPU evaluation's cost. At a step with
+    ``observe=0`` the consumed cameras are not rendered; its observation carries the images of the last
+    rendered step (stale, but nobody looks: the rollout asks the policy only at ``observe=1`` steps).
+    The state is always fresh (it is free). The first observation of an episode is always rendered;
+    settle steps render nothing. A recorded episode still gets a video frame at every step. A plain
+    array action means ``observe=1`` (every step rendered, as before).
     """
 
     metadata = {"render_modes": []}
@@ -128,7 +158,10 @@ class LazyTaskEnv(gym.Env):
                 {cam: gym.spaces.Box(0, 255, (h, w, 3), np.uint8) for cam in spec.cameras}
             )
         self.observation_space = gym.spaces.Dict(spaces)
-        self.action_space = gym.spaces.Box(-1.0, 1.0, (spec.action_dim,), np.float32)
+        self.action_space = gym.spaces.Dict({
+            "action": gym.spaces.Box(-1.0, 1.0, (spec.action_dim,), np.float32),
+            "observe": gym.spaces.Discrete(2),
+        })
         self._sim: Simulator | None = None
         self._episode = IDLE
         self._trial = 0
@@ -168,11 +201,19 @@ class LazyTaskEnv(gym.Env):
             img = img[::-1, ::-1]
         return np.ascontiguousarray(img, dtype=np.uint8)
 
-    def _observe(self) -> dict[str, Any]:
+    def _cameras_read(self, observe: bool) -> tuple[str, ...]:
+        """Cameras rendered after this step: all consumed ones if the policy reads it, else the video's."""
+        if observe:
+            return self.spec_.cameras
+        cam = self.spec_.record_camera
+        return (cam,) if self._record and cam in self.spec_.cameras else ()
+
+    def _observe(self, cameras: tuple[str, ...]) -> dict[str, Any]:
         sim = self._simulator()
         obs: dict[str, Any] = {"state": np.asarray(sim.state(), dtype=np.float32)}
         if self.spec_.cameras:
-            obs["images"] = {cam: self._render(cam) for cam in self.spec_.cameras}
+            last = self._last_obs["images"]
+            obs["images"] = {cam: self._render(cam) if cam in cameras else last[cam] for cam in self.spec_.cameras}
         return obs
 
     def _frame(self, obs: dict[str, Any]) -> np.ndarray | None:
@@ -223,12 +264,16 @@ class LazyTaskEnv(gym.Env):
             return self._last_obs, {"idle": True}
         try:
             sim = self._simulator()
+            first = self._cameras_read(True)
+            settle = np.asarray(self.spec_.protocol.settle_action, dtype=np.float32)
+            settle_steps = self.spec_.protocol.settle_steps
+            announce_reads(sim, first if settle_steps == 0 else ())
             with SIMULATOR_SETUP_LOCK:
                 sim.reset_to(self._episode, episode_seed(self.spec_.seed, self.spec_.task.index, self._episode))
-            settle = np.asarray(self.spec_.protocol.settle_action, dtype=np.float32)
-            for _ in range(self.spec_.protocol.settle_steps):
+            for k in range(settle_steps):
+                announce_reads(sim, first if k == settle_steps - 1 else ())
                 sim.step(settle)
-            self._last_obs = self._observe()
+            self._last_obs = self._observe(first)
         except Exception:  # noqa: BLE001 - contained: reported as this episode's error
             self._done = True
             self._last_obs = self._zero_obs()
@@ -240,19 +285,25 @@ class LazyTaskEnv(gym.Env):
             info["frame"] = frame
         return self._last_obs, info
 
-    def step(self, action: np.ndarray):
-        """Advance one step; a finished or idle env stays frozen and reports nothing new."""
+    def step(self, action: Mapping[str, Any] | np.ndarray):
+        """Advance one step (see ``env_action``); a finished or idle env stays frozen and reports nothing new."""
         if self._done:
             return self._last_obs, 0.0, True, False, {}
+        observe = True
+        if isinstance(action, Mapping):
+            action, observe = action["action"], bool(action["observe"])
         try:
             action = np.asarray(action, dtype=np.float32)
-            reward, success = self._simulator().step(action)
+            sim = self._simulator()
+            cameras = self._cameras_read(observe)
+            announce_reads(sim, cameras)
+            reward, success = sim.step(action)
             self._steps += 1
             self._return += float(reward)
             self._max_reward = max(self._max_reward, float(reward))
             self._success_now = bool(success)
             self._success = self._success or self._success_now
-            self._last_obs = self._observe()
+            self._last_obs = self._observe(cameras)
         except Exception:  # noqa: BLE001 - contained: reported as this episode's error
             self._done = True
             return self._last_obs, 0.0, True, False, {"episode_end": self._summary(_format_error("step"))}

@@ -12,6 +12,14 @@ Non-obvious behaviours (each measured on LIBERO with robosuite 1.4 / MuJoCo 3.3)
   openpi and LeRobot: robosuite samples its observables on the first physics substep of a control
   step, so they lag the end of the step slightly, and policies were trained on exactly that. Only a
   recording camera the policy does not consume is rendered on demand, at the end of the step.
+- **Cameras render only at steps whose observation is read** (``will_read``). robosuite renders
+  camera observables inside every ``env.step`` (and in ``reset``), on that first substep: rendering
+  after the step would give other pixels. So the camera observables keep their sampling clock, but
+  their sensor is replaced (robosuite's public ``modify_observable``) by one that renders exactly as
+  robosuite's own (``sim.render`` + its image convention) when the camera is announced for this step
+  and returns a blank otherwise. Read steps therefore get the bytes per-step rendering gave
+  (``tests/test_render_savings.py`` checks against frames stored from the earlier code); settle
+  steps and chunk-internal steps render nothing.
 - **Soft resets.** A hard reset rebuilds the MuJoCo model and GL context (2-4 s per episode). We
   reset the data in place instead (20-30 ms), which is as deterministic: the result depends only on
   ``(episode, seed)``, never on earlier episodes (the one piece of state robosuite keeps across soft
@@ -137,22 +145,53 @@ class LiberoSimulator:
             ignore_done=True,  # lerobench enforces step limits; robosuite's horizon would raise at 1000
         )
         self._obs: dict[str, Any] = {}
+        self._reading = frozenset(self._cameras)
+        """Robosuite cameras rendered during the next step / reset (all until ``will_read`` says otherwise)."""
+        self._fresh: frozenset[str] = frozenset()
+        """Cameras whose image in ``self._obs`` was rendered by the last step / reset."""
+        self._gate_camera_sensors(height, width)
+
+    def _gate_camera_sensors(self, height: int, width: int) -> None:
+        """Make each camera observable render only when its camera is in ``self._reading``."""
+        from robosuite import macros
+        from robosuite.utils.mjcf_utils import IMAGE_CONVENTION_MAPPING
+        from robosuite.utils.observables import sensor
+
+        convention = IMAGE_CONVENTION_MAPPING[macros.IMAGE_CONVENTION]
+        blank = np.zeros((height, width, 3), dtype=np.uint8)
+        env = self._live()
+        for name in self._cameras:
+            def camera_rgb(obs_cache: dict[str, Any], name: str = name) -> np.ndarray:
+                if name not in self._reading:
+                    return blank
+                return self._live().sim.render(camera_name=name, width=width, height=height)[::convention]
+
+            env.env.modify_observable(f"{name}_image", "sensor", sensor(modality="image")(camera_rgb))
+
+    def will_read(self, cameras: tuple[str, ...]) -> None:
+        """Render only ``cameras`` during the next ``step`` / ``reset_to`` (``Simulator`` option)."""
+        self._reading = frozenset(_robosuite_camera(c) for c in cameras) & frozenset(self._cameras)
 
     def reset_to(self, episode: int, seed: int) -> None:
         """Reset in place, then load init state ``episode mod 50`` (after ``reset``, which would move objects)."""
         env = self._live()
         env.seed(seed)
+        reading, self._reading = self._reading, frozenset()  # set_init_state below renders anew
         env.reset()
+        self._reading = reading
         for robot in env.robots:
             # The Panda gripper ramps its command from ``current_action``; a hard reset rebuilds the
             # gripper with zeros, a soft one keeps the previous episode's value (changes trajectories).
             robot.gripper.current_action = np.zeros(robot.gripper.dof)
         self._obs = env.set_init_state(self._init_states[episode % len(self._init_states)])
+        self._fresh = self._reading
 
     def step(self, action: np.ndarray) -> tuple[float, bool]:
         """Apply one 7-D action; success is LIBERO's ``done`` (its goal predicates after this step)."""
+        self._fresh = frozenset()
         obs, reward, done, _ = self._live().step(np.asarray(action, dtype=np.float64))
         self._obs = obs
+        self._fresh = self._reading
         return float(reward), bool(done)
 
     def state(self) -> np.ndarray:
@@ -171,7 +210,7 @@ class LiberoSimulator:
         """Return the camera image robosuite rendered in the last step, or render it now (videos)."""
         name = _robosuite_camera(camera)
         image = self._obs.get(f"{name}_image")
-        if image is not None and image.shape[:2] == (height, width):
+        if name in self._fresh and image is not None and image.shape[:2] == (height, width):
             return image
         if not self._renders:
             raise RuntimeError(

@@ -21,7 +21,11 @@ Observation batch passed to ``select_action`` (B = number of envs in the vector 
   (the slot, or the row index in a local run) and declare ``batchable = True`` to be batched.
 
 ``select_action`` returns float actions (B, action_dim), or an action chunk (B, T, action_dim) of
-which lerobench executes ``replan_steps`` before asking again.
+which lerobench executes ``replan_steps`` before asking again (``--replan-steps``, or the policy's own
+``ObservationNeeds.replan_steps``). Each env keeps its own queue; the policy is asked (for the whole
+batch) when one runs dry and reads only those envs' observations, so the cameras of an env are rendered
+only at the steps where its queue runs dry: once per chunk. ``ObservationNeeds.every_frame`` renders
+them at every step instead.
 """
 
 from __future__ import annotations
@@ -32,13 +36,31 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from lerobench.config import TaskSpec
+from lerobench.errors import ConfigError
 
 
 @dataclass(frozen=True)
 class ObservationNeeds:
-    """What a policy consumes; envs render only these cameras (none for a state-only policy)."""
+    """What a policy consumes and when; envs render only these cameras, only when they are read."""
 
     cameras: tuple[str, ...] = ()
+    """Cameras the policy reads (none for a state-only policy)."""
+    replan_steps: int | None = None
+    """Actions of each returned chunk executed before the policy is asked again, when the policy fixes it
+    (LeRobot's ``n_action_steps``); None leaves it to ``--replan-steps``."""
+    every_frame: bool = False
+    """Render the cameras at every step, also at steps whose observation the policy is not asked about.
+    A policy that keeps an observation history must be asked at every step anyway: it returns single
+    actions (B, A), and then every observation is read and rendered without this flag."""
+
+    def executed_steps(self, requested: int) -> int:
+        """Actions executed per chunk given ``--replan-steps requested`` (1 = the CLI default)."""
+        if self.replan_steps is None:
+            return requested
+        if requested not in (1, self.replan_steps):
+            raise ConfigError(f"--replan-steps {requested} conflicts with the policy, which executes "
+                              f"{self.replan_steps} actions of each chunk (drop --replan-steps)")
+        return self.replan_steps
 
 
 @dataclass(frozen=True)

@@ -15,21 +15,24 @@ Observation mapping (lerobench -> LeRobot keys), decided by the policy config's 
   resolution, as lerobot-eval does (policies that need another size resize them themselves).
 - the task's language description -> ``task`` (a list of strings, one per env).
 
-Episode boundaries. LeRobot policies keep one action queue for the whole batch; lerobench restarts
-envs one at a time. So for the policies whose ``predict_action_chunk`` is stateless (ACT without
-temporal ensembling, pi0, pi0.5, SmolVLA) this adapter keeps one action queue *per env*, emptied at
-that env's episode start, and refills the empty ones with the first ``n_action_steps`` actions of a
-batched chunk: exactly LeRobot's per-episode behaviour. Other policies (diffusion, VQ-BeT, TD-MPC,
-ACT with temporal ensembling, ...) run through their own ``select_action``; ``policy.reset()`` is
-called whenever an env starts an episode, so a new episode never inherits actions or observation
-history from the previous one, but the envs of the batch still mid-episode lose their queue and
-history too (they re-plan early). With ``--batch-size 1`` the behaviour is exactly LeRobot's.
+Episode boundaries and chunks. LeRobot policies keep one action queue for the whole batch; lerobench
+restarts envs one at a time. So for the policies whose ``predict_action_chunk`` is stateless (ACT
+without temporal ensembling, pi0, pi0.5, SmolVLA) this adapter returns the first ``n_action_steps``
+actions of each predicted chunk, (B, n_action_steps, A), and declares ``replan_steps = n_action_steps``:
+lerobench's own per-env queues (emptied at each env's episode start, refilled when they run dry)
+execute them in order, which is exactly LeRobot's per-episode behaviour, and lerobench renders the
+cameras only at the steps where a queue runs dry. Other policies (diffusion, VQ-BeT, TD-MPC, ACT with
+temporal ensembling, ...) run through their own ``select_action`` at every step (they keep an
+observation history, so they read every frame); ``policy.reset()`` is called whenever an env starts
+an episode, so a new episode never inherits actions or observation history from the previous one, but
+the envs of the batch still mid-episode lose their queue and history too (they re-plan early). With
+``--batch-size 1`` the behaviour is exactly LeRobot's.
 
 Trials (``--trials``). At a trial start (``observation["trial_start"]``) the env jumps back to the
-episode's start: chunked policies drop that env's action queue; other policies get ``reset()``, since
-their queues (pending actions, the last few observations) all describe the previous attempt. LeRobot
-policies keep no other memory, so nothing else is lost; policies with longer memory use lerobench's
-own interface and keep it across trials.
+episode's start: lerobench drops that env's pending chunk itself; policies run through their own
+``select_action`` get ``reset()``, since their queues (pending actions, the last few observations) all
+describe the previous attempt. LeRobot policies keep no other memory, so nothing else is lost; policies
+with longer memory use lerobench's own interface and keep it across trials.
 """
 
 from __future__ import annotations
@@ -39,7 +42,6 @@ import os
 import sys
 import threading
 import warnings
-from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -190,9 +192,7 @@ class LeRobotPolicy:
             raise ConfigError(f"lerobot policy {path}: cannot load its pre/post-processors "
                               f"({type(exc).__name__}: {exc})") from exc
         self.device = torch.device(device)
-        self.chunked = self.type in _CHUNK_TYPES and getattr(config, "temporal_ensemble_coeff", None) is None
-        self.n_action_steps = int(getattr(config, "n_action_steps", 1) or 1)
-        # select_action mode shares the module's batch-wide state; chunk mode keeps its state here.
+        # select_action mode shares the module's batch-wide state; chunk mode keeps none (lerobench queues).
         self.copy_safe = self.chunked
         self._warned_partial_reset = False
         self.reset()
@@ -230,7 +230,10 @@ class LeRobotPolicy:
             else:
                 raise ConfigError(f"{where} consumes {key!r} ({kind}), which lerobench cannot provide "
                                   "(it provides observation.state, observation.environment_state and images)")
-        self.observation_needs = ObservationNeeds(cameras=tuple(dict.fromkeys(self.image_keys.values())))
+        self.chunked = config.type in _CHUNK_TYPES and getattr(config, "temporal_ensemble_coeff", None) is None
+        self.n_action_steps = int(getattr(config, "n_action_steps", 1) or 1)
+        self.observation_needs = ObservationNeeds(cameras=tuple(dict.fromkeys(self.image_keys.values())),
+                                                  replan_steps=self.n_action_steps if self.chunked else None)
 
     def _to_lerobot(self, observation: dict[str, Any], task_descriptions: list[str]) -> dict[str, Any]:
         import torch
@@ -257,12 +260,11 @@ class LeRobotPolicy:
         return clone
 
     def reset(self) -> None:
-        """Forget every queue (LeRobot's and the per-env ones)."""
+        """Forget LeRobot's queues (chunk mode keeps none: lerobench's per-env queues hold the chunks)."""
         self.module.reset()
-        self._queues: dict[int, deque[np.ndarray]] = {}
 
     def select_action(self, observation: dict[str, Any], task_descriptions: list[str]) -> np.ndarray:
-        """One action per env, (B, action_dim)."""
+        """A chunk (B, n_action_steps, action_dim) for chunk policies, else one action per env (B, action_dim)."""
         import torch
 
         n = len(observation["state"])
@@ -271,28 +273,16 @@ class LeRobotPolicy:
         active = np.asarray(observation.get("active", np.ones(n, bool)), dtype=bool)
         with torch.inference_mode():
             if self.chunked:
-                return self._select_chunked(observation, task_descriptions, n, starts, active)
+                return self._select_chunk(observation, task_descriptions)
             return self._select_stateful(observation, task_descriptions, n, starts, active)
 
-    def _select_chunked(self, observation: dict[str, Any], task_descriptions: list[str], n: int,
-                        starts: np.ndarray, active: np.ndarray) -> np.ndarray:
+    def _select_chunk(self, observation: dict[str, Any], task_descriptions: list[str]) -> np.ndarray:
+        """LeRobot's chunk cut to ``n_action_steps``, as its ``select_action`` would queue it."""
         import torch
 
-        for i in np.flatnonzero(starts):
-            self._queues.pop(int(i), None)
-        if any(active[i] and not self._queues.get(i) for i in range(n)):
-            batch = self.preprocessor(self._to_lerobot(observation, task_descriptions))
-            chunk = self.module.predict_action_chunk(batch)[:, : self.n_action_steps]
-            chunk = self.postprocessor(chunk)
-            chunk = chunk.detach().to("cpu", torch.float32).numpy()
-            for i in range(n):
-                if active[i] and not self._queues.get(i):
-                    self._queues[i] = deque(chunk[i])
-        actions = np.zeros((n, self.context.action_dim), dtype=np.float32)
-        for i in range(n):
-            if active[i]:
-                actions[i] = self._queues[i].popleft()
-        return actions
+        batch = self.preprocessor(self._to_lerobot(observation, task_descriptions))
+        chunk = self.postprocessor(self.module.predict_action_chunk(batch)[:, : self.n_action_steps])
+        return chunk.detach().to("cpu", torch.float32).numpy()
 
     def _select_stateful(self, observation: dict[str, Any], task_descriptions: list[str], n: int,
                          starts: np.ndarray, active: np.ndarray) -> np.ndarray:

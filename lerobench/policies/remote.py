@@ -87,11 +87,17 @@ class RemotePolicy:
 
     @property
     def observation_needs(self) -> ObservationNeeds:
-        """Cameras from the metadata's ``cameras``; by default LIBERO's suite cameras, else none."""
+        """Cameras from the metadata's ``cameras`` (by default LIBERO's suite cameras, else none).
+
+        Optional ``replan_steps`` (actions executed per returned chunk, else ``--replan-steps``) and
+        ``every_frame`` (render at every step) come from the metadata too; ``lerobench serve`` sends
+        its policy's. openpi servers send neither: pass ``--replan-steps`` as openpi's clients do.
+        """
         cameras = self.metadata.get("cameras")
         if cameras is None:
             cameras = self.context.cameras if self.context.backend == "libero" else ()
-        return ObservationNeeds(cameras=tuple(cameras))
+        return ObservationNeeds(cameras=tuple(cameras), replan_steps=self.metadata.get("replan_steps"),
+                                every_frame=bool(self.metadata.get("every_frame", False)))
 
     @property
     def batched(self) -> bool:
@@ -125,6 +131,10 @@ class RemotePolicy:
         if cameras is not None and not (isinstance(cameras, list) and all(isinstance(c, str) for c in cameras)):
             raise PolicyError(f"policy server {self.url}: metadata 'cameras' must be a list of names, "
                               f"got {cameras!r}")
+        replan = metadata.get("replan_steps")
+        if replan is not None and not (isinstance(replan, int) and not isinstance(replan, bool) and replan >= 1):
+            raise PolicyError(f"policy server {self.url}: metadata 'replan_steps' must be an integer >= 1, "
+                              f"got {replan!r}")
         action_dim = metadata.get("action_dim")
         if action_dim is not None and action_dim != self.context.action_dim:
             raise ConfigError(f"policy server {self.url} returns {action_dim}-D actions, but suite "

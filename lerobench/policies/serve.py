@@ -74,12 +74,16 @@ class PolicyServer:
         self.policy = load_policy(policy_spec, context)
         check_batching(max_batch, max_wait_ms, self.policy, policy_spec)
         self.context = context
-        self.cameras = observation_needs(self.policy).cameras
+        needs = observation_needs(self.policy)
+        self.cameras = needs.cameras
         self.metadata = {
             "server": "lerobench", "version": __version__, "policy": policy_spec, "suite": context.suite,
             "batched": True, "action_dim": context.action_dim, "state_dim": context.state_dim,
             "cameras": list(self.cameras), "image_size": list(context.image_size), "max_batch": max_batch,
+            "every_frame": needs.every_frame,
         }
+        if needs.replan_steps is not None:  # the served policy fixes how much of each chunk is executed
+            self.metadata["replan_steps"] = needs.replan_steps
         self._on_event = on_event or (lambda message: None)
         self._batcher: Batcher | None = None
         self._slots = SlotTable()
