@@ -100,28 +100,28 @@ def rollout_actions(policy, observations):
     """Actions lerobench's rollout executes (its per-env queues) for a sequence of batch observations."""
     from collections import deque
 
-    from lerobench.rollout import TaskRun, _next_actions, _Slot
+    from lerobench.rollout import TaskRun, _next_actions, _PolicyFeedback, _Slot
 
     n = len(observations[0]["state"])
     task = load_suite("smoke").tasks[0]
     run = TaskRun(suite="smoke", task=task, seed=0, action_dim=4,
                   replan_steps=policy.observation_needs.executed_steps(1))
     slots, queues = [_Slot(episode=0) for _ in range(n)], [deque() for _ in range(n)]
-    got = []
+    feedback, got = _PolicyFeedback(n), []
     for obs in observations:
         for i in np.flatnonzero(obs["episode_start"]):
             queues[i].clear()  # what the rollout does when it starts an episode in slot i
-        got.append(_next_actions(policy, obs, slots, queues, obs["episode_start"], np.ones(n, bool), run,
-                                 lambda e: e))
+            feedback.started(i, slots[i])
+        got.append(_next_actions(policy, obs, slots, queues, feedback, np.ones(n, bool), run, lambda e: e))
     return np.stack(got)
 
 
 def test_per_env_queues_match_lerobot_select_action(tmp_path):
     """Env 0 starts a new episode while env 1 is mid-chunk: each gets what LeRobot gives a fresh episode."""
+    policy_dir = save_tiny_act(tmp_path / "act", image_key="observation.images.corner3")  # imports lerobot first
     from lerobot.policies.act.modeling_act import ACTPolicy
     from lerobot.policies.factory import make_pre_post_processors
 
-    policy_dir = save_tiny_act(tmp_path / "act", image_key="observation.images.corner3")
     policy = load_policy(f"lerobot:{policy_dir}", context(cameras=METAWORLD_CAMERAS))
     assert policy.chunked and policy.observation_needs.cameras == ("corner3",)
     assert policy.observation_needs.replan_steps == 4  # lerobench executes n_action_steps of each chunk

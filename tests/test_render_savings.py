@@ -87,7 +87,7 @@ class FrameCollector:
     def wants(self, episode):
         return True
 
-    def start(self, task, episode):
+    def start(self, task, episode, trial=None):
         frames = self.videos.setdefault(episode, [])
 
         class Recording:
