@@ -33,6 +33,7 @@ class OneLineErrorsGroup(typer.core.TyperGroup):
              standalone_mode: bool = True, **extra: Any) -> Any:
         """Run the command line; in standalone mode (the console script, CliRunner) exit with its code."""
         args = list(sys.argv[1:] if args is None else args) or ["--help"]
+        prog_name = prog_name or "lerobench"  # also under `python -m lerobench`
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:
