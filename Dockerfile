@@ -4,10 +4,11 @@
 FROM python:3.11-slim-bookworm
 
 # Mesa EGL/OSMesa for MuJoCo rendering; libglib2.0-0 for opencv-python (pulled by robosuite/LIBERO: without it
-# every LIBERO reset fails with "libgthread-2.0.so.0: cannot open shared object file").
+# every LIBERO reset fails with "libgthread-2.0.so.0: cannot open shared object file"); libsm6 for opencv's Qt
+# plugin; libgomp1 and libtbb12 for numba's threading layers. docker/check-shared-libs.sh proves none is missing.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-        libegl1 libegl-mesa0 libgl1 libgles2 libglvnd0 libosmesa6 libglib2.0-0 \
+        libegl1 libegl-mesa0 libgl1 libgles2 libglvnd0 libosmesa6 libglib2.0-0 libsm6 libgomp1 libtbb12 \
  && rm -rf /var/lib/apt/lists/*
 
 ENV MUJOCO_GL=egl \

@@ -5,8 +5,11 @@
 set -eu
 [ $# -gt 0 ] || set -- $(python -c 'import os, site; print(" ".join(p for p in site.getsitepackages() if os.path.isdir(p)))')
 site="$*"
+# A wheel's own libraries are found next to the library or one level up (mujoco/plugin/*.so need mujoco's
+# libmujoco.so, which `import mujoco` has loaded before any plugin): only what is missing beyond them counts.
 missing=$(find "$@" -name '*.so*' -type f | while read -r lib; do
-    ldd "$lib" 2>/dev/null | grep 'not found' | sed "s|^|$lib: |" || true
+    dir=$(dirname "$lib")
+    LD_LIBRARY_PATH="$dir:$(dirname "$dir")" ldd "$lib" 2>/dev/null | grep 'not found' | sed "s|^|$lib: |" || true
 done)
 count=$(find "$@" -name '*.so*' -type f | wc -l)
 if [ -n "$missing" ]; then
