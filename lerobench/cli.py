@@ -229,8 +229,9 @@ class RichReporter:
 
 def _print_summary(results: dict[str, Any], output: Path) -> None:
     table = Table(title=f"{results['suite']} — {results['policy']}")
-    for col in ("task", "episodes", "success", "95% CI", "errors", "mean steps"):
-        table.add_column(col, justify="left" if col == "task" else "right", overflow="fold")
+    table.add_column("task", no_wrap=True)  # whole names, as in `list` and `show`
+    for col in ("episodes", "success", "95% CI", "errors", "mean steps"):
+        table.add_column(col, justify="right", overflow="fold")
     for t in results["tasks"]:
         lo, hi = t["ci95"]
         steps = "-" if t["mean_steps"] is None else f"{t['mean_steps']:.0f}"
@@ -244,7 +245,7 @@ def _print_summary(results: dict[str, Any], output: Path) -> None:
     lo, hi = o["ci95"]
     table.add_row("[bold]overall[/]", str(o["n_episodes"]), f"[bold]{_rate(o['success_rate'])}[/]",
                   f"{100 * lo:.0f}–{100 * hi:.0f}%", str(o["n_errors"]), "")
-    console.print(table)
+    _print_names_table(table)
     console.print(f"{o['eval_s']:.1f} s, {o['env_steps_per_s'] or 0:,.0f} env-steps/s. "
                   f"Results: [bold]{output}[/]", highlight=False)
 
