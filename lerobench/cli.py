@@ -321,7 +321,7 @@ def evaluate(
     n_errors = results["overall"]["n_errors"]
     if n_errors:
         err_console.print(f"[yellow]{_plural(n_errors, 'episode')} ended with an error "
-                          f"(counted as failures); see episodes.jsonl[/]")
+                          f"(counted as failure{'s' * (n_errors != 1)}); see episodes.jsonl[/]")
     if max_errors is not None and n_errors > max_errors:
         err_console.print(f"[bold red]error:[/] {_plural(n_errors, 'episode')} ended with an error, more than "
                           f"--max-errors {max_errors}; results are in {out}", highlight=False, soft_wrap=True)

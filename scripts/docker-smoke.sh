@@ -32,4 +32,19 @@ run_smoke() {
 }
 run_smoke smoke          # Meta-World: two tasks, rendered videos
 run_smoke smoke_libero   # LIBERO: one short episode, rendered cameras
-step "PASSED in $(( $(date +%s) - start )) s (Meta-World and LIBERO, no episode errors)"
+
+# Negative control: the smoke must be able to fail. The same image without GLib (the system library whose absence
+# once broke every LIBERO reset while the smoke "passed") must fail the LIBERO smoke with exit 3.
+step "negative control: $image without libglib/libgthread must fail the LIBERO smoke with exit 3"
+broken="$image-no-glib"
+printf 'FROM %s\nRUN rm -f /usr/lib/*-linux-gnu/libgthread-2.0.so.0* /usr/lib/*-linux-gnu/libglib-2.0.so.0*\n' "$image" \
+    | docker build -q -t "$broken" - >/dev/null
+code=0
+docker run --rm "$broken" lerobench eval --suite smoke_libero --max-errors 0 --videos 0 --output /tmp/broken \
+    >/dev/null 2>&1 || code=$?
+docker rmi "$broken" >/dev/null
+if [ "$code" -ne 3 ]; then
+    echo "docker-smoke: error: the smoke did not fail on a broken image (exit $code, expected 3)" >&2
+    exit 1
+fi
+step "PASSED in $(( $(date +%s) - start )) s (Meta-World and LIBERO without episode errors; a broken image fails)"
