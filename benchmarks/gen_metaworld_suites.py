@@ -112,6 +112,47 @@ def suite_text(name: str, description: str, tasks: list[str], episodes: int = 50
     return text
 
 
+ML1_TASKS = ["reach", "push", "pick-place"]
+ML10_TEST = ["drawer-open", "door-close", "shelf-place", "sweep-into", "lever-pull"]
+ML45_TEST = ["bin-picking", "box-close", "hand-insert", "door-lock", "door-unlock"]
+
+ML_TEMPLATE = """name = "{name}"
+description = "{description}"
+backend = "metaworld"
+backend_options = {{ benchmark = "{benchmark}", split = "test" }}
+episodes_per_task = 50
+trials = 3
+control_fps = 80
+worker_memory_mb = 400
+video_camera = "corner2"
+default_policy = "metaworld-expert"
+notes = \"\"\"Meta-World v3 meta-learning benchmark {benchmark}, test split (metaworld 3.1.1, mujoco 3.3.0):
+{what}, as {construct} defines them.
+Episode i of a task runs on its test variant i mod 50. As in Meta-World's ML benchmarks the goal
+is hidden: the env is partially observable and obs[36:39] is zero, so a policy must find the goal
+from the dense reward (observation["reward"]). Each episode is 3 trials (--trials) from the same
+start with the policy's memory kept; results.json reports per-trial success, success within k
+trials and the adaptation delta rate(trial k) - rate(trial 0) with a paired 95% CI and an exact
+McNemar p-value. Success is info["success"] at any step; 500 steps per trial (80 Hz control).\"\"\"
+tasks = [
+{tasks}
+]
+
+[protocol]
+max_steps = 500
+image_size = [480, 480]
+cameras = ["corner2", "corner", "corner3", "topview"]
+flip_images = true  # Meta-World's corner cameras render upside down
+"""
+
+
+def ml_suite_text(name: str, benchmark: str, tasks: list[str], what: str, construct: str) -> str:
+    """A meta-learning (ML1/ML10/ML45 test split) suite: goal hidden, 3 trials per episode by default."""
+    description = f"Meta-World {benchmark} meta-test: {', '.join(tasks)} (goal hidden, 3 trials per episode)."
+    return ML_TEMPLATE.format(name=name, description=description, benchmark=benchmark, what=what,
+                              construct=construct, tasks=_task_lines(tasks))
+
+
 def main() -> None:
     out = Path(__file__).resolve().parent.parent / "suites"
     all_tasks = [t for g in GROUPS.values() for t in g]
@@ -127,6 +168,15 @@ def main() -> None:
     smoke = suite_text("smoke", "Two Meta-World tasks, one short episode each: a 1-minute end-to-end check.",
                        ["reach", "button-press"], episodes=1, max_steps=150, with_groups=False)
     (out / "smoke.toml").write_text(smoke)
+    for task in ML1_TASKS:
+        name = f"metaworld_ml1_{task.replace('-', '_')}"
+        (out / f"{name}.toml").write_text(ml_suite_text(
+            name, "ML1", [task], f"held-out goals of {task}-v3 (drawn with seed + 1)",
+            f'metaworld.ML1("{task}-v3", seed).test_tasks'))
+    (out / "metaworld_ml10.toml").write_text(ml_suite_text(
+        "metaworld_ml10", "ML10", ML10_TEST, "its 5 held-out test tasks", "metaworld.ML10(seed).test_tasks"))
+    (out / "metaworld_ml45.toml").write_text(ml_suite_text(
+        "metaworld_ml45", "ML45", ML45_TEST, "its 5 held-out test tasks", "metaworld.ML45(seed).test_tasks"))
 
 
 if __name__ == "__main__":

@@ -157,6 +157,9 @@ def show(suite: str = typer.Argument(..., help="Suite name or path to a suite TO
     console.print(f"[bold]{s.name}[/] ({s.backend}): {s.description}")
     console.print(f"episodes/task {s.episodes_per_task}, control {s.control_fps:g} Hz, "
                   f"{s.worker_memory_mb} MB per worker, source {s.source}")
+    if s.trials > 1:
+        console.print(f"trials/episode {s.trials} (--trials): attempts from the same start, policy memory kept; "
+                      f"see docs/trials.md", highlight=False)
     if s.notes:
         console.print(s.notes.strip(), highlight=False, markup=False)
     for name, proto in s.protocols.items():
@@ -227,25 +230,40 @@ class RichReporter:
             self.progress.update(self._bars[task.name], info=f"{_rate(summary.get('success_rate'))}{extra}")
 
 
+def _trial_cells(block: dict[str, Any], trials: int) -> list[str]:
+    """Per-trial rates, then each trial's adaptation delta with its exact McNemar p (``--trials`` > 1)."""
+    if trials <= 1:
+        return []
+    rates = [_rate(row["success_rate"]) for row in block["per_trial"]]
+    deltas = [f"{100 * a['delta']:+.1f} (p={a['p_value']:.2g})" if a["delta"] is not None else "-"
+              for a in block["adaptation"]]
+    return rates + deltas
+
+
 def _print_summary(results: dict[str, Any], output: Path) -> None:
+    trials = results.get("config", {}).get("trials", 1)
     table = Table(title=f"{results['suite']} — {results['policy']}")
+    extra = [f"trial {k}" for k in range(trials)] + [f"Δ{k} pp" for k in range(1, trials)] if trials > 1 else []
     table.add_column("task", no_wrap=True)  # whole names, as in `list` and `show`
-    for col in ("episodes", "success", "95% CI", "errors", "mean steps"):
+    for col in ("episodes", "success", "95% CI", "errors", "mean steps", *extra):
         table.add_column(col, justify="right", overflow="fold")
     for t in results["tasks"]:
         lo, hi = t["ci95"]
         steps = "-" if t["mean_steps"] is None else f"{t['mean_steps']:.0f}"
         table.add_row(t["task"], str(t["n_episodes"]), _rate(t["success_rate"]),
-                      f"{100 * lo:.0f}–{100 * hi:.0f}%", str(t["n_errors"]), steps)
+                      f"{100 * lo:.0f}–{100 * hi:.0f}%", str(t["n_errors"]), steps, *_trial_cells(t, trials))
     for name, g in results.get("groups", {}).items():
         lo, hi = g["ci95"]
         table.add_row(f"[italic]group {name}[/]", str(g["n_episodes"]), _rate(g["success_rate"]),
-                      f"{100 * lo:.0f}–{100 * hi:.0f}%", str(g["n_errors"]), "")
+                      f"{100 * lo:.0f}–{100 * hi:.0f}%", str(g["n_errors"]), "", *_trial_cells(g, trials))
     o = results["overall"]
     lo, hi = o["ci95"]
     table.add_row("[bold]overall[/]", str(o["n_episodes"]), f"[bold]{_rate(o['success_rate'])}[/]",
-                  f"{100 * lo:.0f}–{100 * hi:.0f}%", str(o["n_errors"]), "")
+                  f"{100 * lo:.0f}–{100 * hi:.0f}%", str(o["n_errors"]), "", *_trial_cells(o, trials))
     _print_names_table(table)
+    if trials > 1:
+        console.print("success/CI/errors: trial 0 (comparable with 1-trial runs); Δk = rate(trial k) − rate(trial 0) "
+                      "in percentage points, paired exact McNemar p", highlight=False)
     console.print(f"{o['eval_s']:.1f} s, {o['env_steps_per_s'] or 0:,.0f} env-steps/s. "
                   f"Results: [bold]{output}[/]", highlight=False)
 
@@ -255,7 +273,7 @@ def evaluate(
     suite: str = typer.Option(..., "--suite", "-s", help="Suite name (see `lerobench list`) or a TOML path."),
     policy: str | None = typer.Option(
         None, "--policy", "-p",
-        help="random | zero | metaworld-expert | module.path:factory | ws://host:port (a policy server). "
+        help="random | zero | metaworld-expert | metaworld-adaptive-reach | module.path:factory | ws://host:port. "
              "Default: the suite's default policy."),
     episodes: int | None = typer.Option(None, "--episodes", "-n", help="Episodes per task (default: suite's)."),
     tasks: str | None = typer.Option(None, "--tasks", help="Comma-separated task names to run."),
@@ -273,6 +291,8 @@ def evaluate(
         None, "--episode-timeout", help="Seconds one env step may take before its worker counts as hung."),
     replan_steps: int = typer.Option(1, "--replan-steps", help="Actions executed per returned action chunk."),
     parallel_tasks: int = typer.Option(1, "--parallel-tasks", help="Tasks evaluated at once (threads)."),
+    trials: int | None = typer.Option(
+        None, "--trials", help="Attempts per episode at the same start, policy memory kept (default: suite's)."),
     formats: list[str] = typer.Option([], "--format", help="Also write another format: lerobot (eval_info.json)."),
     record: str = typer.Option("none", "--record", help="Save rollouts to recordings/<task>.h5: none|success|all."),
     device: str = typer.Option("cpu", "--device", help="cpu | cuda | cuda:N | auto (for torch policies)."),
@@ -294,13 +314,14 @@ def evaluate(
             suite=s, policy=policy or s.default_policy, output=out, protocol=protocol, episodes=episodes,
             batch_size=batch_size, seed=seed, max_steps=max_steps, stop_on_success=stop_on_success,
             resume=resume, videos=videos, episode_timeout=episode_timeout, replan_steps=replan_steps,
-            parallel_tasks=parallel_tasks, device=device, record=record, formats=tuple(formats),
+            parallel_tasks=parallel_tasks, trials=trials, device=device, record=record, formats=tuple(formats),
             command=tuple(sys.argv),
         )
         reporter = RichReporter(len(s.tasks) * settings.episodes_per_task, s.name)
         evaluation = Evaluation(settings, reporter)
         console.print(f"Evaluating [bold]{settings.policy}[/] on [bold]{s.name}[/] "
-                      f"({_plural(len(s.tasks), 'task')} x {_plural(settings.episodes_per_task, 'episode')}, "
+                      f"({_plural(len(s.tasks), 'task')} x {_plural(settings.episodes_per_task, 'episode')}"
+                      f"{f' x {settings.trials_per_episode} trials' if settings.trials_per_episode > 1 else ''}, "
                       f"protocol {protocol}) "
                       f"-> {out}", highlight=False)
         previous = signal.signal(signal.SIGTERM, _raise_terminated)
@@ -358,6 +379,93 @@ def serve_policy(
         console.print("stopped")
     finally:
         server.shutdown()
+
+
+def _signed(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:+.1f}"
+
+
+def _p(value: float) -> str:
+    return f"{value:.2g}" if value < 0.001 else f"{value:.3f}"
+
+
+def _print_comparison(c: dict[str, Any]) -> None:
+    a, b = c["a"], c["b"]
+    kind = f"paired on {c['matched_episodes']} episodes" if c["paired"] else "UNPAIRED: no episode matches"
+    console.print(f"A = {a['policy']} ({a['path']})\nB = {b['policy']} ({b['path']})", highlight=False)
+    table = Table(title=f"B − A, {kind}")
+    for col in ("task", "n", "A", "B", "B − A", "95% CI", "p", "Holm p", ""):
+        table.add_column(col, justify="left" if col == "task" else "right", no_wrap=col != "task")
+
+    def row(label: str, block: dict[str, Any], holm: str) -> list[str]:
+        lo, hi = block["ci95"]
+        n = str(block["n_a"]) if block["n_a"] == block["n_b"] else f"{block['n_a']}/{block['n_b']}"
+        mark = ("[green]better[/]" if block["difference"] > 0 else "[red]worse[/]") if block["significant"] else ""
+        return [label, n, _rate(block["rate_a"]), _rate(block["rate_b"]), _signed(block["difference"]),
+                f"{100 * lo:+.0f}…{100 * hi:+.0f}", _p(block["p_value"]), holm, mark]
+
+    for t in c["tasks"]:
+        table.add_row(*row(t["task"], t, _p(t["p_holm"])))
+    for name, g in c["groups"].items():
+        table.add_row(*row(f"[italic]{name}[/]", g, ""))
+    table.add_row(*row("[bold]overall[/]", c["overall"], ""))
+    console.print(table)
+    for trial in c.get("per_trial", [])[1:]:
+        o = trial["overall"]
+        lo, hi = o["ci95"]
+        console.print(f"trial {trial['trial']}: A {_rate(o['rate_a'])}, B {_rate(o['rate_b'])}, "
+                      f"B − A {_signed(o['difference'])} points (95% CI {100 * lo:+.0f} to {100 * hi:+.0f}), "
+                      f"p {_p(o['p_value'])}", highlight=False)
+    for note in c["differences"]:
+        err_console.print(f"[yellow]differs:[/] {note}", highlight=False)
+    for note in c["notes"]:
+        err_console.print(f"[yellow]note:[/] {note}", highlight=False)
+    console.print(f"[bold]{c['verdict']}[/] (alpha {c['alpha']}; tasks: {c['tasks'][0]['test']}, Holm-adjusted; "
+                  f"overall: {c['overall']['test']})", highlight=False)
+
+
+@app.command("compare")
+def compare(
+    run_a: Path = typer.Argument(..., help="Baseline run directory (A)."),
+    run_b: Path = typer.Argument(..., help="Candidate run directory (B); differences are B − A."),
+    as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON instead of a table."),
+    alpha: float = typer.Option(0.05, "--alpha", help="Significance level (tasks: after Holm adjustment)."),
+    fail_if_worse: bool = typer.Option(False, "--fail-if-worse",
+                                       help="Exit 1 when B is significantly worse than A (overall or any task)."),
+    allow_different: bool = typer.Option(False, "--allow-different",
+                                         help="Compare runs of different suites/protocols/step limits anyway."),
+) -> None:
+    """Is B better than A, or is it noise? Exact paired tests on matching episodes (same seed)."""
+    import json
+
+    from lerobench.compare import compare_runs, load_run
+
+    try:
+        comparison = compare_runs(load_run(run_a), load_run(run_b), alpha=alpha, allow_different=allow_different)
+    except LerobenchError as exc:
+        _fail(exc)
+    if as_json:
+        print(json.dumps(comparison, indent=2, allow_nan=False))
+    else:
+        _print_comparison(comparison)
+    if fail_if_worse and comparison["b_worse"]:
+        raise typer.Exit(1)
+
+
+@app.command("report")
+def report(
+    runs: list[Path] = typer.Argument(..., help="Run directories (the first is the baseline for significance)."),
+    output: Path = typer.Option(Path("report.html"), "--output", "-o", help="HTML file to write."),
+    alpha: float = typer.Option(0.05, "--alpha", help="Significance level for the marks on the chart."),
+) -> None:
+    """Write one self-contained HTML report (charts, tables, errors, video thumbnails) for runs."""
+    from lerobench.report import write_report
+
+    try:
+        path = write_report(runs, output, alpha=alpha)
+    except LerobenchError as exc:
+        _fail(exc)
+    console.print(f"Report: [bold]{path}[/]", highlight=False)
 
 
 def _raise_terminated(signum: int, frame: Any) -> None:

@@ -74,6 +74,8 @@ class Suite:
     notes: str = ""
     source: Path | None = None
     backend_options: dict[str, Any] = field(default_factory=dict)
+    trials: int = 1
+    """Default trials per episode (attempts at the same start, policy memory kept); ``--trials`` overrides."""
 
     @property
     def groups(self) -> list[str]:
@@ -106,7 +108,7 @@ class Suite:
 _SUITE_KEYS = {
     "name", "description", "backend", "tasks", "groups", "episodes_per_task", "control_fps",
     "worker_memory_mb", "protocol", "protocols", "video_camera", "default_policy", "notes",
-    "backend_options",
+    "backend_options", "trials",
 }
 _PROTOCOL_KEYS = {f.name for f in fields(Protocol)}
 
@@ -208,6 +210,9 @@ def parse_suite(data: dict[str, Any], source: Path | str) -> Suite:
     episodes = _typed(source, "episodes_per_task", data.get("episodes_per_task", 10), int)
     if episodes < 1:
         raise _fail(source, "episodes_per_task", f"must be >= 1, got {episodes}")
+    trials = _typed(source, "trials", data.get("trials", 1), int)
+    if trials < 1:
+        raise _fail(source, "trials", f"must be >= 1, got {trials}")
     memory = _typed(source, "worker_memory_mb", data.get("worker_memory_mb", 500), int)
     fps = float(_typed(source, "control_fps", data.get("control_fps", 20), (int, float)))
     if fps <= 0 or memory <= 0:
@@ -226,6 +231,7 @@ def parse_suite(data: dict[str, Any], source: Path | str) -> Suite:
         notes=_typed(source, "notes", data.get("notes", ""), str),
         source=Path(source),
         backend_options=_typed(source, "backend_options", data.get("backend_options", {}), dict),
+        trials=trials,
     )
 
 

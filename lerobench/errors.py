@@ -40,6 +40,10 @@ class ResumeError(LerobenchError):
     """``--resume`` was asked for a directory whose run does not match this one."""
 
 
+class CompareError(LerobenchError):
+    """Two runs cannot be compared (missing files, different suites, protocols or step limits)."""
+
+
 def did_you_mean(name: str, valid: Iterable[str]) -> str:
     """Return a ' Did you mean ...?' hint (or a list of valid names) for an unknown ``name``."""
     valid = sorted(valid)

@@ -11,11 +11,11 @@ import numpy as np
 class EpisodeRecording:
     """One episode's video: frames go to the encoder as they arrive, the name is fixed at the end."""
 
-    def __init__(self, handle: Any, output: Path, task: str, episode: int):
+    def __init__(self, handle: Any, output: Path, task: str, episode: int, trial: int | None = None):
         self._handle = handle
         self._output = output
         self._task = task
-        self._episode = episode
+        self._stem = video_stem(episode, trial)
 
     def add(self, frame: np.ndarray) -> None:
         """Hand a frame to the encoder (it copies; the env buffer may be reused)."""
@@ -23,7 +23,7 @@ class EpisodeRecording:
 
     def finish(self, success: bool) -> str:
         """Name the file by outcome and let the encoder finish it in the background."""
-        relative = Path("videos") / self._task / f"episode_{self._episode}_{'success' if success else 'failure'}.mp4"
+        relative = Path("videos") / self._task / f"{self._stem}_{'success' if success else 'failure'}.mp4"
         self._handle.finish(self._output / relative)
         return relative.as_posix()
 
@@ -47,9 +47,14 @@ class TaskRecorder:
         """Only the first ``count`` episodes of the task are recorded."""
         return self.camera is not None and episode < self._count
 
-    def start(self, task: str, episode: int) -> EpisodeRecording:
-        """Open the episode's stream in a temp file under ``videos/<task>/``."""
+    def start(self, task: str, episode: int, trial: int | None = None) -> EpisodeRecording:
+        """Open the episode's (with ``--trials`` > 1: the trial's) stream in a temp file under ``videos/<task>/``."""
         folder = self._output / "videos" / task
         folder.mkdir(parents=True, exist_ok=True)
-        handle = self._encoder.start(folder / f"episode_{episode}.mp4", self._fps)
-        return EpisodeRecording(handle, self._output, task, episode)
+        handle = self._encoder.start(folder / f"{video_stem(episode, trial)}.mp4", self._fps)
+        return EpisodeRecording(handle, self._output, task, episode, trial)
+
+
+def video_stem(episode: int, trial: int | None) -> str:
+    """``episode_<i>``, or ``episode_<i>_trial_<k>`` when a run has several trials per episode (one file each)."""
+    return f"episode_{episode}" if trial is None else f"episode_{episode}_trial_{trial}"

@@ -92,37 +92,58 @@ def aggregate(records: Iterable[EpisodeRecord]) -> dict[str, Any]:
     }
 
 
-def summarize(suite: Suite, records: Iterable[EpisodeRecord]) -> dict[str, Any]:
-    """Per-task, per-group and overall aggregates for the tasks of ``suite`` that have episodes."""
-    by_task: dict[str, list[EpisodeRecord]] = {}
-    for r in records:
-        by_task.setdefault(r.task, []).append(r)
-    tasks, groups = [], {}
-    for spec in suite.tasks:
-        if spec.name not in by_task:
-            continue
-        tasks.append({"task": spec.name, "description": spec.description, "group": spec.group,
-                      **aggregate(by_task[spec.name])})
-    for group in suite.groups:
-        members = [r for t in suite.tasks if t.group == group for r in by_task.get(t.name, [])]
-        if members:
-            groups[group] = aggregate(members)
-    overall = aggregate(r for rs in by_task.values() for r in rs)
-    return {"tasks": tasks, "groups": groups, "overall": overall}
+def summarize(suite: Suite, records: Iterable[EpisodeRecord], trials: int = 1) -> dict[str, Any]:
+    """Per-task, per-group and overall aggregates for the tasks of ``suite`` that have episodes.
 
-
-def lerobot_eval_info(suite: Suite, records: Iterable[EpisodeRecord], eval_s: float) -> dict[str, Any]:
-    """The same results in LeRobot's ``eval_info.json`` layout (``overall.pc_success`` etc.), no NaN."""
+    With ``trials`` > 1 (see ``lerobench/trials.py``) today's keys describe trial 0, so the headline
+    number stays comparable with one-trial runs, and each block gains the per-trial keys.
+    """
     by_task: dict[str, list[EpisodeRecord]] = {}
     for r in records:
         by_task.setdefault(r.task, []).append(r)
 
     def block(rs: list[EpisodeRecord]) -> dict[str, Any]:
+        if trials == 1:
+            return aggregate(rs)
+        from lerobench.trials import trial_summary
+
+        return {**aggregate(r for r in rs if r.trial == 0), **trial_summary(rs, trials)}
+
+    tasks, groups = [], {}
+    for spec in suite.tasks:
+        if spec.name not in by_task:
+            continue
+        tasks.append({"task": spec.name, "description": spec.description, "group": spec.group,
+                      **block(by_task[spec.name])})
+    for group in suite.groups:
+        members = [r for t in suite.tasks if t.group == group for r in by_task.get(t.name, [])]
+        if members:
+            groups[group] = block(members)
+    overall = block([r for rs in by_task.values() for r in rs])
+    return {"tasks": tasks, "groups": groups, "overall": overall}
+
+
+def lerobot_eval_info(suite: Suite, records: Iterable[EpisodeRecord], eval_s: float) -> dict[str, Any]:
+    """The same results in LeRobot's ``eval_info.json`` layout (``overall.pc_success`` etc.), no NaN.
+
+    LeRobot has no trials: with ``--trials`` > 1 its episode is lerobench's trial 0.
+    """
+    by_task: dict[str, list[EpisodeRecord]] = {}
+    for r in records:
+        if r.trial == 0:
+            by_task.setdefault(r.task, []).append(r)
+
+    def counts(rs: list[EpisodeRecord]) -> dict[str, Any]:
+        # LeRobot PR #4628: counts and a Wilson interval in percent beside every pc_success.
+        n, successes = len(rs), sum(r.success for r in rs)
+        return {"pc_success": 100.0 * successes / n if n else None, "n_episodes": n, "n_success": successes,
+                "pc_success_ci95": [round(100 * x, 2) for x in wilson_interval(successes, n)]}
+
+    def block(rs: list[EpisodeRecord]) -> dict[str, Any]:
         n = len(rs)
         maxes = [r.max_reward for r in rs if r.max_reward is not None]
         return {"avg_sum_reward": sum(r.return_ for r in rs) / n if n else None,
-                "avg_max_reward": sum(maxes) / len(maxes) if maxes else None,
-                "pc_success": 100.0 * sum(r.success for r in rs) / n if n else None, "n_episodes": n}
+                "avg_max_reward": sum(maxes) / len(maxes) if maxes else None, **counts(rs)}
 
     per_task, per_group = [], {}
     for spec in suite.tasks:
@@ -132,7 +153,7 @@ def lerobot_eval_info(suite: Suite, records: Iterable[EpisodeRecord], eval_s: fl
         group = spec.group or suite.name
         per_task.append({"task_group": group, "task_id": spec.index, "task": spec.name, "metrics": {
             "sum_rewards": [r.return_ for r in rs], "max_rewards": [r.max_reward for r in rs],
-            "successes": [r.success for r in rs], "video_paths": [r.video for r in rs if r.video]}})
+            "successes": [r.success for r in rs], "video_paths": [r.video for r in rs if r.video]}, **counts(rs)})
         per_group.setdefault(group, []).extend(rs)
     everything = [r for rs in per_group.values() for r in rs]
     overall = block(everything)
@@ -161,13 +182,17 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 
 def write_trajectory(output: Path, task: str, episode: int, attrs: dict[str, Any], arrays: dict[str, Any]) -> None:
-    """Write one episode as group ``episode_<i>`` of ``recordings/<task>.h5`` (replaced if present)."""
+    """Write one episode as group ``episode_<i>`` of ``recordings/<task>.h5`` (replaced if present).
+
+    Trial k > 0 of an episode (``--trials``) is group ``episode_<i>_trial_<k>``; trial 0 keeps the plain name.
+    """
     import h5py
 
     folder = output / "recordings"
     folder.mkdir(exist_ok=True)
     with h5py.File(folder / f"{task}.h5", "a") as f:
-        name = f"episode_{episode}"
+        trial = int(attrs.get("trial", 0))
+        name = f"episode_{episode}" if trial == 0 else f"episode_{episode}_trial_{trial}"
         if name in f:
             del f[name]
         group = f.create_group(name)
@@ -176,6 +201,26 @@ def write_trajectory(output: Path, task: str, episode: int, attrs: dict[str, Any
         for key, array in arrays.items():
             group.create_dataset(key, data=array, compression="lzf" if array.ndim >= 3 else None)
         f.flush()
+
+
+def rewrite_episodes(path: Path, records: Iterable[EpisodeRecord]) -> None:
+    """Replace ``episodes.jsonl`` atomically (temp file, fsync, rename) with exactly ``records``.
+
+    Resume uses it to drop an episode interrupted between its trials: a crash during the rewrite
+    leaves the old file, never a mix.
+    """
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            for record in records:
+                f.write(_json_dumps(record.to_json()) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def check_output_dir(output: Path) -> None:
@@ -188,8 +233,12 @@ def check_output_dir(output: Path) -> None:
         raise ConfigError(f"output directory {output} is not writable ({exc.strerror or exc})") from exc
 
 
-def read_episodes(path: Path) -> list[EpisodeRecord]:
-    """Read ``episodes.jsonl``; an unterminated last line (killed mid-write) is cut from the file."""
+def read_episodes(path: Path, repair: bool = True) -> list[EpisodeRecord]:
+    """Read ``episodes.jsonl``; an unterminated last line (killed mid-write) is cut from the file.
+
+    ``repair=False`` only skips that line and leaves the file alone: readers of a run that may still be
+    writing (``compare``, ``report``) must never truncate under the writer.
+    """
     if not path.exists():
         return []
     raw = path.read_bytes()
@@ -202,7 +251,7 @@ def read_episodes(path: Path) -> list[EpisodeRecord]:
             records.append(EpisodeRecord.from_json(json.loads(line)))
         except (ValueError, TypeError, KeyError) as exc:
             raise ResumeError(f"{path}: line {number} is not a valid episode record ({exc})") from exc
-    if tail:
+    if tail and repair:
         with open(path, "r+b") as f:
             f.truncate(len(complete) + len(newline))
     return records

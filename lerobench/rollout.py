@@ -1,7 +1,12 @@
 """Runs one task's episodes on one vector env. No file I/O, no printing: results go to callbacks.
 
 Slots of the vector env take episodes from a queue in index order; when an episode ends its slot is
-reset to the next one. Episode outcomes cannot depend on batch size or finish order because each
+reset to the next one. With ``trials`` > 1 an episode is that many attempts at the same start on the
+same slot, in order: when a trial ends and trials remain, the slot is reset to the same episode's start
+(the policy is not reset; lerobench's pending actions are dropped). An episode's trial records are
+reported together once the episode is over, so a consumer only ever sees whole episodes.
+
+Episode outcomes cannot depend on batch size or finish order because each
 episode's start state and seed are pure functions of (run seed, task, episode), and built-in
 policies key their randomness on the episode seed too.
 """
@@ -14,7 +19,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -47,8 +52,8 @@ class Recorder(Protocol):
     def wants(self, episode: int) -> bool:
         """True if this episode should be recorded."""
 
-    def start(self, task: str, episode: int) -> Recording:
-        """Open a recording for (task, episode)."""
+    def start(self, task: str, episode: int, trial: int | None = None) -> Recording:
+        """Open a recording for (task, episode), or for one trial of it when ``trial`` is given."""
 
 
 class NullRecorder:
@@ -60,7 +65,7 @@ class NullRecorder:
         """Never."""
         return False
 
-    def start(self, task: str, episode: int) -> Recording:  # pragma: no cover - never called
+    def start(self, task: str, episode: int, trial: int | None = None) -> Recording:  # pragma: no cover
         """Unreachable: ``wants`` is always False."""
         raise AssertionError("NullRecorder.start called")
 
@@ -104,7 +109,8 @@ class TaskRun:
     seed: int
     action_dim: int
     replan_steps: int = 1
-    trial: int = 0
+    trials: int = 1
+    """Attempts per episode at the same start (``--trials``); the policy keeps its memory between them."""
     n_init_states: int = 50
     step_timeout_s: float | None = None
     stop: threading.Event | None = None
@@ -117,10 +123,60 @@ class _Slot:
     started: float = 0.0
     recording: Recording | None = None
     trajectory: Trajectory | None = None
+    trial: int = 0
+    next_trial: bool = False
+    """Set when a trial ended and the episode has trials left: the next reset restarts the same episode."""
+    finished: list[tuple[EpisodeRecord, Trajectory | None]] = field(default_factory=list)
+    """This episode's finished trials, held back until the episode is over."""
 
     @property
     def active(self) -> bool:
         return self.episode != IDLE
+
+    def begin(self, pending: deque[int]) -> None:
+        """Move to the episode's next trial, or to the next pending episode (or idle) at trial 0."""
+        if self.next_trial:
+            self.trial += 1
+        else:
+            self.episode = pending.popleft() if pending else IDLE
+            self.trial = 0
+            self.finished = []
+        self.next_trial = False
+
+
+class _PolicyFeedback:
+    """What the policy batch says about each slot besides the observation (see ``policies/base.py``).
+
+    ``episode_start``/``trial_start`` mark the first observation of an episode / of any trial;
+    ``reward``/``success`` are those of the step that produced the observation (0 and False on a
+    trial's first observation): meta-RL agents adapt from them, and the goal may be hidden.
+    """
+
+    def __init__(self, n: int):
+        self.episode_start = np.zeros(n, dtype=bool)
+        self.trial_start = np.zeros(n, dtype=bool)
+        self.reward = np.zeros(n, dtype=np.float32)
+        self.success = np.zeros(n, dtype=bool)
+
+    def started(self, i: int, slot: _Slot) -> None:
+        self.episode_start[i] = slot.active and slot.trial == 0
+        self.trial_start[i] = slot.active
+        self.reward[i], self.success[i] = 0.0, False
+
+    def stepped(self, rewards: np.ndarray, infos: dict[str, Any], active: np.ndarray) -> None:
+        self.reward[active] = np.asarray(rewards, dtype=np.float32)[active]
+        stepped = _mask(infos, "success")
+        now = np.asarray(infos["success"], dtype=bool) if stepped is not None else np.zeros(len(active), bool)
+        self.success[active] = (now & (stepped if stepped is not None else False))[active]
+
+    def fill(self, batch: dict[str, Any], slots: list[_Slot]) -> None:
+        batch["episode_start"] = self.episode_start.copy()
+        batch["trial"] = np.array([s.trial if s.active else 0 for s in slots], dtype=np.int64)
+        batch["trial_start"] = self.trial_start.copy()
+        batch["reward"] = self.reward.copy()
+        batch["success"] = self.success.copy()
+        self.episode_start[:] = False
+        self.trial_start[:] = False
 
 
 def _mask(infos: dict[str, Any], key: str) -> np.ndarray | None:
@@ -154,19 +210,21 @@ def run_episodes(
     pending = deque(episodes)
     slots = [_Slot() for _ in range(n)]
     queues: list[deque[np.ndarray]] = [deque() for _ in range(n)]
-    just_started = np.zeros(n, dtype=bool)
+    feedback = _PolicyFeedback(n)
 
     def assign(mask: np.ndarray) -> tuple[dict[str, Any], dict[str, Any]]:
         for i in np.flatnonzero(mask):
-            slots[i].episode = pending.popleft() if pending else IDLE
-            slots[i].started = time.perf_counter()
-            queues[i].clear()
-            just_started[i] = slots[i].active
-            if slots[i].active and recorder.wants(slots[i].episode):
-                slots[i].recording = recorder.start(run.task.name, slots[i].episode)
-            slots[i].trajectory = trajectories.start() if slots[i].active else None
+            slot = slots[i]
+            slot.begin(pending)
+            slot.started = time.perf_counter()
+            queues[i].clear()  # actions planned for the previous attempt never leak into this one
+            feedback.started(i, slot)
+            if slot.active and recorder.wants(slot.episode):
+                slot.recording = recorder.start(run.task.name, slot.episode, slot.trial if run.trials > 1 else None)
+            slot.trajectory = trajectories.start() if slot.active else None
         options = {
             "episodes": [s.episode for s in slots],
+            "trials": [s.trial for s in slots],
             "record": [s.recording is not None for s in slots],
         }
         if not mask.all():
@@ -174,7 +232,8 @@ def run_episodes(
         seeds = [seed_of(s.episode) for s in slots]
         return _call(venv.reset, seed=seeds, options=options)
 
-    def finish(i: int, summary: dict[str, Any] | None, error: str | None = None) -> None:
+    def finish(i: int, summary: dict[str, Any] | None, error: str | None = None) -> bool:
+        """Record slot ``i``'s trial; True if the slot must be reset (next trial or next episode)."""
         slot = slots[i]
         summary = summary or {}
         error = error if error is not None else summary.get("error")
@@ -186,7 +245,7 @@ def run_episodes(
         record = EpisodeRecord(
             task=run.task.name,
             episode=slot.episode,
-            trial=run.trial,
+            trial=slot.trial,
             seed=seed_of(slot.episode),
             init_state=slot.episode % run.n_init_states,
             success=success,
@@ -199,10 +258,17 @@ def run_episodes(
             renders=int(summary.get("renders", 0)),
             max_reward=_finite(summary.get("max_reward")),
         )
-        on_episode(record)
-        trajectories.finish(run.task.name, record, slot.trajectory)
+        slot.finished.append((record, slot.trajectory))
         slot.trajectory = None
+        if error is None and slot.trial + 1 < run.trials:
+            slot.next_trial = True
+            return True
+        for done, trajectory in slot.finished:  # an episode is reported whole (an error ends it early)
+            on_episode(done)
+            trajectories.finish(run.task.name, done, trajectory)
+        slot.finished = []
         slot.episode = IDLE
+        return bool(pending)
 
     def collect(obs: dict[str, Any], infos: dict[str, Any], which: np.ndarray) -> np.ndarray:
         """Take frames of the slots in ``which``, record finished episodes; return slots needing a reset.
@@ -225,8 +291,7 @@ def run_episodes(
             if ended is not None and ended[i]:
                 summary = {k: _field(infos, "episode_end", k, i) for k in infos["episode_end"]
                            if not k.startswith("_")}
-                finish(i, summary)
-                needs_reset[i] = bool(pending)
+                needs_reset[i] = finish(i, summary)
         return needs_reset
 
     try:
@@ -242,10 +307,10 @@ def run_episodes(
                 return
             if run.stop is not None and run.stop.is_set():
                 raise Cancelled(f"task {run.task.name!r} cancelled")
-            actions = _next_actions(policy, obs, slots, queues, just_started, active, run, seed_of)
-            just_started[:] = False
+            actions = _next_actions(policy, obs, slots, queues, feedback, active, run, seed_of)
             obs, rewards, _, _, infos = _call(venv.step, actions, timeout=run.step_timeout_s)
             on_steps(int(active.sum()))
+            feedback.stepped(rewards, infos, active)
             if trajectories.enabled:
                 stepped = _mask(infos, "success")
                 for i, slot in enumerate(slots):
@@ -259,11 +324,12 @@ def run_episodes(
         for i in culprits:
             finish(i, None, error=f"worker failure: {failure}")
         for slot in slots:
-            if slot.active:  # innocent bystanders of the broken vector env: rerun them from the start
+            if slot.active:  # innocent bystanders of the broken vector env: rerun them from trial 0
                 if slot.recording is not None:
                     slot.recording.abort()
                     slot.recording = None
                 slot.episode = IDLE
+                slot.finished = []
         raise
     except BaseException:
         for slot in slots:
@@ -303,7 +369,7 @@ def _call(method: Callable[..., Any], *args: Any, timeout: float | None = None, 
 
 
 def _next_actions(policy: Any, obs: dict[str, Any], slots: list[_Slot], queues: list[deque[np.ndarray]],
-                  just_started: np.ndarray, active: np.ndarray, run: TaskRun,
+                  feedback: _PolicyFeedback, active: np.ndarray, run: TaskRun,
                   seed_of: Callable[[int], int]) -> np.ndarray:
     """Pop each env's next queued action, asking the policy (whole batch) when a queue runs dry."""
     n = len(slots)
@@ -312,7 +378,7 @@ def _next_actions(policy: Any, obs: dict[str, Any], slots: list[_Slot], queues: 
         batch["task"] = [run.task.name] * n
         batch["episode"] = np.array([s.episode for s in slots], dtype=np.int64)
         batch["episode_seed"] = np.array([seed_of(s.episode) for s in slots], dtype=np.int64)
-        batch["episode_start"] = just_started.copy()
+        feedback.fill(batch, slots)
         batch["active"] = active.copy()
         episode = next(s.episode for s in slots if s.active)
         try:

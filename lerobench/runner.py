@@ -32,11 +32,13 @@ from lerobench.results import (
     check_output_dir,
     lerobot_eval_info,
     read_episodes,
+    rewrite_episodes,
     summarize,
 )
 from lerobench.rollout import Cancelled, TaskRun, WorkerFailure, run_episodes
 from lerobench.system import BatchChoice, auto_batch_size
 from lerobench.trajectories import TrajectoryRecorder, check_record_mode
+from lerobench.trials import whole_episodes
 from lerobench.videos import NullVideoEncoder, VideoEncoder
 
 FORMATS = ("lerobot",)
@@ -49,7 +51,7 @@ MAX_WORKER_REBUILDS = 3
 """Rebuilds of a task's vector env after worker failures before the run is stopped."""
 
 RESULT_DEFINING = ("suite", "policy", "protocol", "protocol_settings", "seed", "episodes_per_task",
-                   "stop_on_success", "tasks", "replan_steps", "trial")
+                   "stop_on_success", "tasks", "replan_steps", "trials")
 """Config keys that change results: ``--resume`` refuses a directory where any of them differ."""
 
 
@@ -83,6 +85,8 @@ class RunSettings:
     formats: tuple[str, ...] = ()
     """Extra result formats: ``lerobot`` also writes LeRobot's ``eval_info.json``."""
     parallel_tasks: int = 1
+    trials: int | None = None
+    """Trials (attempts at the same start) per episode; None = the suite's default."""
     device: str = "cpu"
     command: tuple[str, ...] = field(default_factory=lambda: tuple(sys.argv))
 
@@ -90,6 +94,11 @@ class RunSettings:
     def episodes_per_task(self) -> int:
         """Effective number of episodes per task."""
         return self.episodes or self.suite.episodes_per_task
+
+    @property
+    def trials_per_episode(self) -> int:
+        """Effective number of trials per episode."""
+        return self.trials or self.suite.trials
 
 
 class Evaluation:
@@ -121,6 +130,7 @@ class Evaluation:
             if importlib.util.find_spec("h5py") is None:
                 raise MissingDependencyError("--record needs h5py: pip install h5py")
         for name, value, least in (("--episodes", settings.episodes, 1), ("--replan-steps", settings.replan_steps, 1),
+                                   ("--trials", settings.trials, 1),
                                    ("--parallel-tasks", settings.parallel_tasks, 1),
                                    ("--batch-size", settings.batch_size, 0), ("--videos", settings.videos, 0)):
             if value is not None and value < least:
@@ -155,7 +165,7 @@ class Evaluation:
             "policy": s.policy, "protocol": s.protocol, "protocol_settings": asdict(self.protocol),
             "tasks": [t.name for t in s.suite.tasks], "episodes_per_task": s.episodes_per_task,
             "seed": s.seed, "stop_on_success": s.stop_on_success, "replan_steps": s.replan_steps,
-            "trial": 0, "record": s.record, "formats": list(s.formats), "batch_size": s.batch_size,
+            "trials": s.trials_per_episode, "record": s.record, "formats": list(s.formats), "batch_size": s.batch_size,
             "batch_size_used": self.batch_used, "parallel_tasks_used": self.parallel_used,
             "parallel_tasks": s.parallel_tasks, "videos": s.videos,
             "episode_timeout": s.episode_timeout, "device": s.device, "output": str(s.output),
@@ -169,7 +179,7 @@ class Evaluation:
         """The full ``results.json`` document for the episodes recorded so far."""
         with self._lock:
             records = list(self.records)
-        summary = summarize(self.s.suite, records)
+        summary = summarize(self.s.suite, records, self.s.trials_per_episode)
         elapsed = ((ended or datetime.now(timezone.utc)) - self._started).total_seconds()
         overall = summary["overall"]
         overall["eval_s"] = round(elapsed, 3)
@@ -193,18 +203,18 @@ class Evaluation:
             raise ResumeError(f"cannot resume: {results_path} does not exist")
         previous = json.loads(results_path.read_text(encoding="utf-8")).get("config", {})
         current = json.loads(json.dumps(self.config()))  # tuples -> lists, as they were stored
+        if "trials" not in previous and previous.get("trial") == 0:  # written before --trials: one trial each
+            previous["trials"] = 1
         for key in RESULT_DEFINING:
             if previous.get(key) != current.get(key):
                 raise ResumeError(f"cannot resume {out}: {key} differs (previous {previous.get(key)!r}, "
                                   f"now {current.get(key)!r})")
         wanted = {t.name for t in self.s.suite.tasks}
-        seen: set[tuple[str, int]] = set()
-        records = []
-        for r in read_episodes(out / EPISODES_FILE):
-            if r.task in wanted and r.episode < self.s.episodes_per_task and (r.task, r.episode) not in seen:
-                seen.add((r.task, r.episode))
-                records.append(r)
-        return records
+        stored = read_episodes(out / EPISODES_FILE)
+        whole = whole_episodes(stored, self.s.trials_per_episode)
+        if len(whole) != len(stored):  # half an episode (killed between trials) or a duplicate: rerun it whole
+            rewrite_episodes(out / EPISODES_FILE, whole)
+        return [r for r in whole if r.task in wanted and r.episode < self.s.episodes_per_task]
 
     # -- running -------------------------------------------------------------------------------------
     def _batch(self, cameras: tuple[str, ...]) -> tuple[int, str]:
@@ -333,14 +343,16 @@ class Evaluation:
             backend_options=dict(self.s.suite.backend_options),
         )
         run = TaskRun(suite=self.s.suite.name, task=task, seed=self.s.seed, action_dim=self.backend.action_dim,
-                      replan_steps=self.s.replan_steps, n_init_states=getattr(self.backend, "n_init_states", 50),
+                      replan_steps=self.s.replan_steps, trials=self.s.trials_per_episode,
+                      n_init_states=getattr(self.backend, "n_init_states", 50),
                       step_timeout_s=self.s.episode_timeout, stop=self._stop)
 
         def on_episode(record: EpisodeRecord) -> None:
             with self._lock:
                 self.records.append(record)
             writer.put_episode(record)
-            self.reporter.episode(task, record)
+            if record.trial == 0:  # progress counts episodes; their trials arrive together
+                self.reporter.episode(task, record)
 
         trajectories = TrajectoryRecorder(self.s.record, writer.put_trajectory)
 
@@ -370,7 +382,7 @@ class Evaluation:
                 _close(venv, terminate=failed)
         with self._lock:
             mine = [r for r in self.records if r.task == task.name]
-        summary = summarize(replace(self.s.suite, tasks=(task,)), mine)["tasks"]
+        summary = summarize(replace(self.s.suite, tasks=(task,)), mine, self.s.trials_per_episode)["tasks"]
         self.reporter.task_finished(task, summary[0] if summary else {})
         self._publish(writer)
 

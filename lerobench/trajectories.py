@@ -80,8 +80,8 @@ class TrajectoryRecorder:
         if trajectory is None or record.error is not None:
             return
         if self.mode == "all" or (self.mode == "success" and record.success):
-            attrs = {"success": record.success, "success_at_end": record.success_at_end, "seed": record.seed,
-                     "init_state": record.init_state, "steps": record.steps}
+            attrs = {"trial": record.trial, "success": record.success, "success_at_end": record.success_at_end,
+                     "seed": record.seed, "init_state": record.init_state, "steps": record.steps}
             self._sink(task, record.episode, attrs, trajectory.arrays())
 
 

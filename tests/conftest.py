@@ -1,3 +1,36 @@
 import os
 
 os.environ.setdefault("MUJOCO_GL", "egl")
+
+
+# -- real runs shared by the compare and report tests -----------------------------------------------------
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+_MT10 = Path(__file__).resolve().parent.parent / "suites" / "metaworld_mt10.toml"
+
+
+@pytest.fixture(scope="session")
+def real_runs(tmp_path_factory):
+    """Real Meta-World runs (reach-v3, push-v3): expert and random on seed 5, expert on seed 6, and random with a
+    shorter step limit. 96x96 videos keep rendering cheap; 120 steps is enough for both experts (they need ~45 and
+    ~65). Returns a dict of run directories."""
+    pytest.importorskip("metaworld")
+    from typer.testing import CliRunner
+
+    from lerobench.cli import app
+
+    base = tmp_path_factory.mktemp("runs")
+    suite = base / "metaworld_mt10.toml"
+    suite.write_text(_MT10.read_text().replace("image_size = [480, 480]", "image_size = [96, 96]"))
+    common = ["eval", "--suite", str(suite), "--tasks", "reach-v3,push-v3", "--episodes", "6", "--batch-size", "2"]
+    runs = {"expert": ("metaworld-expert", "5", "120", "1"), "random": ("random", "5", "120", "1"),
+            "expert_seed6": ("metaworld-expert", "6", "120", "0"), "random_short": ("random", "5", "50", "0")}
+    out = {}
+    for name, (policy, seed, steps, videos) in runs.items():
+        out[name] = base / name
+        result = CliRunner().invoke(app, [*common, "--policy", policy, "--seed", seed, "--max-steps", steps,
+                                          "--videos", videos, "--output", str(out[name])])
+        assert result.exit_code == 0, result.output
+    return out

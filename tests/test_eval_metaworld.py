@@ -173,6 +173,12 @@ def test_lerobot_format_eval_info(tmp_path):
     results = json.loads((out / "results.json").read_text())
     assert info["overall"]["pc_success"] == pytest.approx(100 * results["overall"]["success_rate"])
     assert info["overall"]["n_episodes"] == 4 and info["per_group"]["easy"]["n_episodes"] == 4
+    # LeRobot PR #4628: counts and a Wilson interval (percent) at every level, equal to results.json's.
+    for block, ours in [(info["overall"], results["overall"]), (info["per_group"]["easy"], results["groups"]["easy"]),
+                        *[(t, next(r for r in results["tasks"] if r["task"] == t["task"])) for t in info["per_task"]]]:
+        assert block["n_success"] == ours["successes"] and block["n_episodes"] == ours["n_episodes"]
+        assert block["pc_success_ci95"] == [pytest.approx(100 * x, abs=0.005) for x in ours["ci95"]]
+        assert block["pc_success_ci95"][0] <= block["pc_success"] <= block["pc_success_ci95"][1]
     assert [t["task_id"] for t in info["per_task"]] == [
         next(t.index for t in __import__("lerobench.registry").registry.load_suite("metaworld_easy").tasks
              if t.name == name) for name in ("button-press-v3", "reach-v3")]

@@ -181,3 +181,17 @@ def test_eval_libero_through_cli(tmp_path):
     results = json.loads((out / "results.json").read_text())
     assert results["config"]["protocol"] == "lerobot"
     assert results["config"]["protocol_settings"]["image_size"] == [360, 360]
+
+
+def test_trial_start_drops_the_envs_action_queue_and_nothing_else(tmp_path):
+    """At a trial start env 0 re-plans from its new observation (like an episode start); env 1 keeps its chunk."""
+    policy = load_policy(f"lerobot:{save_tiny_act(tmp_path / 'act')}", context())
+    fresh = load_policy(f"lerobot:{save_tiny_act(tmp_path / 'act2')}", context())
+    policy.select_action(observation(2, [True, True], seed=0), ["t"] * 2)
+    queued = [a.copy() for a in policy._queues[1]]
+    obs = observation(2, [False, False], seed=1) | {"trial_start": np.array([True, False]),
+                                                    "trial": np.array([1, 0], dtype=np.int64)}
+    got = policy.select_action(obs, ["t"] * 2)
+    expected = fresh.select_action(observation(2, [True, True], seed=1), ["t"] * 2)
+    np.testing.assert_allclose(got[0], expected[0], rtol=1e-5, atol=1e-6)  # a new plan, not the old chunk
+    np.testing.assert_allclose(got[1], queued[0], rtol=1e-6)  # env 1 still executes its pending chunk

@@ -28,3 +28,120 @@ def test_compare_paired_identical_and_opposite():
     assert same.delta == 0 and same.p_value == 1.0 and same.ci95[0] < 0 < same.ci95[1]
     better = compare_paired([False] * 12, [True] * 12)
     assert better.delta == 1.0 and better.gained == 12 and better.p_value < 0.001 and better.ci95[1] == 1.0
+
+
+# -- unpaired ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("sa,na,sb,nb", [(3, 10, 9, 10), (0, 12, 5, 12), (20, 50, 28, 50), (7, 7, 2, 9)])
+def test_unpaired_exact_is_scipys_boschloo(sa, na, sb, nb):
+    from scipy.stats import barnard_exact, boschloo_exact, fisher_exact
+
+    from lerobench.stats import unpaired_exact
+
+    p, test = unpaired_exact(sa, na, sb, nb)
+    table = [[sb, nb - sb], [sa, na - sa]]
+    assert test == "boschloo"
+    assert p == pytest.approx(boschloo_exact(table).pvalue, rel=1e-9)
+    # Independent sanity: an unconditional test is never less powerful than Fisher's, and close to Barnard's.
+    assert p <= fisher_exact(table).pvalue + 1e-12
+    assert p == pytest.approx(barnard_exact(table).pvalue, abs=0.05)
+
+
+def test_unpaired_exact_large_runs_use_fisher_and_degenerate_tables_give_1():
+    from scipy.stats import fisher_exact
+
+    from lerobench.stats import unpaired_exact
+
+    p, test = unpaired_exact(100, 250, 130, 250)
+    assert test == "fisher" and p == pytest.approx(fisher_exact([[130, 120], [100, 150]]).pvalue, rel=1e-12)
+    assert unpaired_exact(0, 10, 0, 10) == (1.0, "none")
+    assert unpaired_exact(10, 10, 7, 7) == (1.0, "none")
+
+
+# Newcombe (1998), Statistics in Medicine 17:873-890, Table II, method 10 (the hybrid score interval).
+@pytest.mark.parametrize("sa,na,sb,nb,low,high", [
+    (48, 80, 56, 70, 0.0524, 0.3339), (3, 10, 9, 10, 0.1705, 0.8090),
+    (2, 7, 6, 7, 0.0582, 0.8062), (0, 29, 5, 56, -0.0381, 0.1926)])
+def test_unpaired_ci_matches_newcombe_table_ii_and_statsmodels(sa, na, sb, nb, low, high):
+    from statsmodels.stats.proportion import confint_proportions_2indep
+
+    from lerobench.stats import unpaired_difference_ci
+
+    lo, hi = unpaired_difference_ci(sa, na, sb, nb)
+    assert (lo, hi) == (pytest.approx(low, abs=6e-5), pytest.approx(high, abs=6e-5))
+    ref = confint_proportions_2indep(sb, nb, sa, na, method="newcomb", compare="diff")
+    assert (lo, hi) == (pytest.approx(ref[0], abs=1e-6), pytest.approx(ref[1], abs=1e-6))
+
+
+# -- many tasks -------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("p_values", [[0.01, 0.04, 0.03, 0.5], [0.2], [0.001, 0.001, 0.9, 0.04, 0.02, 0.3], []])
+def test_holm_matches_statsmodels(p_values):
+    from statsmodels.stats.multitest import multipletests
+
+    from lerobench.stats import holm
+
+    adjusted = holm(p_values)
+    if p_values:
+        assert adjusted == pytest.approx(list(multipletests(p_values, method="holm")[1]), abs=1e-12)
+    else:
+        assert adjusted == []
+
+
+def test_stratified_paired_p_is_the_sign_test_on_pooled_discordant_pairs():
+    from statsmodels.stats.descriptivestats import sign_test
+
+    from lerobench.stats import stratified_paired_p
+
+    strata = [(4, 1), (3, 0), (2, 2), (5, 1)]
+    differences = [d for gained, lost in strata for d in [1] * gained + [-1] * lost + [0] * 6]
+    assert stratified_paired_p(strata) == pytest.approx(sign_test(differences, 0)[1], abs=1e-12)
+    assert stratified_paired_p([(0, 0), (0, 0)]) == 1.0
+
+
+def test_stratified_bootstrap_is_seeded_and_agrees_with_scipy_for_one_task():
+    from scipy.stats import bootstrap
+
+    from lerobench.stats import stratified_bootstrap_ci
+
+    rng = np.random.default_rng(1)
+    a, b = rng.random(40) < 0.4, rng.random(40) < 0.7
+    ci = stratified_bootstrap_ci([(a, b)], paired=True, seed=3)
+    assert ci == stratified_bootstrap_ci([(a, b)], paired=True, seed=3)
+    assert ci != stratified_bootstrap_ci([(a, b)], paired=True, seed=4)
+    ref = bootstrap(((b.astype(float) - a.astype(float)),), np.mean, method="percentile", n_resamples=10_000,
+                    random_state=0).confidence_interval
+    assert ci[0] == pytest.approx(ref.low, abs=0.03) and ci[1] == pytest.approx(ref.high, abs=0.03)
+    assert ci[0] < b.mean() - a.mean() < ci[1]
+
+
+def test_stratified_bootstrap_keeps_each_task_count_fixed():
+    from lerobench.stats import stratified_bootstrap_ci
+
+    # A task with no variation on either side adds a constant: the interval of two such tasks is a point.
+    fixed = [([False] * 10, [True] * 10), ([True] * 10, [True] * 10)]
+    assert stratified_bootstrap_ci(fixed, paired=True) == [0.5, 0.5]
+    assert stratified_bootstrap_ci(fixed, paired=False) == [0.5, 0.5]
+
+
+def test_mcnemar_power_matches_simulation():
+    from lerobench.stats import mcnemar_exact, mcnemar_power
+
+    rng = np.random.default_rng(0)
+    n, p_gain, p_lost = 30, 0.25, 0.05
+    cells = rng.multinomial(n, [p_gain, p_lost, 1 - p_gain - p_lost], size=4000)
+    simulated = np.mean([mcnemar_exact(int(g), int(lost)) <= 0.05 for g, lost, _ in cells])
+    assert mcnemar_power(n, p_gain, p_lost) == pytest.approx(simulated, abs=0.03)
+
+
+def test_docs_worked_example_unpaired_not_significant_paired_significant():
+    """docs/compare.md: 40 episodes, A 20 (50%), B 28 (70%); same seed: 19 both, 9 B-only, 1 A-only, 11 neither."""
+    from lerobench.stats import unpaired_exact
+
+    a = [True] * 19 + [False] * 9 + [True] * 1 + [False] * 11
+    b = [True] * 19 + [True] * 9 + [False] * 1 + [False] * 11
+    assert sum(a) == 20 and sum(b) == 28
+    unpaired, _ = unpaired_exact(20, 40, 28, 40)
+    paired = compare_paired(a, b)
+    assert round(unpaired, 3) == 0.075 and unpaired > 0.05
+    assert (paired.gained, paired.lost) == (9, 1) and round(paired.p_value, 3) == 0.021 and paired.p_value < 0.05

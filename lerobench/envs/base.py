@@ -131,6 +131,7 @@ class LazyTaskEnv(gym.Env):
         self.action_space = gym.spaces.Box(-1.0, 1.0, (spec.action_dim,), np.float32)
         self._sim: Simulator | None = None
         self._episode = IDLE
+        self._trial = 0
         self._record = False
         self._last_obs = self._zero_obs()
         self._done = True
@@ -185,6 +186,7 @@ class LazyTaskEnv(gym.Env):
     def _summary(self, error: str | None) -> dict[str, Any]:
         return {
             "episode": self._episode,
+            "trial": self._trial,
             "success": bool(self._success),
             "success_at_end": bool(self._success_now),
             "steps": self._steps,
@@ -197,11 +199,18 @@ class LazyTaskEnv(gym.Env):
 
     # -- gymnasium API ---------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        """Start the episode assigned to this slot in ``options['episodes']`` (or go idle)."""
+        """Start the episode assigned to this slot in ``options['episodes']`` (or go idle).
+
+        ``options['trials']`` carries the slot's trial index. Every trial of an episode starts from the
+        same state: the simulator is reset to the episode's start with the episode's seed and settled
+        again, so trial k+1's first observation equals trial k's bit for bit (tested on both simulators).
+        """
         super().reset(seed=seed)
         options = options or {}
         episodes = options.get("episodes")
         self._episode = int(episodes[self.spec_.slot]) if episodes is not None else 0
+        trials = options.get("trials")
+        self._trial = int(trials[self.spec_.slot]) if trials is not None else 0
         record = options.get("record")
         self._record = bool(record[self.spec_.slot]) if record is not None else False
         self._steps, self._return, self._renders = 0, 0.0, 0

@@ -8,6 +8,13 @@ Observation batch passed to ``select_action`` (B = number of envs in the vector 
   ``episode_seed``: int64 (B,); ``episode_start``: bool (B,) True on an episode's first observation
   (reset per-env state there); ``active``: bool (B,) False for finished/idle slots (their action is
   ignored).
+- ``trial``: int64 (B,) index of the current attempt at the episode (``--trials``; always 0 with one
+  trial); ``trial_start``: bool (B,) True on each trial's first observation, where the env is back at
+  the episode's start. Keep per-episode memory across trials (that is what is measured); drop only
+  what belongs to the old attempt (e.g. queued actions). See docs/trials.md.
+- ``reward``: float32 (B,) and ``success``: bool (B,) of the step that produced this observation
+  (0.0 and False on a trial's first observation): what a policy that adapts within an episode learns
+  from. Returning to the same start is the policy's only other signal.
 
 ``select_action`` returns float actions (B, action_dim), or an action chunk (B, T, action_dim) of
 which lerobench executes ``replan_steps`` before asking again.
@@ -56,7 +63,8 @@ class Policy(Protocol):
     def reset(self) -> None:
         """Forget all state; called once before the first episode of a run (and on each thread's copy).
 
-        Per-episode state must be reset where ``observation['episode_start']`` is True. With
+        Per-episode state must be reset where ``observation['episode_start']`` is True (not at
+        ``trial_start``: memory across an episode's trials is what ``--trials`` measures). With
         ``--parallel-tasks`` this runs on a shallow copy: rebind state attributes, never mutate shared ones.
         """
 

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from lerobench.errors import ConfigError
+from lerobench.policies.adaptive import make_adaptive_reach
 from lerobench.policies.base import ObservationNeeds, PolicyContext
 
 
@@ -105,4 +106,5 @@ BUILTIN = {
     "random": make_random,
     "zero": make_zero,
     "metaworld-expert": make_metaworld_expert,
+    "metaworld-adaptive-reach": make_adaptive_reach,
 }

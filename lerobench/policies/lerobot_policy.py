@@ -24,6 +24,12 @@ ACT with temporal ensembling, ...) run through their own ``select_action``; ``po
 called whenever an env starts an episode, so a new episode never inherits actions or observation
 history from the previous one, but the envs of the batch still mid-episode lose their queue and
 history too (they re-plan early). With ``--batch-size 1`` the behaviour is exactly LeRobot's.
+
+Trials (``--trials``). At a trial start (``observation["trial_start"]``) the env jumps back to the
+episode's start: chunked policies drop that env's action queue; other policies get ``reset()``, since
+their queues (pending actions, the last few observations) all describe the previous attempt. LeRobot
+policies keep no other memory, so nothing else is lost; policies with longer memory use lerobench's
+own interface and keep it across trials.
 """
 
 from __future__ import annotations
@@ -261,6 +267,7 @@ class LeRobotPolicy:
 
         n = len(observation["state"])
         starts = np.asarray(observation.get("episode_start", np.zeros(n, bool)), dtype=bool)
+        starts = starts | np.asarray(observation.get("trial_start", np.zeros(n, bool)), dtype=bool)
         active = np.asarray(observation.get("active", np.ones(n, bool)), dtype=bool)
         with torch.inference_mode():
             if self.chunked:

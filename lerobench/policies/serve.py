@@ -171,7 +171,8 @@ def to_batch(request: Any, context: PolicyContext, cameras: tuple[str, ...],
     """Turn a request into lerobench's observation batch; return it, task descriptions, and single.
 
     A request is single (openpi style: no batch dimension) if its ``state`` is 1-D, batched if 2-D.
-    Missing entries get defaults: ``episode_start`` is True on a connection's first request only,
+    Missing entries get defaults: ``episode_start`` is True on a connection's first request only
+    (``trial_start`` defaults to it, ``trial`` to 0, ``reward`` to 0, ``success`` to False),
     ``task`` comes from the prompt (or is the suite's only task), the prompt from the task.
     """
     if not isinstance(request, dict):
@@ -201,6 +202,12 @@ def to_batch(request: Any, context: PolicyContext, cameras: tuple[str, ...],
         "episode_seed": per_env("episode_seed", context.seed, np.int64),
         "episode_start": per_env("episode_start", first, bool),
         "active": per_env("active", True, bool),
+    }
+    batch |= {  # --trials: a client that does not send them is running one trial per episode
+        "trial": per_env("trial", 0, np.int64),
+        "trial_start": per_env("trial_start", batch["episode_start"], bool),
+        "reward": per_env("reward", 0.0, np.float32),
+        "success": per_env("success", False, bool),
     }
     if cameras:
         batch["images"] = {cam: _image(request, cam, context.image_size, n, single) for cam in cameras}

@@ -1,0 +1,120 @@
+"""Pictures for the HTML report: matplotlib charts as inline SVG and video thumbnails as inline PNG.
+
+matplotlib is imported lazily (extra ``report``) and used through its object API (``Figure``), never pyplot:
+no global backend is selected and nothing opens a window, so it runs headless and in threads.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from lerobench.errors import MissingDependencyError
+
+COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C")
+"""One colour per run, in the order the runs were given."""
+
+
+def _figure(width: float, height: float) -> Any:
+    try:
+        from matplotlib.figure import Figure
+    except ImportError as exc:
+        raise MissingDependencyError("lerobench report needs matplotlib: pip install 'lerobench[report]'") from exc
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+def _svg(fig: Any) -> str:
+    """The figure as an inline ``<svg>`` element (text kept as text: smaller and searchable)."""
+    import matplotlib
+
+    buffer = io.StringIO()
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "lerobench"}):
+        fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
+    text = buffer.getvalue()
+    return re.sub(r"<metadata>.*?</metadata>", "", text[text.index("<svg"):], flags=re.S)
+
+
+def task_bar_chart(tasks: Sequence[str], runs: Sequence[dict[str, Any]], labels: Sequence[str],
+                   significant: Sequence[set[str]]) -> str:
+    """Per-task success rates of every run side by side, with 95% CI whiskers, as inline SVG.
+
+    ``runs[i]`` is run i's ``results.json``; ``significant[i]`` names the tasks where run i differs
+    significantly from run 0 (marked with a star above its bar).
+    """
+    import numpy as np
+
+    width = 0.8 / len(runs)
+    fig = _figure(max(6.0, 0.45 * len(tasks) * len(runs) + 1.5), 3.8)
+    ax = fig.add_subplot()
+    x = np.arange(len(tasks))
+    for i, (results, label) in enumerate(zip(runs, labels, strict=True)):
+        by_task = {t["task"]: t for t in results.get("tasks", [])}
+        rates, low, high, stars = [], [], [], []
+        for name in tasks:
+            entry = by_task.get(name)
+            rate = entry["success_rate"] if entry and entry["success_rate"] is not None else np.nan
+            lo, hi = entry["ci95"] if entry else (np.nan, np.nan)
+            rates.append(100 * rate)
+            low.append(100 * (rate - lo))
+            high.append(100 * (hi - rate))
+            stars.append(100 * hi if name in significant[i] else None)
+        xs = x - 0.4 + width * (i + 0.5)
+        ax.bar(xs, rates, width * 0.92, yerr=[low, high], capsize=3, color=COLORS[i % len(COLORS)], label=label,
+               error_kw={"elinewidth": 1, "ecolor": "#333333"})
+        for xi, top in zip(xs, stars, strict=True):
+            if top is not None:
+                ax.text(xi, top + 2, "*", ha="center", va="bottom", fontsize=14, fontweight="bold")
+    ax.set_xticks(x, tasks, rotation=30 if len(tasks) > 4 else 0, ha="right" if len(tasks) > 4 else "center")
+    ax.set_ylim(0, 112)
+    ax.set_ylabel("success rate (%)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return _svg(fig)
+
+
+def trial_curves(runs: Sequence[dict[str, Any]], labels: Sequence[str]) -> str:
+    """Overall success per trial index and success within k trials, for runs with ``trials`` > 1."""
+    fig = _figure(6.5, 3.4)
+    ax = fig.add_subplot()
+    for i, (results, label) in enumerate(zip(runs, labels, strict=True)):
+        overall = results.get("overall", {})
+        color = COLORS[i % len(COLORS)]
+        for key, style, name in (("per_trial", "-o", "trial k"), ("success_within_k", "--s", "within k trials")):
+            rows = overall.get(key) or []
+            if not rows:
+                continue
+            ks = [row["trial"] for row in rows]
+            rates = [100 * (row["success_rate"] or 0.0) for row in rows]
+            ax.plot(ks, rates, style, color=color, label=f"{label}: {name}")
+            ax.fill_between(ks, [100 * row["ci95"][0] for row in rows], [100 * row["ci95"][1] for row in rows],
+                            color=color, alpha=0.12)
+    ax.set_xlabel("trial index k")
+    ax.set_ylabel("success rate (%)")
+    ax.set_ylim(0, 105)
+    ax.set_title("Success per trial and within k trials (bands: 95% CI)", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    return _svg(fig)
+
+
+def video_thumbnail(path: Path, width: int = 160) -> str | None:
+    """First frame of an MP4 as a ``data:image/png`` URI (decoded with PyAV), or None if it is unreadable."""
+    import av
+
+    try:
+        with av.open(str(path)) as container:
+            frame = next(container.decode(video=0))
+            height = max(1, round(width * frame.height / frame.width))
+            pixels = frame.reformat(width=width, height=height, format="rgb24").to_ndarray()
+    except (OSError, StopIteration, av.error.FFmpegError):
+        return None
+    from matplotlib.image import imsave
+
+    buffer = io.BytesIO()
+    imsave(buffer, pixels, format="png")
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")

@@ -1,0 +1,269 @@
+"""Compare two runs episode by episode: paired exact tests where episodes match, unpaired ones where not.
+
+Two runs with the same seed play the same episodes (same LIBERO init states, same Meta-World variants), so
+their outcomes are *paired*: an episode is matched when (task, episode, seed, init_state) agree and it has
+finished in both runs, and each trial index ``k`` is compared on those episodes. Runs that share no episode
+(different seeds) are compared as two independent samples and say so. The statistics are in
+``lerobench.stats``; this module only reads runs, matches episodes and lays out the numbers (no printing).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lerobench.errors import CompareError, LerobenchError
+from lerobench.results import EPISODES_FILE, RESULTS_FILE, EpisodeRecord, read_episodes
+from lerobench.stats import (
+    compare_paired,
+    holm,
+    paired_difference_ci,
+    stratified_bootstrap_ci,
+    stratified_paired_p,
+    unpaired_difference_ci,
+    unpaired_exact,
+)
+
+EpisodeKey = tuple[str, int, int, int]
+"""(task, episode, seed, init_state): what makes an episode the same episode in two runs."""
+
+BOOTSTRAP_SEED = 0
+"""Seed of the stratified bootstrap, so the same two runs always give the same suite CI."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """A run directory as read from disk: ``results.json`` and its episode lines."""
+
+    path: Path
+    results: dict[str, Any]
+    records: list[EpisodeRecord]
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The run's ``config`` block."""
+        return self.results.get("config", {})
+
+    @property
+    def trials(self) -> int:
+        """Trials per episode (1 for runs written before multi-trial runs existed)."""
+        return int(self.config.get("trials", 1))
+
+    def summary(self) -> dict[str, Any]:
+        """Who this run is, for the comparison's header."""
+        return {"path": str(self.path), "policy": self.results.get("policy"), "suite": self.results.get("suite"),
+                "complete": bool(self.results.get("complete")), "seed": self.config.get("seed"),
+                "episode_lines": len(self.records), "trials": self.trials}
+
+
+def load_run(path: Path) -> Run:
+    """Read a run directory without modifying it (it may still be running)."""
+    results_path = path / RESULTS_FILE
+    if not results_path.is_file():
+        raise CompareError(f"{path} is not a lerobench run: {results_path} does not exist")
+    try:
+        results = json.loads(results_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise CompareError(f"cannot read {results_path}: {exc}") from exc
+    try:
+        records = read_episodes(path / EPISODES_FILE, repair=False)
+    except LerobenchError as exc:
+        raise CompareError(str(exc)) from exc
+    return Run(path=path, results=results, records=records)
+
+
+def differences(a: Run, b: Run) -> list[str]:
+    """What differs between two runs in a way that changes results (policy and seed may differ)."""
+    found = []
+    if a.results.get("suite") != b.results.get("suite"):
+        found.append(f"suite: {a.results.get('suite')!r} vs {b.results.get('suite')!r}")
+    ca, cb = a.config, b.config
+    if ca.get("protocol") != cb.get("protocol"):
+        found.append(f"protocol: {ca.get('protocol')!r} vs {cb.get('protocol')!r}")
+    pa, pb = ca.get("protocol_settings") or {}, cb.get("protocol_settings") or {}
+    for key in sorted(set(pa) | set(pb)):
+        if pa.get(key) != pb.get(key):
+            label = "step limit (max_steps)" if key == "max_steps" else f"protocol setting {key}"
+            found.append(f"{label}: {pa.get(key)!r} vs {pb.get(key)!r}")
+    if ca.get("stop_on_success") != cb.get("stop_on_success"):
+        found.append(f"stop_on_success: {ca.get('stop_on_success')!r} vs {cb.get('stop_on_success')!r}")
+    if a.trials != b.trials:
+        found.append(f"trials: {a.trials} vs {b.trials}")
+    return found
+
+
+def trial_outcomes(records: Sequence[EpisodeRecord], trials: int) -> dict[EpisodeKey, list[bool]]:
+    """Success at each trial index for every *finished* episode.
+
+    An error ends an episode: the erroring trial and every later index count as failures (TRIALS_SCHEMA).
+    An episode with fewer lines than trials and no error is still running and is left out.
+    """
+    lines: dict[EpisodeKey, dict[int, EpisodeRecord]] = {}
+    for r in records:
+        lines.setdefault((r.task, r.episode, r.seed, r.init_state), {})[r.trial] = r
+    outcomes = {}
+    for key, by_trial in lines.items():
+        row: list[bool] = []
+        for k in range(trials):
+            record = by_trial.get(k)
+            if record is None:
+                break
+            row.append(bool(record.success) and record.error is None)
+            if record.error is not None:
+                row.extend([False] * (trials - k - 1))
+                break
+        if len(row) == trials:
+            outcomes[key] = row
+    return outcomes
+
+
+def _rates(successes_a: int, n_a: int, successes_b: int, n_b: int) -> dict[str, Any]:
+    rate_a = successes_a / n_a if n_a else None
+    rate_b = successes_b / n_b if n_b else None
+    return {"n_a": n_a, "n_b": n_b, "successes_a": successes_a, "successes_b": successes_b,
+            "rate_a": rate_a, "rate_b": rate_b,
+            "difference": rate_b - rate_a if rate_a is not None and rate_b is not None else None}
+
+
+def _task_block(a: list[bool], b: list[bool], paired: bool) -> dict[str, Any]:
+    block = _rates(sum(a), len(a), sum(b), len(b))
+    if paired:
+        result = compare_paired(a, b)
+        block.update(ci95=result.ci95, p_value=result.p_value, gained=result.gained, lost=result.lost,
+                     test="exact McNemar")
+    else:
+        p_value, test = unpaired_exact(sum(a), len(a), sum(b), len(b))
+        block.update(ci95=unpaired_difference_ci(sum(a), len(a), sum(b), len(b)), p_value=p_value,
+                     test={"boschloo": "Boschloo exact", "fisher": "Fisher exact", "none": "none"}[test])
+    return block
+
+
+def _pooled_block(strata: list[tuple[list[bool], list[bool]]], paired: bool) -> dict[str, Any]:
+    all_a = [x for a, _ in strata for x in a]
+    all_b = [x for _, b in strata for x in b]
+    block = _rates(sum(all_a), len(all_a), sum(all_b), len(all_b))
+    block["ci95"] = stratified_bootstrap_ci(strata, paired=paired, seed=BOOTSTRAP_SEED)
+    block["ci95_method"] = "stratified bootstrap over tasks"
+    counts = [(sum(1 for x, y in zip(a, b, strict=True) if not x and y),
+               sum(1 for x, y in zip(a, b, strict=True) if x and not y)) for a, b in strata] if paired else []
+    if block["ci95"][0] == block["ci95"][1]:
+        # No episode varied within its task, so every resample is identical and the bootstrap collapses to a
+        # point; it cannot see noise no episode showed. The analytic interval on the pooled counts can.
+        if paired:
+            block["ci95"] = paired_difference_ci(sum(g for g, _ in counts), sum(lost for _, lost in counts),
+                                                 len(all_a))
+            block["ci95_method"] = "Bonett-Price on pooled pairs (bootstrap degenerate: no variation)"
+        else:
+            block["ci95"] = unpaired_difference_ci(sum(all_a), len(all_a), sum(all_b), len(all_b))
+            block["ci95_method"] = "Newcombe on pooled counts (bootstrap degenerate: no variation)"
+    if paired:
+        block.update(p_value=stratified_paired_p(counts), gained=sum(g for g, _ in counts),
+                     lost=sum(lost for _, lost in counts), test="exact sign test, discordant pairs pooled over tasks")
+    else:
+        p_value, test = unpaired_exact(sum(all_a), len(all_a), sum(all_b), len(all_b))
+        block.update(p_value=p_value, test=f"{'Boschloo' if test == 'boschloo' else 'Fisher'} exact, pooled")
+    return block
+
+
+def _compare_trial(strata: dict[str, tuple[list[bool], list[bool]]], groups: dict[str, str | None],
+                   paired: bool, alpha: float) -> dict[str, Any]:
+    """Per task (with Holm-adjusted p), per group and overall for one trial index."""
+    tasks = [{"task": name, "group": groups.get(name), **_task_block(a, b, paired)}
+             for name, (a, b) in strata.items()]
+    for task, adjusted in zip(tasks, holm([t["p_value"] for t in tasks]), strict=True):
+        task["p_holm"] = adjusted
+        task["significant"] = adjusted < alpha
+    by_group: dict[str, list[tuple[list[bool], list[bool]]]] = {}
+    for name, pair in strata.items():
+        if groups.get(name):
+            by_group.setdefault(groups[name], []).append(pair)
+    group_blocks = {g: _pooled_block(members, paired) for g, members in by_group.items()}
+    overall = _pooled_block(list(strata.values()), paired)
+    for block in (*group_blocks.values(), overall):
+        block["significant"] = block["p_value"] < alpha
+    return {"tasks": tasks, "groups": group_blocks, "overall": overall}
+
+
+def _task_order(a: Run, b: Run) -> tuple[list[str], dict[str, str | None]]:
+    order, groups = [], {}
+    for run in (a, b):
+        for name in run.config.get("tasks") or []:
+            if name not in order:
+                order.append(name)
+        for entry in run.results.get("tasks", []):
+            groups.setdefault(entry["task"], entry.get("group"))
+            if entry["task"] not in order:
+                order.append(entry["task"])
+    return order, groups
+
+
+def compare_runs(a: Run, b: Run, alpha: float = 0.05, allow_different: bool = False) -> dict[str, Any]:
+    """The full comparison of run B against run A (``difference`` = rate(B) - rate(A)).
+
+    Raises:
+        CompareError: The runs differ in suite, protocol, step limit, stop-on-success or trials and
+            ``allow_different`` is False; or they share no task with finished episodes.
+    """
+    if not 0 < alpha < 1:
+        raise CompareError(f"--alpha must be between 0 and 1, got {alpha}")
+    found = differences(a, b)
+    if found and not allow_different:
+        raise CompareError(f"{a.path} and {b.path} are different evaluations ({'; '.join(found)}); "
+                           f"pass --allow-different to compare them anyway")
+    trials = min(a.trials, b.trials)
+    out_a, out_b = trial_outcomes(a.records, a.trials), trial_outcomes(b.records, b.trials)
+    matched = sorted(set(out_a) & set(out_b))
+    paired = bool(matched)
+    order, groups = _task_order(a, b)
+    notes = [f"run {label} is incomplete (complete: false): compared on the episodes it has finished"
+             for label, run in (("A", a), ("B", b)) if not run.results.get("complete")]
+    if paired:
+        unmatched = {"a": len(set(out_a) - set(matched)), "b": len(set(out_b) - set(matched))}
+        if unmatched["a"] or unmatched["b"]:
+            notes.append(f"paired on the {len(matched)} episodes both runs finished with the same seed and start "
+                         f"state; left out: {unmatched['a']} of A, {unmatched['b']} of B")
+    else:
+        unmatched = {"a": len(out_a), "b": len(out_b)}
+        notes.append("no episode matches (different seeds or start states): UNPAIRED comparison of two "
+                     "independent samples, far less powerful than a paired one")
+    tasks_a, tasks_b = {k[0] for k in out_a}, {k[0] for k in out_b}
+    for label, only in (("A", tasks_a - tasks_b), ("B", tasks_b - tasks_a)):
+        if only:
+            notes.append(f"tasks only in run {label} (not compared): {', '.join(sorted(only))}")
+
+    def strata_for(k: int) -> dict[str, tuple[list[bool], list[bool]]]:
+        strata = {}
+        for name in order:
+            if paired:
+                keys = [key for key in matched if key[0] == name]
+                pair = ([out_a[key][k] for key in keys], [out_b[key][k] for key in keys])
+            else:
+                pair = ([v[k] for key, v in sorted(out_a.items()) if key[0] == name],
+                        [v[k] for key, v in sorted(out_b.items()) if key[0] == name])
+            if pair[0] and pair[1]:
+                strata[name] = pair
+        return strata
+
+    headline = strata_for(0)
+    if not headline:
+        raise CompareError(f"{a.path} and {b.path} have no task with finished episodes in both runs")
+    result: dict[str, Any] = {
+        "a": a.summary(), "b": b.summary(), "paired": paired, "matched_episodes": len(matched),
+        "unmatched_episodes": unmatched, "alpha": alpha, "differences": found, "notes": notes,
+        "trials_compared": trials, **_compare_trial(headline, groups, paired, alpha),
+    }
+    if trials > 1:
+        result["per_trial"] = [{"trial": k, **_compare_trial(strata_for(k), groups, paired, alpha)}
+                               for k in range(trials)]
+    overall = result["overall"]
+    worse_tasks = [t["task"] for t in result["tasks"] if t["significant"] and t["difference"] < 0]
+    result["worse_tasks"] = worse_tasks
+    result["b_worse"] = bool(worse_tasks) or (overall["significant"] and overall["difference"] < 0)
+    if overall["significant"]:
+        result["verdict"] = "B better than A" if overall["difference"] > 0 else "B worse than A"
+    else:
+        result["verdict"] = "no significant difference overall"
+    return result

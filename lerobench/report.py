@@ -1,0 +1,199 @@
+"""One self-contained HTML report for one or more runs: readable offline, attachable to a PR.
+
+Everything is inline (CSS, SVG charts, PNG thumbnails); the only links are the thumbnails' links to the MP4
+files, written relative to the report's folder so the report keeps working next to the run directories.
+The first run is the baseline: significance marks come from ``lerobench.compare`` against it.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from lerobench import charts
+from lerobench.compare import Run, compare_runs, load_run
+from lerobench.errors import CompareError, ConfigError, MissingDependencyError
+
+CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px auto;max-width:1200px;
+color:#222;padding:0 16px}
+h1{font-size:22px;margin-bottom:4px}h2{font-size:18px;margin-top:32px;border-bottom:1px solid #ddd}
+h3{font-size:15px;margin-bottom:6px}
+table{border-collapse:collapse;margin:8px 0;font-size:13px}
+th,td{border:1px solid #ddd;padding:3px 8px;text-align:right}th{background:#f4f4f4}
+td:first-child,th:first-child{text-align:left}
+.cards{display:flex;flex-wrap:wrap;gap:12px}
+.card{border:1px solid #ddd;border-radius:6px;padding:10px 14px;min-width:260px;flex:1}
+.big{font-size:26px;font-weight:600}.dim{color:#666;font-size:12px}.bad{color:#b00020}.good{color:#1b7a1b}
+.thumbs{display:flex;flex-wrap:wrap;gap:8px}.thumbs figure{margin:0;font-size:11px;text-align:center}
+.thumbs img{display:block;border:1px solid #ccc}
+code{font-size:12px;word-break:break-all}
+.chart svg{max-width:100%;height:auto}
+"""
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value))
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:.1f}%"
+
+
+def _ci(ci: Sequence[float]) -> str:
+    return f"{100 * ci[0]:.0f}–{100 * ci[1]:.0f}%"
+
+
+def _steps(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0f}"
+
+
+def _label(run: Run, index: int) -> str:
+    return f"#{index + 1} {run.results.get('policy')}"
+
+
+def _headline(run: Run, index: int) -> str:
+    r, o = run.results, run.results.get("overall", {})
+    prov = r.get("provenance", {})
+    versions = ", ".join(f"{k} {v}" for k, v in (prov.get("versions") or {}).items() if v)
+    state = "complete" if r.get("complete") else "<span class='bad'>incomplete (complete: false)</span>"
+    wall = o.get("eval_s")
+    return f"""<div class="card"><h3>{_e(_label(run, index))} on {_e(r.get('suite'))}</h3>
+<div class="big">{_pct(o.get('success_rate'))}</div>
+<div>95% CI {_ci(o.get('ci95', [0, 1]))} · {o.get('n_episodes', 0)} episodes · {o.get('n_errors', 0)} errors ·
+{'–' if wall is None else f'{wall:.1f} s'} · {state}</div>
+<div class="dim">protocol {_e(run.config.get('protocol'))}, max steps
+{_e((run.config.get('protocol_settings') or {}).get('max_steps'))}, seed {_e(run.config.get('seed'))},
+trials {run.trials}<br>lerobench {_e(prov.get('lerobench'))}, python {_e(prov.get('python'))}, {_e(versions)},
+MUJOCO_GL={_e(prov.get('MUJOCO_GL'))}<br>{_e(prov.get('platform'))}<br>
+started {_e(prov.get('started'))}<br>run: <code>{_e(run.path)}</code><br>
+command: <code>{_e(' '.join(prov.get('command') or []))}</code></div></div>"""
+
+
+def _task_table(run: Run) -> str:
+    rows = "".join(
+        f"<tr><td>{_e(t['task'])}</td><td>{_e(t.get('group') or '')}</td><td>{t['n_episodes']}</td>"
+        f"<td>{_pct(t['success_rate'])}</td><td>{_ci(t['ci95'])}</td><td>{t['n_errors']}</td>"
+        f"<td>{_steps(t.get('mean_steps'))}</td></tr>"
+        for t in run.results.get("tasks", []))
+    groups = "".join(
+        f"<tr><td><i>group {_e(g)}</i></td><td></td><td>{b['n_episodes']}</td><td>{_pct(b['success_rate'])}</td>"
+        f"<td>{_ci(b['ci95'])}</td><td>{b['n_errors']}</td><td></td></tr>"
+        for g, b in run.results.get("groups", {}).items())
+    o = run.results.get("overall", {})
+    overall = (f"<tr><td><b>overall</b></td><td></td><td>{o.get('n_episodes', 0)}</td>"
+               f"<td><b>{_pct(o.get('success_rate'))}</b></td><td>{_ci(o.get('ci95', [0, 1]))}</td>"
+               f"<td>{o.get('n_errors', 0)}</td><td></td></tr>")
+    return ("<table class='tasks'><tr><th>task</th><th>group</th><th>episodes</th><th>success</th><th>95% CI</th>"
+            f"<th>errors</th><th>mean steps</th></tr>{rows}{groups}{overall}</table>")
+
+
+def _comparison_table(c: dict[str, Any]) -> str:
+    def row(label: str, b: dict[str, Any], holm: str) -> str:
+        mark = ""
+        if b["significant"]:
+            mark = "<span class='good'>better</span>" if b["difference"] > 0 else "<span class='bad'>worse</span>"
+        return (f"<tr><td>{label}</td><td>{b['n_a']}</td><td>{_pct(b['rate_a'])}</td><td>{_pct(b['rate_b'])}</td>"
+                f"<td>{100 * b['difference']:+.1f}</td><td>{100 * b['ci95'][0]:+.0f} to {100 * b['ci95'][1]:+.0f}"
+                f"</td><td>{b['p_value']:.3g}</td><td>{holm}</td><td>{mark}</td></tr>")
+
+    body = "".join(row(_e(t["task"]), t, f"{t['p_holm']:.3g}") for t in c["tasks"])
+    body += "".join(row(f"<i>group {_e(g)}</i>", b, "") for g, b in c["groups"].items())
+    body += row("<b>overall</b>", c["overall"], "")
+    kind = f"paired on {c['matched_episodes']} episodes" if c["paired"] else "UNPAIRED (no episode matches)"
+    notes = "".join(f"<li>{_e(n)}</li>" for n in [*c["differences"], *c["notes"]])
+    return (f"<p><b>{_e(c['verdict'])}</b> — {kind}; tasks: {_e(c['tasks'][0]['test'])} (Holm-adjusted), "
+            f"overall: {_e(c['overall']['test'])}, CI: {_e(c['overall'].get('ci95_method', ''))}.</p>"
+            "<table class='comparison'><tr><th>task</th><th>n</th><th>A</th><th>B</th><th>B − A (points)</th>"
+            f"<th>95% CI</th><th>p</th><th>Holm p</th><th></th></tr>{body}</table>"
+            + (f"<ul class='dim'>{notes}</ul>" if notes else ""))
+
+
+def _errors(run: Run) -> str:
+    failed = [r for r in run.records if r.error]
+    if not failed:
+        return "<p class='dim'>No episode ended with an error.</p>"
+    rows = "".join(f"<tr><td>{_e(r.task)}</td><td>{r.episode}</td><td>{r.trial}</td><td>{_e(r.error)}</td></tr>"
+                   for r in sorted(failed, key=lambda r: (r.task, r.episode, r.trial)))
+    return ("<table class='errors'><tr><th>task</th><th>episode</th><th>trial</th><th>error</th></tr>"
+            f"{rows}</table>")
+
+
+def _videos(run: Run, folder: Path) -> str:
+    items = []
+    for r in sorted(run.records, key=lambda r: (r.task, r.episode, r.trial)):
+        if not r.video:
+            continue
+        mp4 = run.path / r.video
+        src = charts.video_thumbnail(mp4)
+        href = Path(os.path.relpath(mp4.resolve(), folder.resolve())).as_posix()
+        image = f"<img src='{src}' alt='first frame of {_e(r.video)}'>" if src else "<div class='dim'>unreadable</div>"
+        trial = f", trial {r.trial}" if run.trials > 1 else ""
+        items.append(f"<figure><a href='{_e(href)}'>{image}</a><figcaption><b>{_e(r.task)}</b><br>episode "
+                     f"{r.episode}{trial}, {'success' if r.success else 'failure'}</figcaption></figure>")
+    if not items:
+        return "<p class='dim'>No videos were recorded (--videos 0).</p>"
+    return f"<div class='thumbs'>{''.join(items)}</div>"
+
+
+def render_report(runs: Sequence[Run], folder: Path, alpha: float = 0.05) -> str:
+    """The report's HTML; ``folder`` is where it will be saved (video links are relative to it)."""
+    labels = [_label(run, i) for i, run in enumerate(runs)]
+    comparisons, significant = [], [set() for _ in runs]
+    for i, run in enumerate(runs[1:], start=1):
+        try:
+            c = compare_runs(runs[0], run, alpha=alpha, allow_different=True)
+        except CompareError as exc:
+            comparisons.append(f"<p class='dim'>{_e(labels[i])} vs {_e(labels[0])}: not comparable ({_e(exc)})</p>")
+            continue
+        significant[i] = {t["task"] for t in c["tasks"] if t["significant"]}
+        comparisons.append(f"<h3>A = {_e(labels[0])}, B = {_e(labels[i])}</h3>{_comparison_table(c)}")
+    tasks: list[str] = []
+    for run in runs:
+        tasks += [t["task"] for t in run.results.get("tasks", []) if t["task"] not in tasks]
+    parts = [f"<h1>lerobench report: {_e(', '.join(sorted({str(r.results.get('suite')) for r in runs})))}</h1>",
+             "<div class='cards'>" + "".join(_headline(run, i) for i, run in enumerate(runs)) + "</div>"]
+    if tasks:
+        chart = charts.task_bar_chart(tasks, [r.results for r in runs], labels, significant)
+        parts.append("<h2>Success per task</h2><p class='dim'>Bars: success rate with its 95% Wilson interval. "
+                     "*: differs significantly from the first run (exact test, Holm-adjusted across tasks, "
+                     f"alpha {alpha}).</p><div class='chart' id='task-chart'>{chart}</div>")
+    multi = [(run.results, label) for run, label in zip(runs, labels, strict=True) if run.trials > 1]
+    if multi:
+        curves = charts.trial_curves([m[0] for m in multi], [m[1] for m in multi])
+        parts.append(f"<h2>Success per trial</h2><div class='chart' id='trial-chart'>{curves}</div>")
+    if comparisons:
+        parts.append("<h2>Comparisons with the first run</h2>" + "".join(comparisons))
+    for i, run in enumerate(runs):
+        parts.append(f"<h2>{_e(labels[i])}</h2><h3>Per task</h3>{_task_table(run)}"
+                     f"<h3>Episodes that ended with an error</h3>{_errors(run)}"
+                     f"<h3>Videos (first frame; click for the MP4)</h3>{_videos(run, folder)}")
+    return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>lerobench report</title>"
+            f"<style>{CSS}</style></head><body>{''.join(parts)}</body></html>\n")
+
+
+def write_report(run_dirs: Sequence[Path], output: Path, alpha: float = 0.05) -> Path:
+    """Read the runs, render the report and write it atomically to ``output``; return its path."""
+    if not run_dirs:
+        raise ConfigError("report needs at least one run directory")
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        raise MissingDependencyError("lerobench report needs matplotlib: pip install 'lerobench[report]'")
+    runs = [load_run(Path(p)) for p in run_dirs]
+    output.parent.mkdir(parents=True, exist_ok=True)
+    text = render_report(runs, output.parent, alpha=alpha)
+    fd, tmp = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, output)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return output
