@@ -11,20 +11,55 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from lerobench.errors import LerobenchError
 
+# The click exceptions typer raises: click's own in older typer, a vendored copy (typer._click) in newer ones.
+click_exceptions = sys.modules[typer.BadParameter.__module__]
+
+
+class OneLineErrorsGroup(typer.core.TyperGroup):
+    """Usage errors of every command (bad value, unknown or missing option) as one ``error:`` line + exit 2.
+
+    Typer would print a boxed, multi-line usage block; scripts and CI logs want one line. Done once here, for
+    every command, rather than per command. A bare ``lerobench`` prints the help and exits 0.
+    """
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        """Run the command line; in standalone mode (the console script, CliRunner) exit with its code."""
+        args = list(sys.argv[1:] if args is None else args) or ["--help"]
+        prog_name = prog_name or "lerobench"  # also under `python -m lerobench`
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click_exceptions.ClickException as exc:
+            usage = isinstance(exc, click_exceptions.UsageError) and exc.ctx is not None
+            hint = f" (see {exc.ctx.command_path} --help)" if usage else ""
+            message = escape(" ".join(exc.format_message().split()) + hint)
+            err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            err_console.print("[bold red]error:[/] aborted")
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
 app = typer.Typer(
+    cls=OneLineErrorsGroup,
     add_completion=False,
-    no_args_is_help=True,
     help="Evaluate robot policies on real simulator benchmarks (LIBERO, Meta-World).",
     pretty_exceptions_enable=False,
 )
 console = Console()
 err_console = Console(stderr=True)
 
+EXIT_TOO_MANY_ERRORS = 3
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
 
@@ -42,8 +77,43 @@ def _rate(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
 
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _print_json(data: Any) -> None:
+    import json
+
+    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+
+
+def _suite_summary(s: Any) -> dict[str, Any]:
+    return {"name": s.name, "backend": s.backend, "tasks": len(s.tasks), "episodes_per_task": s.episodes_per_task,
+            "max_steps": s.protocol().max_steps, "description": s.description}
+
+
+JSON_OPTION = typer.Option(False, "--json", help="Print JSON (for scripts) instead of a table.")
+
+
+def _print_names_table(table: Table, slack: int = 10) -> None:
+    """Print a table whose ``no_wrap`` name columns must stay whole: widen past the terminal if they need it.
+
+    Rich would otherwise cut long names ("pick_up_the_black_bowl_…") in an 80-column terminal or a pipe, and
+    ``grep`` for a name would miss it; the description column folds into the remaining space instead.
+    """
+    from rich.measure import Measurement
+
+    needed = Measurement.get(console, console.options.update_width(10_000), table).minimum + slack
+    width = console.width
+    console.width = max(width, needed)  # print(width=...) is capped at the console's width
+    try:
+        console.print(table, crop=False)
+    finally:
+        console.width = width
+
+
 @app.command("list")
-def list_suites() -> None:
+def list_suites(as_json: bool = JSON_OPTION) -> None:
     """List the shipped suites."""
     from lerobench.registry import list_suites as load_all
 
@@ -51,18 +121,23 @@ def list_suites() -> None:
         suites = load_all()
     except LerobenchError as exc:
         _fail(exc)
-    table = Table(title="lerobench suites")
-    for col in ("suite", "backend", "tasks", "episodes/task", "max steps", "description"):
-        table.add_column(col, overflow="fold")
+    if as_json:
+        _print_json([_suite_summary(s) for s in suites])
+        return
+    table = Table(title="lerobench suites", box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ("suite", "backend", "tasks", "eps/task", "steps"):  # names are never wrapped or cut
+        table.add_column(col, no_wrap=True)
+    table.add_column("description", overflow="fold")  # the description wraps instead, even in 80 columns
     for s in suites:
         p = s.protocol()
         table.add_row(s.name, s.backend, str(len(s.tasks)), str(s.episodes_per_task), str(p.max_steps),
                       s.description)
-    console.print(table)
+    _print_names_table(table)
 
 
 @app.command()
-def show(suite: str = typer.Argument(..., help="Suite name or path to a suite TOML file.")) -> None:
+def show(suite: str = typer.Argument(..., help="Suite name or path to a suite TOML file."),
+         as_json: bool = JSON_OPTION) -> None:
     """Show a suite's tasks (with their language descriptions) and protocols."""
     from dataclasses import asdict
 
@@ -72,6 +147,13 @@ def show(suite: str = typer.Argument(..., help="Suite name or path to a suite TO
         s = load_suite(suite)
     except LerobenchError as exc:
         _fail(exc)
+    if as_json:
+        _print_json({**_suite_summary(s), "control_fps": s.control_fps, "worker_memory_mb": s.worker_memory_mb,
+                     "source": str(s.source), "notes": s.notes,
+                     "protocols": {name: asdict(p) for name, p in s.protocols.items()},
+                     "task_list": [{"index": t.index, "name": t.name, "group": t.group,
+                                    "description": t.description} for t in s.tasks]})
+        return
     console.print(f"[bold]{s.name}[/] ({s.backend}): {s.description}")
     console.print(f"episodes/task {s.episodes_per_task}, control {s.control_fps:g} Hz, "
                   f"{s.worker_memory_mb} MB per worker, source {s.source}")
@@ -82,12 +164,13 @@ def show(suite: str = typer.Argument(..., help="Suite name or path to a suite TO
         console.print(s.notes.strip(), highlight=False, markup=False)
     for name, proto in s.protocols.items():
         console.print(f"protocol [cyan]{name}[/]: {asdict(proto)}", highlight=False)
-    table = Table()
-    for col in ("#", "task", "group", "description"):
-        table.add_column(col, overflow="fold")
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ("#", "task", "group"):  # task names are never wrapped or cut: the description folds instead
+        table.add_column(col, no_wrap=True)
+    table.add_column("description", overflow="fold")
     for t in s.tasks:
         table.add_row(str(t.index), t.name, t.group or "", t.description)
-    console.print(table)
+    _print_names_table(table)
 
 
 class RichReporter:
@@ -161,8 +244,9 @@ def _print_summary(results: dict[str, Any], output: Path) -> None:
     trials = results.get("config", {}).get("trials", 1)
     table = Table(title=f"{results['suite']} — {results['policy']}")
     extra = [f"trial {k}" for k in range(trials)] + [f"Δ{k} pp" for k in range(1, trials)] if trials > 1 else []
-    for col in ("task", "episodes", "success", "95% CI", "errors", "mean steps", *extra):
-        table.add_column(col, justify="left" if col == "task" else "right", overflow="fold")
+    table.add_column("task", no_wrap=True)  # whole names, as in `list` and `show`
+    for col in ("episodes", "success", "95% CI", "errors", "mean steps", *extra):
+        table.add_column(col, justify="right", overflow="fold")
     for t in results["tasks"]:
         lo, hi = t["ci95"]
         steps = "-" if t["mean_steps"] is None else f"{t['mean_steps']:.0f}"
@@ -176,7 +260,7 @@ def _print_summary(results: dict[str, Any], output: Path) -> None:
     lo, hi = o["ci95"]
     table.add_row("[bold]overall[/]", str(o["n_episodes"]), f"[bold]{_rate(o['success_rate'])}[/]",
                   f"{100 * lo:.0f}–{100 * hi:.0f}%", str(o["n_errors"]), "", *_trial_cells(o, trials))
-    console.print(table)
+    _print_names_table(table)
     if trials > 1:
         console.print("success/CI/errors: trial 0 (comparable with 1-trial runs); Δk = rate(trial k) − rate(trial 0) "
                       "in percentage points, paired exact McNemar p", highlight=False)
@@ -214,6 +298,9 @@ def evaluate(
     device: str = typer.Option("cpu", "--device", help="cpu | cuda | cuda:N | auto (for torch policies)."),
     shard: str | None = typer.Option(None, "--shard", help="Run only shard I of N (I/N, from 0) of the "
                                      "(task, episode) units; combine shards with `lerobench merge`."),
+    max_errors: int | None = typer.Option(
+        None, "--max-errors", min=0,
+        help=f"Exit {EXIT_TOO_MANY_ERRORS} if more than N episodes end in an error (CI: 0). Default: no limit."),
 ) -> None:
     """Evaluate a policy on every task of a suite and write per-episode and per-task results."""
     from lerobench.registry import load_suite
@@ -237,7 +324,7 @@ def evaluate(
         reporter = RichReporter(len(units), s.name)
         evaluation = Evaluation(settings, reporter)
         console.print(f"Evaluating [bold]{settings.policy}[/] on [bold]{s.name}[/] "
-                      f"({len(s.tasks)} tasks x {settings.episodes_per_task} episodes"
+                      f"({_plural(len(s.tasks), 'task')} x {_plural(settings.episodes_per_task, 'episode')}"
                       f"{f' x {settings.trials_per_episode} trials' if settings.trials_per_episode > 1 else ''}, "
                       f"protocol {protocol}"
                       + (f", shard {settings.shard}: {len(units)} episodes" if settings.shard else "")
@@ -257,9 +344,14 @@ def evaluate(
         err_console.print("[bold red]terminated:[/] finished episodes are saved; continue with --resume")
         raise typer.Exit(EXIT_TERMINATED) from None
     _print_summary(results, out)
-    if results["overall"]["n_errors"]:
-        err_console.print(f"[yellow]{results['overall']['n_errors']} episodes ended with an error "
-                          f"(counted as failures); see episodes.jsonl[/]")
+    n_errors = results["overall"]["n_errors"]
+    if n_errors:
+        err_console.print(f"[yellow]{_plural(n_errors, 'episode')} ended with an error "
+                          f"(counted as failure{'s' * (n_errors != 1)}); see episodes.jsonl[/]")
+    if max_errors is not None and n_errors > max_errors:
+        err_console.print(f"[bold red]error:[/] {_plural(n_errors, 'episode')} ended with an error, more than "
+                          f"--max-errors {max_errors}; results are in {out}", highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_TOO_MANY_ERRORS)
 
 
 @app.command("merge")
@@ -415,7 +507,7 @@ def _raise_terminated(signum: int, frame: Any) -> None:
 
 def main() -> None:
     """Console-script entry point."""
-    app()
+    app()  # usage errors and the bare command: OneLineErrorsGroup
 
 
 if __name__ == "__main__":

@@ -50,8 +50,12 @@ def did_you_mean(name: str, valid: Iterable[str]) -> str:
     close = difflib.get_close_matches(name, valid, n=3, cutoff=0.5)
     if close:
         return " Did you mean " + " or ".join(repr(c) for c in close) + "?"
-    shown = ", ".join(valid[:12]) + (", ..." if len(valid) > 12 else "")
-    return f" Valid names: {shown}." if valid else ""
+    if not valid:
+        return ""
+    limit = 20  # a complete list up to here; beyond it, say how many are not shown rather than "..."
+    shown = ", ".join(valid[:limit])
+    more = f", and {len(valid) - limit} more" if len(valid) > limit else ""
+    return f" Valid names: {shown}{more}."
 
 
 def unknown(kind: str, name: str, valid: Iterable[str]) -> UnknownNameError:

@@ -20,7 +20,8 @@ class BatchChoice:
 
     def explain(self) -> str:
         """One sentence saying which limit decided the batch size."""
-        limits = [f"{self.usable_cores} usable cores", f"{self.episodes_per_task} episodes per task"]
+        cores, episodes = self.usable_cores, self.episodes_per_task
+        limits = [f"{cores} usable core{'s' * (cores != 1)}", f"{episodes} episode{'s' * (episodes != 1)} per task"]
         if self.available_mb is not None:
             limits.append(f"{self.available_mb} MB available / {self.worker_memory_mb} MB per worker")
         return f"batch size {self.batch_size} (min of {', '.join(limits)})"
