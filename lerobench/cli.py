@@ -192,6 +192,12 @@ def evaluate(
     formats: list[str] = typer.Option([], "--format", help="Also write another format: lerobot (eval_info.json)."),
     record: str = typer.Option("none", "--record", help="Save rollouts to recordings/<task>.h5: none|success|all."),
     device: str = typer.Option("cpu", "--device", help="cpu | cuda | cuda:N | auto (for torch policies)."),
+    executor: str = typer.Option("auto", "--executor",
+                                 help="auto | inline | vector | processes | ray (docs/scaling.md)."),
+    workers: int = typer.Option(0, "--workers", help="Episode worker processes or concurrent Ray tasks; 0 = auto."),
+    ray_address: str | None = typer.Option(None, "--ray-address",
+                                           help="Ray cluster to join (auto, ray://host:10001); default: local Ray."),
+    ray_gpus_per_worker: float = typer.Option(0.0, "--ray-gpus-per-worker", help="GPUs reserved per Ray task."),
 ) -> None:
     """Evaluate a policy on every task of a suite and write per-episode and per-task results."""
     from lerobench.registry import load_suite
@@ -208,6 +214,7 @@ def evaluate(
             batch_size=batch_size, seed=seed, max_steps=max_steps, stop_on_success=stop_on_success,
             resume=resume, videos=videos, episode_timeout=episode_timeout, replan_steps=replan_steps,
             parallel_tasks=parallel_tasks, device=device, record=record, formats=tuple(formats),
+            executor=executor, workers=workers, ray_address=ray_address, ray_gpus_per_worker=ray_gpus_per_worker,
             command=tuple(sys.argv),
         )
         reporter = RichReporter(len(s.tasks) * settings.episodes_per_task, s.name)

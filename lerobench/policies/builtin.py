@@ -19,6 +19,8 @@ class RandomPolicy:
     """
 
     observation_needs = ObservationNeeds()
+    replicable = True
+    """Cheap to build once per worker process (docs/scaling.md): no weights, no shared state."""
 
     def __init__(self, action_dim: int):
         self.action_dim = action_dim
@@ -43,6 +45,8 @@ class ZeroPolicy:
     """All-zero actions: the cheapest possible baseline (and a no-render smoke policy)."""
 
     observation_needs = ObservationNeeds()
+    replicable = True
+    """Cheap to build once per worker process (docs/scaling.md): no weights, no shared state."""
 
     def __init__(self, action_dim: int):
         self.action_dim = action_dim
@@ -59,6 +63,8 @@ class MetaWorldExpertPolicy:
     """Meta-World's scripted expert for each task (``metaworld.policies.ENV_POLICY_MAP``), state only."""
 
     observation_needs = ObservationNeeds()
+    replicable = True
+    """Cheap to build once per worker process (docs/scaling.md): no weights, no shared state."""
 
     def __init__(self, task_names: list[str]):
         from metaworld.policies import ENV_POLICY_MAP

@@ -1,0 +1,83 @@
+"""The Ray executor: work units as Ray tasks that build their own simulator and policy on the node.
+
+Ray does the scheduling, the placement (``num_cpus=1``, ``--ray-gpus-per-worker``), the object
+transfer and the retries of tasks whose worker died (``max_retries``); lerobench only submits units
+and hands each returned record to the sink as its task completes. A unit whose task still fails after
+Ray's retries becomes error records; an error the policy raised stops the run as with every executor.
+Nothing here outlives ``run``: pending tasks are cancelled and ``ray.shutdown`` runs in ``finally``
+(a Ray this process did not start, e.g. a test's, is left connected).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from lerobench.errors import LerobenchError, RunError
+from lerobench.plan import RunPlan, WorkUnit
+from lerobench.sink import RecordSink
+
+RAY_RETRIES = 2
+"""Times Ray reruns a unit whose worker process died (episodes are pure functions: a rerun is identical)."""
+
+
+class RayExecutor:
+    """Submits every unit as one Ray task; at most ``workers`` run at once (0: as many as Ray schedules)."""
+
+    name = "ray"
+
+    def __init__(self, address: str | None = None, gpus_per_worker: float = 0.0, workers: int = 0):
+        self.address = address
+        self.gpus_per_worker = gpus_per_worker
+        self.workers = workers
+
+    def run(self, plan: RunPlan, units: list[WorkUnit], sink: RecordSink) -> None:
+        """Run ``units`` on Ray; stream each unit's records to the sink as it completes."""
+        import ray
+
+        from lerobench.execution.worker import run_unit_in_ray
+
+        started = not ray.is_initialized()
+        if started:
+            ray.init(address=self.address, include_dashboard=False, log_to_driver=False,
+                     configure_logging=False)
+        remote = ray.remote(run_unit_in_ray).options(
+            num_cpus=1, num_gpus=self.gpus_per_worker, max_retries=RAY_RETRIES, retry_exceptions=False)
+        key = uuid.uuid4().hex  # workers rebuild policy and env once per run, not once per unit
+        in_flight: dict[Any, WorkUnit] = {}
+        pending = list(reversed(units))
+        limit = self.workers or len(units)
+        try:
+            while pending or in_flight:
+                while pending and len(in_flight) < limit:
+                    unit = pending.pop()
+                    sink.task_started(unit.task)
+                    in_flight[remote.remote(plan, unit, key)] = unit
+                ready, _ = ray.wait(list(in_flight), num_returns=1)
+                for ref in ready:
+                    unit = in_flight.pop(ref)
+                    for record in self._records(plan, unit, ref):
+                        sink.episode(unit.task, record, count_steps=True)
+        finally:
+            for ref in in_flight:
+                ray.cancel(ref, force=True)
+            if started:
+                ray.shutdown()
+
+    @staticmethod
+    def _records(plan: RunPlan, unit: WorkUnit, ref: Any) -> list[Any]:
+        """The unit's records; error records if Ray gave up on its worker; the policy's error re-raised."""
+        import ray
+        from ray.exceptions import RayTaskError
+
+        try:
+            return ray.get(ref)
+        except RayTaskError as exc:
+            cause = getattr(exc, "cause", None)
+            if isinstance(cause, LerobenchError):
+                raise cause from None
+            raise RunError(f"suite {plan.suite.name!r}, task {unit.task.name!r}, episodes {list(unit.episodes)}: "
+                           f"{cause or exc}") from exc
+        except ray.exceptions.RayError as exc:  # worker or node died after Ray's retries
+            message = f"worker failure: Ray task failed after {RAY_RETRIES} retries ({type(exc).__name__})"
+            return [plan.error_record(unit.task, e, message) for e in unit.episodes]
