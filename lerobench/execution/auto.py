@@ -2,8 +2,9 @@
 
 Rules, in order (``--executor`` and ``--batch-size`` override them):
 
-1. ``--record``, ``--parallel-tasks`` or ``--episode-timeout`` need the vector executor (trajectories go
-   through the driver's writer; task threads and step timeouts are features of vector workers).
+1. ``--batch-size``, ``--record``, ``--parallel-tasks`` or ``--episode-timeout`` keep the shared policy
+   (rule 3): trajectories go through the driver's writer; task threads and step timeouts are features of
+   vector workers.
 2. A policy that is cheap to replicate (it declares ``replicable = True``: built-in baselines and
    experts, ``ws://`` clients) runs on process-parallel episode workers, one per usable core, capped
    by the todo episodes and by memory / (backend's per-worker memory): no per-step IPC at all.
@@ -38,10 +39,10 @@ def choose(plan: RunPlan, policy: Any, cameras: tuple[str, ...], todo: int, *, c
     by_memory = None if memory_mb is None else max(1, memory_mb // max(1, plan.suite.worker_memory_mb))
     workers = min(cores, max(1, todo), by_memory or cores)
     executor = s.executor
-    if executor == "auto" and (s.batch_size > 0 or s.record != "none" or s.parallel_tasks > 1
-                               or s.episode_timeout is not None):
-        executor = "vector"
-    if executor in ("processes", "ray") or (executor == "auto" and replicable(policy) and workers > 1):
+    shared_only = (s.batch_size > 0 or s.record != "none" or s.parallel_tasks > 1
+                   or s.episode_timeout is not None)
+    if executor in ("processes", "ray") or (executor == "auto" and not shared_only and replicable(policy)
+                                            and workers > 1):
         n = min(s.workers or workers, max(1, todo)) if executor != "ray" else s.workers
         limits = f"{cores} usable cores, {todo} episodes to run"
         if memory_mb is not None:
