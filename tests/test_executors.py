@@ -47,7 +47,7 @@ def outcomes(out):
 
 def evaluate(out, policy, executor, *extra):
     args = ["eval", "--suite", "metaworld_mt10", "--tasks", "reach-v3,push-v3", "--policy", policy,
-            "--episodes", "3", "--max-steps", "40", "--videos", "0", "--seed", "7", "--output", str(out),
+            "--episodes", "3", "--max-steps", "60", "--videos", "0", "--seed", "7", "--output", str(out),
             "--executor", executor, *extra]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
@@ -159,8 +159,9 @@ def test_killed_processes_run_resumes_to_the_inline_numbers(tmp_path):
     assert outcomes(cut) == outcomes(full) and len(episodes(cut)) == 12
 
 
-@pytest.mark.parametrize("executor", ["processes", "ray"])
-def test_ctrl_c_leaves_no_worker_behind(tmp_path, executor):
+@pytest.mark.parametrize("executor, sig, code", [("processes", signal.SIGINT, 130), ("ray", signal.SIGINT, 130),
+                                                  ("ray", signal.SIGTERM, 143)])
+def test_ctrl_c_leaves_no_worker_behind(tmp_path, executor, sig, code):
     out = tmp_path / "o"
     cmd = _cmd(out, "--executor", executor)
     cmd[cmd.index("--max-steps") + 1] = "400"
@@ -168,9 +169,9 @@ def test_ctrl_c_leaves_no_worker_behind(tmp_path, executor):
     proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     _wait_for_lines(out / "episodes.jsonl", 2, proc)
-    os.killpg(proc.pid, signal.SIGINT)
+    os.killpg(proc.pid, sig)
     _, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 130, stderr
+    assert proc.returncode == code, stderr
     assert "--resume" in stderr
     deadline = time.time() + 20
     while _session_processes(proc.pid) and time.time() < deadline:

@@ -10,6 +10,8 @@ Nothing here outlives ``run``: pending tasks are cancelled and ``ray.shutdown`` 
 
 from __future__ import annotations
 
+import signal
+import threading
 import uuid
 from typing import Any
 
@@ -39,8 +41,12 @@ class RayExecutor:
 
         started = not ray.is_initialized()
         if started:
+            handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
             ray.init(address=self.address, include_dashboard=False, log_to_driver=False,
                      configure_logging=False)
+            for sig, handler in handlers.items():  # Ray's core worker installs its own: keep the CLI's cleanup
+                if handler is not None and threading.current_thread() is threading.main_thread():
+                    signal.signal(sig, handler)
         remote = ray.remote(run_unit_in_ray).options(
             num_cpus=1, num_gpus=self.gpus_per_worker, max_retries=RAY_RETRIES, retry_exceptions=False)
         key = uuid.uuid4().hex  # workers rebuild policy and env once per run, not once per unit
@@ -53,16 +59,17 @@ class RayExecutor:
                     unit = pending.pop()
                     sink.task_started(unit.task)
                     in_flight[remote.remote(plan, unit, key)] = unit
-                ready, _ = ray.wait(list(in_flight), num_returns=1)
+                ready = _wait(ray, list(in_flight))
                 for ref in ready:
                     unit = in_flight.pop(ref)
                     for record in self._records(plan, unit, ref):
                         sink.episode(unit.task, record, count_steps=True)
         finally:
-            for ref in in_flight:
-                ray.cancel(ref, force=True)
             if started:
-                ray.shutdown()
+                ray.shutdown()  # stops the local Ray and every worker in it
+            else:  # a cluster we only joined: stop our tasks there, leave the cluster up
+                for ref in in_flight:
+                    ray.cancel(ref, force=True)
 
     @staticmethod
     def _records(plan: RunPlan, unit: WorkUnit, ref: Any) -> list[Any]:
@@ -81,3 +88,18 @@ class RayExecutor:
         except ray.exceptions.RayError as exc:  # worker or node died after Ray's retries
             message = f"worker failure: Ray task failed after {RAY_RETRIES} retries ({type(exc).__name__})"
             return [plan.error_record(unit.task, e, message) for e in unit.episodes]
+
+
+def _wait(ray: Any, refs: list[Any]) -> list[Any]:
+    """``ray.wait`` for one ready ref, re-raising a signal handler's exception (SIGTERM -> ``Terminated``).
+
+    An exception raised by a Python signal handler while Ray's Cython ``wait`` runs comes back as a
+    ``SystemError`` whose cause is that exception; the CLI's cleanup expects the exception itself.
+    """
+    try:
+        ready, _ = ray.wait(refs, num_returns=1)
+    except SystemError as exc:
+        if isinstance(exc.__cause__, BaseException) and not isinstance(exc.__cause__, Exception):
+            raise exc.__cause__ from None
+        raise
+    return ready
