@@ -39,7 +39,7 @@ class Evaluation:
         plan, policy = self.plan, self.policy
         sink = RecordSink(plan, self.reporter, self.previous)
         done = sink.done()
-        todo = plan.episodes_per_task * len(plan.suite.tasks) - len(done)
+        todo = sum(len(u.episodes) for u in plan.work_units(done))
         try:
             choice = choose(plan, policy, observation_needs(policy).cameras, todo)
             if choice.parallel_tasks > 1 and getattr(policy, "copy_safe", True) is False:
@@ -59,12 +59,13 @@ class Evaluation:
                               "batch_size_used": choice.workers if choice.executor in ("inline", "vector") else 1,
                               "parallel_tasks_used": choice.parallel_tasks}
             units = plan.work_units(done, size=None if choice.executor in ("inline", "vector") else 1)
+            sink.expect(units)
             sink.open()
             ok = False
             try:
                 pending = {u.task.name for u in units}
                 for task in plan.suite.tasks:  # finished before a --resume: shown as complete at once
-                    if task.name not in pending:
+                    if task.name not in pending and any(r.task == task.name for r in self.previous):
                         sink.task_started(task)
                         sink.task_finished(task)
                 executor.run(plan, units, sink)

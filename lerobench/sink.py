@@ -16,7 +16,7 @@ from typing import Any
 
 from lerobench.config import TaskSpec
 from lerobench.errors import ResumeError
-from lerobench.plan import RESULT_DEFINING, RunPlan
+from lerobench.plan import RESULT_DEFINING, RunPlan, WorkUnit
 from lerobench.provenance import provenance
 from lerobench.recorder import TaskRecorder
 from lerobench.reporting import Reporter, SilentReporter
@@ -74,6 +74,7 @@ class RecordSink:
         self._started = datetime.now(timezone.utc)
         self._env_steps = 0
         self._counts: dict[str, int] = {}
+        self._expected: dict[str, int] = {t.name: plan.episodes_per_task for t in plan.suite.tasks}
         self._open_tasks: set[str] = set()
         self._writer: ResultsWriter | None = None
         self.encoder: VideoEncoder | NullVideoEncoder = NullVideoEncoder()
@@ -97,6 +98,15 @@ class RecordSink:
         finally:
             self._writer.close()
 
+    def expect(self, units: list[WorkUnit]) -> None:
+        """Episodes each task will have when ``units`` are done (a shard runs only part of a task)."""
+        done = {t: 0 for t in self._expected}
+        for r in self.records:
+            done[r.task] = done.get(r.task, 0) + 1
+        for unit in units:
+            done[unit.task.name] = done.get(unit.task.name, 0) + len(unit.episodes)
+        self._expected = done
+
     # -- what executors call -------------------------------------------------------------------------
     def done(self) -> set[tuple[str, int]]:
         """(task, episode) pairs already recorded."""
@@ -110,7 +120,7 @@ class RecordSink:
                 return
             self._open_tasks.add(task.name)
             done = self._counts.get(task.name, 0)
-        self.reporter.task_started(task, self.plan.episodes_per_task, done)
+        self.reporter.task_started(task, self._expected.get(task.name, self.plan.episodes_per_task), done)
 
     def steps(self, task: TaskSpec, n: int) -> None:
         """``n`` env steps were taken on ``task``."""
@@ -130,7 +140,7 @@ class RecordSink:
         with self._lock:
             self.records.append(record)
             self._counts[task.name] = self._counts.get(task.name, 0) + 1
-            complete = self._counts[task.name] == self.plan.episodes_per_task
+            complete = self._counts[task.name] == self._expected.get(task.name)
         self._writer.put_episode(record)
         self.reporter.episode(task, record)
         if complete:
