@@ -93,9 +93,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--suite", default="smoke")
     parser.add_argument("--task", default="reach-v3")
-    parser.add_argument("--steps", type=int, default=300, help="steps per episode (state-only)")
+    parser.add_argument("--steps", type=int, default=500, help="steps per episode (state-only)")
     parser.add_argument("--render-steps", type=int, default=60, help="steps per episode (rendered)")
-    parser.add_argument("--episodes-per-worker", type=int, default=3)
+    parser.add_argument("--episodes-per-worker", type=int, default=6)
     parser.add_argument("--max-workers", type=int, default=usable_cores())
     parser.add_argument("--image", type=int, default=96, help="rendered image side (pixels)")
     parser.add_argument("--modes", default="state,rendered")
@@ -124,7 +124,7 @@ def main() -> None:
             limit = independent_rate(spec, n, steps, args.episodes_per_worker)
             for executor in args.executors.split(","):
                 rate, used = harness(suite, args.task, steps, n * args.episodes_per_worker, n, policy, executor)
-                print(f"{n:>3} {limit:>14,.0f} {used:>14} {rate:>16,.0f} {rate / limit:>10.2f}", flush=True)
+                print(f"{n:>3} {limit:>14,.4g} {used:>14} {rate:>16,.4g} {rate / limit:>10.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -58,7 +58,7 @@ class Evaluation:
             sink.execution = {"executor_used": choice.executor, "workers_used": choice.workers,
                               "batch_size_used": choice.workers if choice.executor in ("inline", "vector") else 1,
                               "parallel_tasks_used": choice.parallel_tasks}
-            units = plan.work_units(done, size=None if choice.executor in ("inline", "vector") else 1)
+            units = plan.work_units(done, size=1 if choice.executor == "processes" else None)
             sink.expect(units)
             sink.open()
             ok = False

@@ -67,6 +67,7 @@ def _vector(plan: RunPlan, cameras: tuple[str, ...], cores: int, memory_mb: int 
     """Today's batch rule: cores and memory, but in-process when a state-only step is cheaper than IPC."""
     s = plan.settings
     n = plan.episodes_per_task
+    parallel = min(s.parallel_tasks, len(s.suite.tasks))
     if forced == "inline":
         return ExecutionChoice("inline", 1, "executor inline: batch size 1 in this process (--executor)")
     if s.batch_size > 0:
@@ -76,11 +77,11 @@ def _vector(plan: RunPlan, cameras: tuple[str, ...], cores: int, memory_mb: int 
         batch, how = choice.batch_size, choice.explain()
         step_ms = plan.unrendered_step_ms
         if forced == "auto" and not plan.renders(cameras) and step_ms is not None and step_ms < IPC_STEP_MS:
-            return ExecutionChoice("inline", 1, (
-                f"executor inline: a state-only {s.suite.backend} step ({step_ms} ms) costs less than handing it "
-                f"to a worker process (~{IPC_STEP_MS} ms), so the env runs in this process "
-                f"(--executor vector --batch-size {max(2, batch)} for worker processes)"))
-    parallel = min(s.parallel_tasks, len(s.suite.tasks))
+            batch, how = 1, (
+                f"batch size 1: a state-only {s.suite.backend} step ({step_ms} ms) costs less than handing it "
+                f"to a worker process (~{IPC_STEP_MS} ms), so envs run in this process "
+                f"(--executor vector --batch-size {max(2, batch)} for worker processes)")
     per_task = max(1, batch // parallel)
+    name = "inline" if per_task == 1 and parallel == 1 and batch == 1 else "vector"
     extra = f", {parallel} tasks in parallel x {per_task} envs" if parallel > 1 else ""
-    return ExecutionChoice("vector", per_task, f"executor vector: {how}{extra}", parallel_tasks=parallel)
+    return ExecutionChoice(name, per_task, f"executor {name}: {how}{extra}", parallel_tasks=parallel)

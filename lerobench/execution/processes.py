@@ -57,6 +57,23 @@ class _Worker:
     conn: Connection
     unit: WorkUnit | None = None
     reported: set[int] = field(default_factory=set)
+    task: str | None = None
+    """The task whose env this worker holds (building another costs ~0.5 s on Meta-World, 10 s on LIBERO)."""
+
+
+def _next_unit(pending: deque[WorkUnit], worker: _Worker, pool: list[_Worker]) -> WorkUnit:
+    """Task-affine pick: the worker's own task first, then a task nobody holds, then any (in queue order).
+
+    Workers then build about one env per task (plus one per worker at the tail) instead of one per task
+    per worker; the order cannot change outcomes, which depend only on (seed, task, episode).
+    """
+    held = {w.task for w in pool if w is not worker}
+    for prefer in (lambda u: u.task.name == worker.task, lambda u: u.task.name not in held, lambda u: True):
+        for unit in pending:
+            if prefer(unit):
+                pending.remove(unit)
+                return unit
+    raise IndexError("no pending unit")
 
 
 class ProcessExecutor:
@@ -91,7 +108,8 @@ class ProcessExecutor:
             while pending or any(w.unit is not None for w in pool):
                 for w in pool:
                     if w.unit is None and pending:
-                        w.unit, w.reported = pending.popleft(), set()
+                        w.unit, w.reported = _next_unit(pending, w, pool), set()
+                        w.task = w.unit.task.name
                         sink.task_started(w.unit.task)
                         w.conn.send(w.unit)
                 busy = [w for w in pool if w.unit is not None]

@@ -10,6 +10,7 @@ Nothing here outlives ``run``: pending tasks are cancelled and ``ray.shutdown`` 
 
 from __future__ import annotations
 
+import math
 import signal
 import threading
 import uuid
@@ -47,13 +48,14 @@ class RayExecutor:
             for sig, handler in handlers.items():  # Ray's core worker installs its own: keep the CLI's cleanup
                 if handler is not None and threading.current_thread() is threading.main_thread():
                     signal.signal(sig, handler)
-        remote = ray.remote(run_unit_in_ray).options(
-            num_cpus=1, num_gpus=self.gpus_per_worker, max_retries=RAY_RETRIES, retry_exceptions=False)
-        key = uuid.uuid4().hex  # workers rebuild policy and env once per run, not once per unit
         in_flight: dict[Any, WorkUnit] = {}
-        pending = list(reversed(units))
-        limit = self.workers or len(units)
         try:
+            units = _split(units, int(ray.cluster_resources().get("CPU", 1)))
+            remote = ray.remote(run_unit_in_ray).options(
+                num_cpus=1, num_gpus=self.gpus_per_worker, max_retries=RAY_RETRIES, retry_exceptions=False)
+            key = uuid.uuid4().hex  # workers rebuild policy and env once per run, not once per unit
+            pending = list(reversed(units))
+            limit = self.workers or len(units)
             while pending or in_flight:
                 while pending and len(in_flight) < limit:
                     unit = pending.pop()
@@ -62,7 +64,11 @@ class RayExecutor:
                 ready = _wait(ray, list(in_flight))
                 for ref in ready:
                     unit = in_flight.pop(ref)
-                    for record in self._records(plan, unit, ref):
+                    records = self._records(plan, unit, ref)
+                    if records is None:  # Ray gave up on a chunk: rerun its episodes one by one to find the culprit
+                        pending += [WorkUnit(unit.task, (e,)) for e in reversed(unit.episodes)]
+                        continue
+                    for record in records:
                         sink.episode(unit.task, record, count_steps=True)
         finally:
             if started:
@@ -72,8 +78,11 @@ class RayExecutor:
                     ray.cancel(ref, force=True)
 
     @staticmethod
-    def _records(plan: RunPlan, unit: WorkUnit, ref: Any) -> list[Any]:
-        """The unit's records; error records if Ray gave up on its worker; the policy's error re-raised."""
+    def _records(plan: RunPlan, unit: WorkUnit, ref: Any) -> list[Any] | None:
+        """The unit's records; an error record if Ray gave up on a one-episode unit (None: a bigger one).
+
+        An error the policy raised is re-raised (it stops the run, as with every executor).
+        """
         import ray
         from ray.exceptions import RayTaskError
 
@@ -86,8 +95,21 @@ class RayExecutor:
             raise RunError(f"suite {plan.suite.name!r}, task {unit.task.name!r}, episodes {list(unit.episodes)}: "
                            f"{cause or exc}") from exc
         except ray.exceptions.RayError as exc:  # worker or node died after Ray's retries
+            if len(unit.episodes) > 1:
+                return None
             message = f"worker failure: Ray task failed after {RAY_RETRIES} retries ({type(exc).__name__})"
-            return [plan.error_record(unit.task, e, message) for e in unit.episodes]
+            return [plan.error_record(unit.task, unit.episodes[0], message)]
+
+
+def _split(units: list[WorkUnit], cpus: int) -> list[WorkUnit]:
+    """Split per-task units into chunks, about 3 per CPU.
+
+    Every CPU gets work, yet a task's env is built a few times rather than once per episode (a Ray
+    worker keeps its last task's env).
+    """
+    todo = sum(len(u.episodes) for u in units)
+    size = max(1, math.ceil(todo / (3 * max(1, cpus))))
+    return [WorkUnit(u.task, u.episodes[i:i + size]) for u in units for i in range(0, len(u.episodes), size)]
 
 
 def _wait(ray: Any, refs: list[Any]) -> list[Any]:
