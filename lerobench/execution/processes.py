@@ -106,12 +106,18 @@ class ProcessExecutor:
         try:
             pool = [spawn() for _ in range(min(self.workers, len(units)))]
             while pending or any(w.unit is not None for w in pool):
-                for w in pool:
+                for i, w in enumerate(pool):
                     if w.unit is None and pending:
                         w.unit, w.reported = _next_unit(pending, w, pool), set()
                         w.task = w.unit.task.name
                         sink.task_started(w.unit.task)
-                        w.conn.send(w.unit)
+                        try:
+                            w.conn.send(w.unit)
+                        except OSError:  # died while idle: its unit never started, hand it to a fresh worker
+                            pending.appendleft(w.unit)
+                            w.process.join(timeout=5)
+                            w.conn.close()
+                            pool[i] = spawn()
                 busy = [w for w in pool if w.unit is not None]
                 ready = wait([w.conn for w in busy] + [w.process.sentinel for w in busy])
                 for w in busy:

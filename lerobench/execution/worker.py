@@ -45,8 +45,8 @@ class UnitRunner:
         from lerobench.videos import NullVideoEncoder, VideoEncoder
 
         s = self.plan.settings
-        records = s.videos > 0 and s.suite.video_camera is not None and min(unit.episodes) < s.videos
-        encoder = VideoEncoder(workers=1) if records else NullVideoEncoder()
+        recording = s.videos > 0 and s.suite.video_camera is not None and min(unit.episodes) < s.videos
+        encoder = VideoEncoder(workers=1) if recording else NullVideoEncoder()
         recorder = TaskRecorder(encoder, s.output, s.videos, s.suite.video_camera, s.suite.control_fps,
                                 unit.task.name)
         ok = False
