@@ -203,3 +203,32 @@ def test_auto_choice_follows_policy_and_machine(tmp_path):
     pinned = choose(_plan(tmp_path, batch_size=4), ZeroPolicy(4), (), 500, cores=16, memory_mb=64_000, probe=False)
     assert (pinned.executor, pinned.workers) == ("vector", 4)
     assert choose(_plan(tmp_path, executor="ray"), Shared(), (), 500, cores=2, probe=False).executor == "ray"
+
+
+def test_work_units_skip_finished_episodes_and_pickle(tmp_path):
+    import pickle
+
+    plan = _plan(tmp_path, episodes=3)
+    tasks = [t.name for t in plan.suite.tasks]
+    units = plan.work_units({(tasks[0], 1)}, size=1)
+    assert [(u.task.name, u.episodes) for u in units[:3]] == [(tasks[0], (0,)), (tasks[0], (2,)), (tasks[1], (0,))]
+    assert len(units) == 3 * len(tasks) - 1
+    whole = plan.work_units({(tasks[0], 1)})
+    assert whole[0].episodes == (0, 2) and len(whole) == len(tasks)
+    assert pickle.loads(pickle.dumps(plan)) == plan
+
+
+def test_episode_workers_keep_their_task(tmp_path):
+    from collections import deque
+
+    from lerobench.execution.processes import _next_unit, _Worker
+
+    plan = _plan(tmp_path, episodes=2)
+    a, b = _Worker(None, None, task=None), _Worker(None, None, task=None)
+    pending = deque(plan.work_units(size=1)[:4])  # task0 ep0, ep1; task1 ep0, ep1
+    first = _next_unit(pending, a, [a, b])
+    a.task = first.task.name
+    second = _next_unit(pending, b, [a, b])  # b avoids the task a holds
+    assert second.task.name != first.task.name
+    b.task = second.task.name
+    assert _next_unit(pending, a, [a, b]).task.name == first.task.name
