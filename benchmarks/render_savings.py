@@ -24,6 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # fixture_policies
 
 from lerobench.registry import load_suite  # noqa: E402
+from lerobench.results import EPISODES_FILE, read_episodes  # noqa: E402
 from lerobench.runner import Evaluation, RunSettings  # noqa: E402
 
 CASES = {"metaworld": ("smoke", "reach-v3"), "libero": ("smoke_libero", None)}
@@ -40,7 +41,7 @@ def measure(suite_name: str, task: str | None, chunk: int, videos: bool, args: a
         start = time.perf_counter()
         results = evaluation.run()
         wall = time.perf_counter() - start
-    records = evaluation.records
+        records = read_episodes(settings.output / EPISODES_FILE)
     return {"rate": results["overall"]["env_steps_per_s"], "wall": wall,
             "renders": sum(r.renders for r in records) / len(records), "steps": records[0].steps}
 

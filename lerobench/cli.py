@@ -301,6 +301,12 @@ def evaluate(
     max_errors: int | None = typer.Option(
         None, "--max-errors", min=0,
         help=f"Exit {EXIT_TOO_MANY_ERRORS} if more than N episodes end in an error (CI: 0). Default: no limit."),
+    executor: str = typer.Option("auto", "--executor",
+                                 help="auto | inline | vector | processes | ray (docs/scaling.md)."),
+    workers: int = typer.Option(0, "--workers", help="Episode worker processes or concurrent Ray tasks; 0 = auto."),
+    ray_address: str | None = typer.Option(None, "--ray-address",
+                                           help="Ray cluster to join (auto, ray://host:10001); default: local Ray."),
+    ray_gpus_per_worker: float = typer.Option(0.0, "--ray-gpus-per-worker", help="GPUs reserved per Ray task."),
 ) -> None:
     """Evaluate a policy on every task of a suite and write per-episode and per-task results."""
     from lerobench.registry import load_suite
@@ -318,6 +324,7 @@ def evaluate(
             batch_size=batch_size, seed=seed, max_steps=max_steps, stop_on_success=stop_on_success,
             resume=resume, videos=videos, episode_timeout=episode_timeout, replan_steps=replan_steps,
             parallel_tasks=parallel_tasks, trials=trials, device=device, record=record, formats=tuple(formats),
+            executor=executor, workers=workers, ray_address=ray_address, ray_gpus_per_worker=ray_gpus_per_worker,
             command=tuple(sys.argv), shard=parse_shard(shard),
         )
         units = shard_units([t.name for t in s.tasks], settings.episodes_per_task, settings.shard)

@@ -22,6 +22,8 @@ class RandomPolicy:
     observation_needs = ObservationNeeds()
     batchable = True
     """RNGs are keyed by ``row_ids``, so ``lerobench serve --max-batch`` may stack clients' rows."""
+    replicable = True
+    """Cheap to build once per worker process (docs/scaling.md): no weights, no shared state."""
 
     def __init__(self, action_dim: int):
         self.action_dim = action_dim
@@ -47,6 +49,8 @@ class ZeroPolicy:
 
     observation_needs = ObservationNeeds()
     batchable = True
+    replicable = True
+    """Cheap to build once per worker process (docs/scaling.md): no weights, no shared state."""
 
     def __init__(self, action_dim: int):
         self.action_dim = action_dim
@@ -65,6 +69,8 @@ class MetaWorldExpertPolicy:
     observation_needs = ObservationNeeds()
     batchable = True
     """Stateless: each row's action depends on its own observation only."""
+    replicable = True
+    """Cheap to build once per worker process (docs/scaling.md): no weights, no shared state."""
 
     def __init__(self, task_names: list[str]):
         from metaworld.policies import ENV_POLICY_MAP

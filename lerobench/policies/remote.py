@@ -54,6 +54,8 @@ class RemotePolicy:
     """
 
     copy_safe = True
+    replicable = True
+    """Each episode worker opens its own connection; the server batches or serializes them."""
 
     def __init__(self, url: str, context: PolicyContext, open_timeout: float = 10.0):
         if context.backend == "libero" and context.state_dim != LIBERO_STATE_DIM:

@@ -1,0 +1,87 @@
+"""Picks the executor and its size from the plan, the policy and the machine, with a sentence saying why.
+
+Rules, in order (``--executor`` and ``--batch-size`` override them):
+
+1. ``--batch-size``, ``--record``, ``--parallel-tasks`` or ``--episode-timeout`` keep the shared policy
+   (rule 3): trajectories go through the driver's writer; task threads and step timeouts are features of
+   vector workers.
+2. A policy that is cheap to replicate (it declares ``replicable = True``: built-in baselines and
+   experts, ``ws://`` clients) runs on process-parallel episode workers, one per usable core, capped
+   by the todo episodes and by memory / (backend's per-worker memory): no per-step IPC at all.
+3. Otherwise (a torch model: one copy, batched forward passes) the vector executor, whose batch comes
+   from cores and memory; a state-only step cheaper than a round trip to a worker runs inline.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lerobench.execution.base import ExecutionChoice
+from lerobench.plan import RunPlan
+from lerobench.system import auto_batch_size, available_memory_mb, usable_cores
+
+IPC_STEP_MS = 1.0
+"""Measured cost of one vector step through worker processes on a 2-core box (pipes + shared memory)."""
+
+
+def replicable(policy: Any) -> bool:
+    """Whether building one policy per worker is cheap and harmless (the policy declares it)."""
+    return getattr(policy, "replicable", False) is True
+
+
+def choose(plan: RunPlan, policy: Any, cameras: tuple[str, ...], todo: int, *, cores: int | None = None,
+           memory_mb: int | None = None, probe: bool = True) -> ExecutionChoice:
+    """The executor for ``todo`` remaining episodes of ``plan`` on this machine."""
+    s = plan.settings
+    cores = cores if cores is not None else usable_cores(probe=probe)
+    if memory_mb is None and probe:
+        memory_mb = available_memory_mb()
+    by_memory = None if memory_mb is None else max(1, memory_mb // max(1, plan.suite.worker_memory_mb))
+    workers = min(cores, max(1, todo), by_memory or cores)
+    executor = s.executor
+    shared_only = (s.batch_size > 0 or s.record != "none" or s.parallel_tasks > 1
+                   or s.episode_timeout is not None)
+    if executor in ("processes", "ray") or (executor == "auto" and not shared_only and replicable(policy)
+                                            and workers > 1):
+        n = min(s.workers or workers, max(1, todo)) if executor != "ray" else s.workers
+        limits = f"{cores} usable cores, {todo} episodes to run"
+        if memory_mb is not None:
+            limits += f", {memory_mb} MB available / {plan.suite.worker_memory_mb} MB per worker"
+        name = executor if executor != "auto" else "processes"
+        if s.workers:
+            how = "--workers"
+        elif executor == "ray":
+            how = "as many at once as the Ray cluster schedules, one CPU each"
+        else:
+            how = f"min of {limits}"
+        why = "--executor" if s.executor != "auto" else (
+            f"policy {s.policy!r} is cheap to replicate: each worker runs whole episodes with its own copy, "
+            f"no per-step IPC")
+        size = f"{n} workers" if n else "Ray tasks"
+        return ExecutionChoice(name, n, f"executor {name} ({why}): {size}, {how}")
+    return _vector(plan, cameras, cores, memory_mb, forced=executor)
+
+
+def _vector(plan: RunPlan, cameras: tuple[str, ...], cores: int, memory_mb: int | None,
+            forced: str) -> ExecutionChoice:
+    """Today's batch rule: cores and memory, but in-process when a state-only step is cheaper than IPC."""
+    s = plan.settings
+    n = plan.episodes_per_task
+    parallel = min(s.parallel_tasks, len(s.suite.tasks))
+    if forced == "inline":
+        return ExecutionChoice("inline", 1, "executor inline: batch size 1 in this process (--executor)")
+    if s.batch_size > 0:
+        batch, how = min(s.batch_size, n), f"batch size {min(s.batch_size, n)} (--batch-size)"
+    else:
+        choice = auto_batch_size(n, s.suite.worker_memory_mb, cores=cores, memory_mb=memory_mb, probe=False)
+        batch, how = choice.batch_size, choice.explain()
+        step_ms = plan.unrendered_step_ms
+        if forced == "auto" and not plan.renders(cameras) and step_ms is not None and step_ms < IPC_STEP_MS:
+            batch, how = 1, (
+                f"batch size 1: a state-only {s.suite.backend} step ({step_ms} ms) costs less than handing it "
+                f"to a worker process (~{IPC_STEP_MS} ms), so envs run in this process "
+                f"(--executor vector --batch-size {max(2, batch)} for worker processes)")
+    per_task = max(1, batch // parallel)
+    name = "inline" if per_task == 1 and parallel == 1 and batch == 1 else "vector"
+    extra = f", {parallel} tasks in parallel x {per_task} envs" if parallel > 1 else ""
+    return ExecutionChoice(name, per_task, f"executor {name}: {how}{extra}", parallel_tasks=parallel)

@@ -1,0 +1,38 @@
+"""The executor interface: run a plan's work units, hand every finished episode to the sink."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from lerobench.plan import RunPlan, WorkUnit
+from lerobench.sink import RecordSink
+
+MAX_WORKER_REBUILDS = 3
+"""Worker deaths within one task before the run is stopped (a crash that repeats is not bad luck)."""
+
+
+class Executor(Protocol):
+    """Runs work units; returns when every unit's episodes reached the sink, raises to stop the run.
+
+    On any exception (Ctrl-C included) an executor stops its workers before it returns: no simulator
+    process, thread or Ray task outlives ``run``.
+    """
+
+    name: str
+
+    def run(self, plan: RunPlan, units: list[WorkUnit], sink: RecordSink) -> None:
+        """Run ``units``; every episode ends as one ``sink.episode`` call (an error record if it was lost)."""
+
+
+@dataclass(frozen=True)
+class ExecutionChoice:
+    """Which executor runs the plan, its size, and a sentence saying why (printed)."""
+
+    executor: str
+    """inline, vector, processes or ray."""
+    workers: int
+    """Worker processes, concurrent Ray tasks, or envs per task (vector)."""
+    reason: str
+    parallel_tasks: int = 1
+    """Task threads (vector executor only)."""

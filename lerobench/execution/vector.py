@@ -1,0 +1,136 @@
+"""The vector executor: one shared policy in this process, N simulator workers per task (gymnasium).
+
+Right for big (GPU) models: one forward pass serves a whole batch of envs. With ``--parallel-tasks``
+K task threads each run their own vector env with a shallow copy of the policy (shared weights).
+A worker that dies or hangs costs only its in-flight episodes (error records) and the env is rebuilt.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from typing import Any
+
+from lerobench.errors import RunError
+from lerobench.execution.base import MAX_WORKER_REBUILDS
+from lerobench.plan import RunPlan, WorkUnit
+from lerobench.policies.loading import observation_needs
+from lerobench.results import EpisodeRecord
+from lerobench.rollout import Cancelled, WorkerFailure, run_episodes
+from lerobench.sink import RecordSink
+
+
+class VectorExecutor:
+    """Runs each unit (one task's todo episodes) on a vector env of ``batch`` envs, ``parallel`` tasks at once."""
+
+    name = "vector"
+
+    def __init__(self, policy: Any, batch: int, parallel: int = 1, in_process: bool | None = None):
+        self.policy = policy
+        self.batch = batch
+        self.parallel = parallel
+        self.in_process = in_process if in_process is not None else batch == 1
+        self._stop = threading.Event()
+
+    def run(self, plan: RunPlan, units: list[WorkUnit], sink: RecordSink) -> None:
+        """Run units one task at a time (or ``parallel`` task threads); stop every thread on failure."""
+        self._stop.clear()
+        if self.parallel == 1:
+            self.policy.reset()
+            try:
+                for unit in units:
+                    self._run_unit(plan, unit, self.policy, sink)
+            except BaseException:
+                self._stop.set()
+                raise
+            return
+        self._run_parallel(plan, units, sink)
+
+    def _run_parallel(self, plan: RunPlan, units: list[WorkUnit], sink: RecordSink) -> None:
+        """K task threads, each with a shallow copy of the policy (shared weights, own state).
+
+        On Ctrl-C or a failing task the stop event makes every other thread stop at its next step
+        (closing its workers) instead of finishing its task first.
+        """
+        local = threading.local()
+        copies: list[Any] = []
+        lock = threading.Lock()
+
+        def work(unit: WorkUnit) -> None:
+            if self._stop.is_set():
+                return
+            if not hasattr(local, "policy"):
+                local.policy = copy.copy(self.policy)
+                local.policy.reset()
+                with lock:
+                    copies.append(local.policy)
+            self._run_unit(plan, unit, local.policy, sink)
+
+        pool = ThreadPoolExecutor(max_workers=self.parallel, thread_name_prefix="lerobench-task")
+        futures = [pool.submit(work, u) for u in units]
+        try:
+            wait(futures, return_when=FIRST_EXCEPTION)
+        finally:  # also on Ctrl-C in the main thread: stop the others, close their workers
+            if not all(f.done() and f.exception() is None for f in futures):
+                self._stop.set()
+                for f in futures:
+                    f.cancel()
+            pool.shutdown(wait=True)
+            for p in copies:
+                close = getattr(p, "close", None)
+                if callable(close):
+                    close()
+        errors = [f.exception() for f in futures if not f.cancelled() and f.exception() is not None]
+        real = [e for e in errors if not isinstance(e, Cancelled)]
+        if real or errors:
+            raise (real or errors)[0]
+
+    def _run_unit(self, plan: RunPlan, unit: WorkUnit, policy: Any, sink: RecordSink) -> None:
+        from lerobench.envs.vector import make_vector_env
+
+        task = unit.task
+        sink.task_started(task)
+        recorder = sink.recorder(task)
+        cameras = observation_needs(policy).cameras
+        spec = plan.env_spec(task, cameras, recorder.camera)
+        run = plan.task_run(task, observation_needs(policy), stop=self._stop)
+        trajectories = sink.trajectories()
+        finished: set[int] = set()
+
+        def on_episode(record: EpisodeRecord) -> None:
+            finished.add(record.episode)
+            sink.episode(task, record)
+
+        todo = list(unit.episodes)
+        rebuilds = 0
+        while todo:
+            venv = make_vector_env(spec, min(self.batch, len(todo)), in_process=self.in_process)
+            failed = True
+            try:
+                run_episodes(venv, policy, run, todo, on_episode, lambda n: sink.steps(task, n), recorder,
+                             trajectories)
+                todo, failed = [], False
+            except WorkerFailure as failure:
+                rebuilds += 1
+                todo = [e for e in todo if e not in finished]
+                if rebuilds > MAX_WORKER_REBUILDS:
+                    raise RunError(f"suite {plan.suite.name!r}, task {task.name!r}: workers failed "
+                                   f"{rebuilds} times (last: {failure}); stopping") from failure
+                sink.reporter.message(f"task {task.name!r}: {failure}; episodes {failure.in_flight} recorded "
+                                      f"as errors, restarting workers")
+            finally:
+                _close(venv, terminate=failed)
+
+
+def _close(venv: Any, terminate: bool) -> None:
+    """Close a vector env; after a failure, terminate workers instead of asking dead ones to close."""
+    try:
+        venv.close(terminate=True) if terminate and hasattr(venv, "step_wait") else venv.close()
+    except Exception:  # noqa: BLE001 - closing after a failure: the workers are killed below anyway
+        for proc in getattr(venv, "processes", []):
+            if proc.is_alive():
+                proc.kill()
+        for proc in getattr(venv, "processes", []):
+            proc.join(timeout=5)
+

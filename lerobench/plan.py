@@ -1,0 +1,248 @@
+"""The run plan: every validated setting of one evaluation, and the work units it splits into.
+
+A plan goes down to executors (and, pickled, to worker processes and Ray tasks); records come up.
+Everything here is a pure function of the settings and the backend's declared facts, so a worker on
+another node rebuilds exactly the episodes the driver asked for.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from lerobench.config import Protocol, Suite, TaskSpec
+from lerobench.envs.base import EnvSpec, episode_seed
+from lerobench.errors import ConfigError, MissingDependencyError, unknown
+from lerobench.policies.base import ObservationNeeds, PolicyContext
+from lerobench.results import EpisodeRecord
+from lerobench.rollout import TaskRun
+from lerobench.shards import Shard, shard_episodes
+from lerobench.trajectories import check_record_mode
+
+FORMATS = ("lerobot",)
+"""Result formats written besides lerobench's own files."""
+
+EXECUTORS = ("auto", "inline", "vector", "processes", "ray")
+"""Values of ``--executor`` (see docs/scaling.md)."""
+
+RESULT_DEFINING = ("suite", "policy", "protocol", "protocol_settings", "seed", "episodes_per_task",
+                   "stop_on_success", "tasks", "replan_steps", "trials", "shard")
+"""Config keys that change results (or, for ``shard``, which of them a directory holds): ``--resume``
+refuses a directory where any of them differ. ``lerobench merge`` checks its own list (merge.py)."""
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Every setting of one evaluation as the user gave it (validated into a ``RunPlan``)."""
+
+    suite: Suite
+    """The suite, already narrowed to ``--tasks``."""
+    policy: str
+    """Policy spec: built-in name or ``module.path:factory``."""
+    output: Path
+    protocol: str = "standard"
+    episodes: int | None = None
+    """Episodes per task; None = the suite's default."""
+    batch_size: int = 0
+    """Envs per task for the vector executor; 0 = auto from usable cores and memory."""
+    seed: int = 0
+    max_steps: int | None = None
+    """Override of the protocol's step limit (for smoke runs)."""
+    stop_on_success: bool = True
+    resume: bool = False
+    videos: int = 0
+    """Record the first N episodes of each task."""
+    episode_timeout: float | None = None
+    """Seconds one vector step may take before its worker is declared hung."""
+    replan_steps: int = 1
+    """Actions executed from each returned action chunk before asking the policy again."""
+    record: str = "none"
+    """Rollout recording to HDF5: none, success or all."""
+    formats: tuple[str, ...] = ()
+    """Extra result formats: ``lerobot`` also writes LeRobot's ``eval_info.json``."""
+    parallel_tasks: int = 1
+    trials: int | None = None
+    """Trials (attempts at the same start) per episode; None = the suite's default."""
+    device: str = "cpu"
+    shard: Shard | None = None
+    """``--shard I/N``: evaluate only this shard's (task, episode) units (lerobench.shards)."""
+    executor: str = "auto"
+    """How episodes are run: auto, inline, vector, processes or ray (docs/scaling.md)."""
+    workers: int = 0
+    """Worker processes (processes executor) or concurrent Ray tasks; 0 = auto."""
+    ray_address: str | None = None
+    """Ray cluster to join (``auto``, ``ray://host:port``); None starts a local Ray."""
+    ray_gpus_per_worker: float = 0.0
+    """GPUs Ray reserves for each work unit (for GPU policies)."""
+    command: tuple[str, ...] = field(default_factory=lambda: tuple(sys.argv))
+
+    @property
+    def episodes_per_task(self) -> int:
+        """Effective number of episodes per task."""
+        return self.episodes or self.suite.episodes_per_task
+
+    @property
+    def trials_per_episode(self) -> int:
+        """Effective number of trials per episode."""
+        return self.trials or self.suite.trials
+
+
+@dataclass(frozen=True)
+class WorkUnit:
+    """Some episodes of one task: what one executor call (one worker, one Ray task) runs."""
+
+    task: TaskSpec
+    episodes: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Validated settings plus the backend facts workers need; small and picklable."""
+
+    settings: RunSettings
+    protocol: Protocol
+    """The named protocol with ``--max-steps`` applied."""
+    action_dim: int
+    state_dim: int
+    n_init_states: int
+    unrendered_step_ms: float | None
+    """The backend's declared cost of a step without rendering (None: unknown)."""
+
+    @property
+    def suite(self) -> Suite:
+        """The suite narrowed to ``--tasks``."""
+        return self.settings.suite
+
+    @property
+    def episodes_per_task(self) -> int:
+        """Episodes per task."""
+        return self.settings.episodes_per_task
+
+    @property
+    def output(self) -> Path:
+        """Output directory."""
+        return self.settings.output
+
+    def context(self) -> PolicyContext:
+        """What the policy factory is told (the same in the driver and in every worker)."""
+        s = self.settings
+        return PolicyContext(
+            suite=s.suite.name, backend=s.suite.backend, tasks=s.suite.tasks, action_dim=self.action_dim,
+            state_dim=self.state_dim, cameras=self.protocol.cameras, image_size=self.protocol.image_size,
+            seed=s.seed, device=s.device,
+        )
+
+    def env_spec(self, task: TaskSpec, cameras: tuple[str, ...], record_camera: str | None) -> EnvSpec:
+        """The lazy env of one task, rendering only ``cameras`` (and ``record_camera`` when recording)."""
+        s = self.settings
+        return EnvSpec(
+            suite=s.suite.name, backend=s.suite.backend, task=task, protocol=self.protocol, seed=s.seed,
+            state_dim=self.state_dim, action_dim=self.action_dim, cameras=cameras, record_camera=record_camera,
+            stop_on_success=s.stop_on_success, backend_options=dict(s.suite.backend_options),
+        )
+
+    def task_run(self, task: TaskSpec, needs: ObservationNeeds, stop: Any = None) -> TaskRun:
+        """The rollout's fixed facts for ``task`` under a policy with ``needs`` (``stop`` cancels it).
+
+        A policy that declares its chunking (``needs.replan_steps``) executes that many actions per
+        chunk, and its cameras are rendered only where it reads them unless it needs every frame.
+        """
+        s = self.settings
+        return TaskRun(suite=s.suite.name, task=task, seed=s.seed, action_dim=self.action_dim,
+                       replan_steps=needs.executed_steps(s.replan_steps), every_frame=needs.every_frame,
+                       trials=s.trials_per_episode, n_init_states=self.n_init_states,
+                       step_timeout_s=s.episode_timeout, stop=stop)
+
+    def renders(self, cameras: tuple[str, ...]) -> bool:
+        """Whether steps render: the policy consumes cameras, or videos are recorded."""
+        return bool(cameras) or (self.settings.videos > 0 and self.suite.video_camera is not None)
+
+    def work_units(self, done: Iterable[tuple[str, int]] = (), size: int | None = None) -> list[WorkUnit]:
+        """The episodes still to run, per task in suite order; ``size`` splits a task into units of that many.
+
+        ``size=None`` gives one unit per task (the vector executor's unit). With ``--shard`` only the
+        shard's episodes are listed.
+        """
+        finished = set(done)
+        names = [t.name for t in self.suite.tasks]
+        units = []
+        for task in self.suite.tasks:
+            assigned = shard_episodes(names, task.name, self.episodes_per_task, self.settings.shard)
+            todo = [e for e in assigned if (task.name, e) not in finished]
+            step = size or max(1, len(todo))
+            units += [WorkUnit(task, tuple(todo[i:i + step])) for i in range(0, len(todo), step)]
+        return units
+
+    def error_record(self, task: TaskSpec, episode: int, error: str) -> EpisodeRecord:
+        """The record of an episode lost to a dead worker: a failure, with the reason."""
+        return EpisodeRecord(
+            task=task.name, episode=episode, trial=0,
+            seed=episode_seed(self.settings.seed, task.index, episode),
+            init_state=episode % self.n_init_states, success=False, success_at_end=False, steps=0,
+            return_=0.0, elapsed_s=0.0, error=error,
+        )
+
+    def config(self) -> dict[str, Any]:
+        """Every effective setting, JSON-ready (the sink adds what the executor chose)."""
+        s = self.settings
+        return {
+            "suite": s.suite.name, "suite_file": str(s.suite.source) if s.suite.source else None,
+            "policy": s.policy, "protocol": s.protocol, "protocol_settings": asdict(self.protocol),
+            "tasks": [t.name for t in s.suite.tasks], "episodes_per_task": s.episodes_per_task,
+            "seed": s.seed, "stop_on_success": s.stop_on_success, "replan_steps": s.replan_steps,
+            "trials": s.trials_per_episode, "record": s.record, "formats": list(s.formats), "batch_size": s.batch_size,
+            "parallel_tasks": s.parallel_tasks, "videos": s.videos, "executor": s.executor,
+            "workers": s.workers, "ray_address": s.ray_address, "ray_gpus_per_worker": s.ray_gpus_per_worker,
+            "episode_timeout": s.episode_timeout, "device": s.device, "output": str(s.output),
+            "shard": str(s.shard) if s.shard else None,
+        }
+
+
+def make_plan(settings: RunSettings) -> RunPlan:
+    """Validate every flag against the suite and backend; raise ``ConfigError`` naming the bad one."""
+    from lerobench.registry import get_backend
+
+    s = settings
+    backend = get_backend(s.suite.backend)
+    backend.check_installed()
+    protocol = s.suite.protocol(s.protocol)
+    if s.max_steps is not None:
+        if s.max_steps < 1:
+            raise ConfigError(f"--max-steps must be >= 1, got {s.max_steps}")
+        protocol = replace(protocol, max_steps=s.max_steps)
+    limit = getattr(backend, "max_episode_steps", None)
+    if limit is not None and protocol.max_steps > limit:
+        raise ConfigError(f"suite {s.suite.name!r}: {s.suite.backend} episodes are limited to "
+                          f"{limit} steps, but max_steps is {protocol.max_steps}")
+    for fmt in s.formats:
+        if fmt not in FORMATS:
+            raise unknown("--format", fmt, FORMATS)
+    if s.executor not in EXECUTORS:
+        raise unknown("--executor", s.executor, EXECUTORS)
+    if check_record_mode(s.record) != "none":
+        if importlib.util.find_spec("h5py") is None:
+            raise MissingDependencyError("--record needs h5py: pip install h5py")
+        if s.executor in ("processes", "ray"):
+            raise ConfigError(f"--record is written by the driver's writer: use --executor vector or inline, "
+                              f"not {s.executor}")
+    if s.executor == "ray" and importlib.util.find_spec("ray") is None:
+        raise MissingDependencyError("--executor ray needs Ray: pip install 'lerobench[ray]'")
+    for name, value, least in (("--episodes", s.episodes, 1), ("--replan-steps", s.replan_steps, 1),
+                               ("--trials", s.trials, 1),
+                               ("--parallel-tasks", s.parallel_tasks, 1), ("--batch-size", s.batch_size, 0),
+                               ("--videos", s.videos, 0), ("--workers", s.workers, 0),
+                               ("--ray-gpus-per-worker", s.ray_gpus_per_worker, 0)):
+        if value is not None and value < least:
+            raise ConfigError(f"{name} must be >= {least}, got {value}")
+    if not re.fullmatch(r"cpu|auto|cuda(:\d+)?", s.device):
+        raise ConfigError(f"--device must be cpu, cuda, cuda:N or auto, got {s.device!r}")
+    if s.episode_timeout is not None and s.episode_timeout <= 0:
+        raise ConfigError(f"--episode-timeout must be > 0 seconds, got {s.episode_timeout}")
+    return RunPlan(settings=s, protocol=protocol, action_dim=backend.action_dim, state_dim=backend.state_dim,
+                   n_init_states=getattr(backend, "n_init_states", 50),
+                   unrendered_step_ms=getattr(backend, "unrendered_step_ms", None))

@@ -1,0 +1,205 @@
+"""The single consumer of episode records: writes them, reports progress, owns videos and results.json.
+
+Every executor hands each finished episode to ``RecordSink.episode`` (from any thread); the sink
+appends it to ``episodes.jsonl`` at once, keeps the progress display current, says when a task is
+complete and republishes ``results.json`` atomically. Nothing below the sink writes result files
+(videos encoded inside worker processes are the one exception, see docs/scaling.md).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import replace
+from datetime import datetime, timezone
+from typing import Any
+
+from lerobench.config import TaskSpec
+from lerobench.errors import ResumeError
+from lerobench.plan import RESULT_DEFINING, RunPlan, WorkUnit
+from lerobench.provenance import provenance
+from lerobench.recorder import TaskRecorder
+from lerobench.reporting import Reporter, SilentReporter
+from lerobench.results import (
+    EPISODES_FILE,
+    RESULTS_FILE,
+    EpisodeRecord,
+    ResultsWriter,
+    lerobot_eval_info,
+    read_episodes,
+    rewrite_episodes,
+    summarize,
+)
+from lerobench.trajectories import TrajectoryRecorder
+from lerobench.trials import whole_episodes
+from lerobench.videos import NullVideoEncoder, VideoEncoder
+
+
+def load_previous(plan: RunPlan) -> list[EpisodeRecord]:
+    """The episodes a ``--resume`` keeps (refusing a run whose result-defining settings differ)."""
+    out = plan.output
+    if not plan.settings.resume:
+        if (out / EPISODES_FILE).exists() and (out / EPISODES_FILE).stat().st_size > 0:
+            raise ResumeError(f"{out / EPISODES_FILE} already holds episodes: pass --resume to continue "
+                              f"that run, or choose another --output")
+        return []
+    results_path = out / RESULTS_FILE
+    if not results_path.exists():
+        raise ResumeError(f"cannot resume: {results_path} does not exist")
+    previous = json.loads(results_path.read_text(encoding="utf-8")).get("config", {})
+    current = json.loads(json.dumps(plan.config()))  # tuples -> lists, as they were stored
+    if "trials" not in previous and previous.get("trial") == 0:  # written before --trials: one trial each
+        previous["trials"] = 1
+    for key in RESULT_DEFINING:
+        if previous.get(key) != current.get(key):
+            raise ResumeError(f"cannot resume {out}: {key} differs (previous {previous.get(key)!r}, "
+                              f"now {current.get(key)!r})")
+    wanted = {t.name for t in plan.suite.tasks}
+    stored = read_episodes(out / EPISODES_FILE)
+    whole = whole_episodes(stored, plan.settings.trials_per_episode)
+    if len(whole) != len(stored):  # half an episode (killed between trials) or a duplicate: rerun it whole
+        rewrite_episodes(out / EPISODES_FILE, whole)
+    return [r for r in whole if r.task in wanted and r.episode < plan.episodes_per_task]
+
+
+class RecordSink:
+    """Owns the output directory while a run lasts; thread-safe; ``close`` publishes the final results."""
+
+    def __init__(self, plan: RunPlan, reporter: Reporter | None = None,
+                 previous: list[EpisodeRecord] | None = None):
+        self.plan = plan
+        self.reporter = reporter or SilentReporter()
+        self.records: list[EpisodeRecord] = list(previous or [])
+        self.execution: dict[str, Any] = {}
+        """What the executor chose (executor, workers, batch size), added to results.json's config."""
+        self._lock = threading.Lock()
+        self._started = datetime.now(timezone.utc)
+        self._env_steps = 0
+        self._counts: dict[str, int] = {}
+        self._expected: dict[str, int] = {t.name: plan.episodes_per_task for t in plan.suite.tasks}
+        self._open_tasks: set[str] = set()
+        self._writer: ResultsWriter | None = None
+        self.encoder: VideoEncoder | NullVideoEncoder = NullVideoEncoder()
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+    def open(self) -> None:
+        """Start the writer (and the driver-side video encoder) and publish an empty results.json."""
+        self._writer = ResultsWriter(self.plan.output)
+        if self.plan.settings.videos > 0 and self.plan.suite.video_camera:
+            self.encoder = VideoEncoder()
+        for r in self.records:
+            if r.trial == 0:
+                self._counts[r.task] = self._counts.get(r.task, 0) + 1
+        self.publish()
+
+    def close(self, ok: bool) -> dict[str, Any]:
+        """Finish videos, publish the final (``ok``) or partial results, stop the writer; return them."""
+        assert self._writer is not None, "RecordSink.close before open"
+        try:
+            self.encoder.close(abort=not ok)
+            return self.publish(ended=datetime.now(timezone.utc) if ok else None)
+        finally:
+            self._writer.close()
+
+    def expect(self, units: list[WorkUnit]) -> None:
+        """Episodes each task will have when ``units`` are done (a shard runs only part of a task)."""
+        done = {t: 0 for t in self._expected}
+        for r in self.records:
+            if r.trial == 0:
+                done[r.task] = done.get(r.task, 0) + 1
+        for unit in units:
+            done[unit.task.name] = done.get(unit.task.name, 0) + len(unit.episodes)
+        self._expected = done
+
+    # -- what executors call -------------------------------------------------------------------------
+    def done(self) -> set[tuple[str, int]]:
+        """(task, episode) pairs already recorded (whole episodes: resume drops half ones)."""
+        with self._lock:
+            return {(r.task, r.episode) for r in self.records}
+
+    def task_started(self, task: TaskSpec) -> None:
+        """An executor starts work on ``task`` (idempotent: units of one task may start many times)."""
+        with self._lock:
+            if task.name in self._open_tasks:
+                return
+            self._open_tasks.add(task.name)
+            done = self._counts.get(task.name, 0)
+        self.reporter.task_started(task, self._expected.get(task.name, self.plan.episodes_per_task), done)
+
+    def steps(self, task: TaskSpec, n: int) -> None:
+        """``n`` env steps were taken on ``task``."""
+        with self._lock:
+            self._env_steps += n
+        self.reporter.steps(task, n)
+
+    def episode(self, task: TaskSpec, record: EpisodeRecord, count_steps: bool = False) -> None:
+        """Write one finished trial now; when it completes its task, report and republish.
+
+        An episode's trials arrive together, in order; the last one (or the one whose error ended the
+        episode) completes it. Progress counts episodes: the reporter sees each episode's trial 0.
+
+        ``count_steps`` adds the episode's steps to the env-step rate (executors whose workers do not
+        report steps as they go).
+        """
+        assert self._writer is not None, "RecordSink.episode before open"
+        if count_steps:
+            self.steps(task, record.steps)
+        ends_episode = record.error is not None or record.trial == self.plan.settings.trials_per_episode - 1
+        with self._lock:
+            self.records.append(record)
+            if ends_episode:
+                self._counts[task.name] = self._counts.get(task.name, 0) + 1
+            complete = ends_episode and self._counts[task.name] == self._expected.get(task.name)
+        self._writer.put_episode(record)
+        if record.trial == 0:
+            self.reporter.episode(task, record)
+        if complete:
+            self.task_finished(task)
+
+    def task_finished(self, task: TaskSpec) -> None:
+        """Report ``task``'s summary and republish results.json."""
+        with self._lock:
+            mine = [r for r in self.records if r.task == task.name]
+        trials = self.plan.settings.trials_per_episode
+        summary = summarize(replace(self.plan.suite, tasks=(task,)), mine, trials)["tasks"]
+        self.reporter.task_finished(task, summary[0] if summary else {})
+        self.publish()
+
+    def recorder(self, task: TaskSpec) -> TaskRecorder:
+        """Which of ``task``'s episodes get videos, encoded by the driver's encoder."""
+        s = self.plan.settings
+        return TaskRecorder(self.encoder, s.output, s.videos, s.suite.video_camera, s.suite.control_fps, task.name)
+
+    def trajectories(self) -> TrajectoryRecorder:
+        """``--record`` HDF5 rollouts, written by the sink's writer."""
+        assert self._writer is not None, "RecordSink.trajectories before open"
+        return TrajectoryRecorder(self.plan.settings.record, self._writer.put_trajectory)
+
+    # -- results -------------------------------------------------------------------------------------
+    def results(self, ended: datetime | None = None) -> dict[str, Any]:
+        """The full ``results.json`` document for the episodes recorded so far."""
+        with self._lock:
+            records = list(self.records)
+            steps = self._env_steps
+        summary = summarize(self.plan.suite, records, self.plan.settings.trials_per_episode)
+        elapsed = ((ended or datetime.now(timezone.utc)) - self._started).total_seconds()
+        overall = summary["overall"]
+        overall["eval_s"] = round(elapsed, 3)
+        overall["episodes_per_s"] = round(len(records) / elapsed, 4) if elapsed > 0 else None
+        overall["env_steps_per_s"] = round(steps / elapsed, 2) if elapsed > 0 else None
+        s = self.plan.settings
+        return {"suite": s.suite.name, "policy": s.policy, "complete": ended is not None,
+                "config": {**self.plan.config(), **self.execution},
+                "provenance": provenance(s.command, self._started, ended), **summary}
+
+    def publish(self, ended: datetime | None = None) -> dict[str, Any]:
+        """Queue results.json (and the extra formats) for an atomic rewrite; return the results."""
+        assert self._writer is not None, "RecordSink.publish before open"
+        results = self.results(ended)
+        self._writer.put_results(results)
+        if "lerobot" in self.plan.settings.formats:
+            with self._lock:
+                records = list(self.records)
+            self._writer.put_json("eval_info.json",
+                                  lerobot_eval_info(self.plan.suite, records, results["overall"]["eval_s"]))
+        return results
