@@ -72,7 +72,8 @@ def wilson_interval(successes: int, n: int, z: float = 1.959964) -> list[float]:
 
 
 def _mean(values: list[float]) -> float | None:
-    return float(sum(values) / len(values)) if values else None
+    """Mean through ``math.fsum`` (exactly rounded): the same digits whatever order episodes finished in."""
+    return math.fsum(values) / len(values) if values else None
 
 
 def aggregate(records: Iterable[EpisodeRecord]) -> dict[str, Any]:
@@ -140,10 +141,8 @@ def lerobot_eval_info(suite: Suite, records: Iterable[EpisodeRecord], eval_s: fl
                 "pc_success_ci95": [round(100 * x, 2) for x in wilson_interval(successes, n)]}
 
     def block(rs: list[EpisodeRecord]) -> dict[str, Any]:
-        n = len(rs)
         maxes = [r.max_reward for r in rs if r.max_reward is not None]
-        return {"avg_sum_reward": sum(r.return_ for r in rs) / n if n else None,
-                "avg_max_reward": sum(maxes) / len(maxes) if maxes else None, **counts(rs)}
+        return {"avg_sum_reward": _mean([r.return_ for r in rs]), "avg_max_reward": _mean(maxes), **counts(rs)}
 
     per_task, per_group = [], {}
     for spec in suite.tasks:
