@@ -156,12 +156,13 @@ def show(suite: str = typer.Argument(..., help="Suite name or path to a suite TO
         return
     console.print(f"[bold]{s.name}[/] ({s.backend}): {s.description}")
     console.print(f"episodes/task {s.episodes_per_task}, control {s.control_fps:g} Hz, "
-                  f"{s.worker_memory_mb} MB per worker, source {s.source}")
+                  f"{s.worker_memory_mb} MB per worker, source {s.source}", soft_wrap=True)  # path kept whole
     if s.trials > 1:
         console.print(f"trials/episode {s.trials} (--trials): attempts from the same start, policy memory kept; "
                       f"see docs/trials.md", highlight=False)
     if s.notes:
-        console.print(s.notes.strip(), highlight=False, markup=False)
+        # soft_wrap: the notes are already broken into lines; wrapping them again at 80 columns leaves ragged halves
+        console.print(s.notes.strip(), highlight=False, markup=False, soft_wrap=True)
     for name, proto in s.protocols.items():
         console.print(f"protocol [cyan]{name}[/]: {asdict(proto)}", highlight=False)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
