@@ -241,7 +241,8 @@ def _trial_cells(block: dict[str, Any], trials: int) -> list[str]:
     return rates + deltas
 
 
-def _print_summary(results: dict[str, Any], output: Path) -> None:
+def _print_summary(results: dict[str, Any], output: Path, merged_from: int = 0) -> None:
+    """The results table and a timing line; ``merged_from`` > 0: a merge, whose eval_s is the shards' sum."""
     trials = results.get("config", {}).get("trials", 1)
     table = Table(title=f"{results['suite']} — {results['policy']}")
     extra = [f"trial {k}" for k in range(trials)] + [f"Δ{k} pp" for k in range(1, trials)] if trials > 1 else []
@@ -265,8 +266,10 @@ def _print_summary(results: dict[str, Any], output: Path) -> None:
     if trials > 1:
         console.print("success/CI/errors: trial 0 (comparable with 1-trial runs); Δk = rate(trial k) − rate(trial 0) "
                       "in percentage points, paired exact McNemar p", highlight=False)
-    console.print(f"{o['eval_s']:.1f} s, {o['env_steps_per_s'] or 0:,.0f} env-steps/s. "
-                  f"Results: [bold]{output}[/]", highlight=False)
+    timing = (f"merged {_plural(merged_from, 'run')}: {o['eval_s']:.1f} s of evaluation summed over them"
+              if merged_from else f"{o['eval_s']:.1f} s")
+    console.print(f"{timing}, {o['env_steps_per_s'] or 0:,.0f} env-steps/s. Results: [bold]{output}[/]",
+                  highlight=False, soft_wrap=True)  # the path whole, for copy and paste
 
 
 @app.command("eval")
@@ -376,7 +379,7 @@ def merge_shards(
         _fail(exc)
     for note in results["merge_notes"]:
         err_console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
-    _print_summary(results, output)
+    _print_summary(results, output, merged_from=len(results["shards"]))
     if not results["complete"]:
         shown = ", ".join(f"{m['task']}#{m['episode']}" for m in results["missing"][:10])
         more = f" and {len(results['missing']) - 10} more" if len(results["missing"]) > 10 else ""
