@@ -340,6 +340,10 @@ def evaluate(
                       f"protocol {protocol}"
                       + (f", shard {settings.shard}: {len(units)} episodes" if settings.shard else "")
                       + f") -> {out}", highlight=False)
+        if resume:
+            kept = len({(r.task, r.episode) for r in evaluation.previous})
+            console.print(f"resuming: {_plural(kept, 'finished episode')} kept from {out / 'episodes.jsonl'}",
+                          highlight=False, soft_wrap=True)
         previous = signal.signal(signal.SIGTERM, _raise_terminated)
         try:
             with reporter.progress:
