@@ -55,6 +55,7 @@ app = typer.Typer(
     add_completion=False,
     help="Evaluate robot policies on real simulator benchmarks (LIBERO, Meta-World).",
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: the boxed one cuts option names ("--stop-on-succ…") in 80 columns or a pipe
 )
 console = Console()
 err_console = Console(stderr=True)
@@ -135,7 +136,7 @@ def list_suites(as_json: bool = JSON_OPTION) -> None:
     _print_names_table(table)
 
 
-@app.command()
+@app.command(short_help="A suite's tasks, language descriptions and protocols.")
 def show(suite: str = typer.Argument(..., help="Suite name or path to a suite TOML file."),
          as_json: bool = JSON_OPTION) -> None:
     """Show a suite's tasks (with their language descriptions) and protocols."""
@@ -272,13 +273,13 @@ def _print_summary(results: dict[str, Any], output: Path, merged_from: int = 0) 
                   highlight=False, soft_wrap=True)  # the path whole, for copy and paste
 
 
-@app.command("eval")
+@app.command("eval", short_help="Evaluate a policy on a suite: per-episode and per-task results.")
 def evaluate(
     suite: str = typer.Option(..., "--suite", "-s", help="Suite name (see `lerobench list`) or a TOML path."),
     policy: str | None = typer.Option(
         None, "--policy", "-p",
-        help="random | zero | metaworld-expert | metaworld-adaptive-reach | module.path:factory | ws://host:port. "
-             "Default: the suite's default policy."),
+        help="random | zero | metaworld-expert | metaworld-adaptive-reach | module.path:factory | ws://host:port | "
+             "lerobot:<dir>. Default: the suite's default policy."),
     episodes: int | None = typer.Option(None, "--episodes", "-n", help="Episodes per task (default: suite's)."),
     tasks: str | None = typer.Option(None, "--tasks", help="Comma-separated task names to run."),
     batch_size: int = typer.Option(0, "--batch-size", "-b", help="Envs per task; 0 = auto (cores, memory)."),
@@ -369,7 +370,7 @@ def evaluate(
         raise typer.Exit(EXIT_TOO_MANY_ERRORS)
 
 
-@app.command("merge")
+@app.command("merge", short_help="Merge the outputs of `eval --shard I/N` runs into one run.")
 def merge_shards(
     shard_dirs: list[Path] = typer.Argument(..., help="Output directories of `eval --shard I/N` runs."),
     output: Path = typer.Option(..., "--output", "-o", help="New directory for the merged run."),
@@ -391,7 +392,7 @@ def merge_shards(
                           f"results.json lists them under 'missing'[/]", highlight=False, soft_wrap=True)
 
 
-@app.command("serve")
+@app.command("serve", short_help="Serve a policy over openpi's websocket protocol.")
 def serve_policy(
     policy: str = typer.Option(..., "--policy", "-p", help="Policy to serve: any --policy of `lerobench eval`."),
     suite: str = typer.Option(..., "--suite", "-s", help="Suite whose shapes and cameras the policy is built for."),
@@ -472,7 +473,7 @@ def _print_comparison(c: dict[str, Any]) -> None:
                   f"overall: {c['overall']['test']})", highlight=False)
 
 
-@app.command("compare")
+@app.command("compare", short_help="Is run B better than run A? Exact paired tests (same seed).")
 def compare(
     run_a: Path = typer.Argument(..., help="Baseline run directory (A)."),
     run_b: Path = typer.Argument(..., help="Candidate run directory (B); differences are B − A."),
@@ -500,7 +501,7 @@ def compare(
         raise typer.Exit(1)
 
 
-@app.command("report")
+@app.command("report", short_help="One self-contained HTML report: charts, tables, videos.")
 def report(
     runs: list[Path] = typer.Argument(..., help="Run directories (the first is the baseline for significance)."),
     output: Path = typer.Option(Path("report.html"), "--output", "-o", help="HTML file to write."),
