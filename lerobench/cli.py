@@ -137,7 +137,7 @@ def list_suites(as_json: bool = JSON_OPTION) -> None:
 
 
 @app.command(short_help="A suite's tasks, language descriptions and protocols.")
-def show(suite: str = typer.Argument(..., help="Suite name or path to a suite TOML file."),
+def show(suite: str = typer.Argument(..., metavar="SUITE", help="Suite name or path to a suite TOML file."),
          as_json: bool = JSON_OPTION) -> None:
     """Show a suite's tasks (with their language descriptions) and protocols."""
     from dataclasses import asdict
@@ -372,7 +372,8 @@ def evaluate(
 
 @app.command("merge", short_help="Merge the outputs of `eval --shard I/N` runs into one run.")
 def merge_shards(
-    shard_dirs: list[Path] = typer.Argument(..., help="Output directories of `eval --shard I/N` runs."),
+    shard_dirs: list[Path] = typer.Argument(..., metavar="SHARD_DIR",
+                                          help="Output directories of `eval --shard I/N` runs."),
     output: Path = typer.Option(..., "--output", "-o", help="New directory for the merged run."),
 ) -> None:
     """Merge shard outputs into one run (episodes.jsonl, results.json, videos); see docs/sharding.md."""
@@ -475,8 +476,8 @@ def _print_comparison(c: dict[str, Any]) -> None:
 
 @app.command("compare", short_help="Is run B better than run A? Exact paired tests (same seed).")
 def compare(
-    run_a: Path = typer.Argument(..., help="Baseline run directory (A)."),
-    run_b: Path = typer.Argument(..., help="Candidate run directory (B); differences are B − A."),
+    run_a: Path = typer.Argument(..., metavar="RUN_A", help="Baseline run directory (A)."),
+    run_b: Path = typer.Argument(..., metavar="RUN_B", help="Candidate run directory (B); differences are B − A."),
     as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON instead of a table."),
     alpha: float = typer.Option(0.05, "--alpha", help="Significance level (tasks: after Holm adjustment)."),
     fail_if_worse: bool = typer.Option(False, "--fail-if-worse",
@@ -503,7 +504,8 @@ def compare(
 
 @app.command("report", short_help="One self-contained HTML report: charts, tables, videos.")
 def report(
-    runs: list[Path] = typer.Argument(..., help="Run directories (the first is the baseline for significance)."),
+    runs: list[Path] = typer.Argument(..., metavar="RUN",
+                                    help="Run directories (the first is the baseline for significance)."),
     output: Path = typer.Option(Path("report.html"), "--output", "-o", help="HTML file to write."),
     alpha: float = typer.Option(0.05, "--alpha", help="Significance level for the marks on the chart."),
 ) -> None:
