@@ -70,7 +70,8 @@ class Terminated(BaseException):
 
 
 def _fail(exc: LerobenchError) -> None:
-    err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+    # escaped: messages hold brackets ("pip install 'lerobench[ray]'") that rich would take for markup and drop
+    err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
     raise typer.Exit(exc.exit_code)
 
 
@@ -384,7 +385,7 @@ def merge_shards(
     except LerobenchError as exc:
         _fail(exc)
     for note in results["merge_notes"]:
-        err_console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
+        err_console.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
     _print_summary(results, output, merged_from=len(results["shards"]))
     if not results["complete"]:
         shown = ", ".join(f"{m['task']}#{m['episode']}" for m in results["missing"][:10])
@@ -469,7 +470,7 @@ def _print_comparison(c: dict[str, Any]) -> None:
     for note in c["differences"]:
         err_console.print(f"[yellow]differs:[/] {note}", highlight=False)
     for note in c["notes"]:
-        err_console.print(f"[yellow]note:[/] {note}", highlight=False)
+        err_console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
     console.print(f"[bold]{c['verdict']}[/] (alpha {c['alpha']}; tasks: {c['tasks'][0]['test']}, Holm-adjusted; "
                   f"overall: {c['overall']['test']})", highlight=False)
 
