@@ -222,9 +222,9 @@ class RichReporter:
             self._all_successes += int(record.success)
             rate = self._steps / max(1e-9, time.perf_counter() - self._t0)
             bar = self._bars[task.name]
-            self.progress.update(bar, advance=1, info=f"{self._successes[task.name]} ok")
+            self.progress.update(bar, advance=1, info=f"{self._successes[task.name]} solved")
             self.progress.update(self.suite_bar, advance=1,
-                                 info=f"{self._all_successes} ok, {rate:,.0f} env-steps/s")
+                                 info=f"{self._all_successes} solved, {rate:,.0f} env-steps/s")
 
     def task_finished(self, task: Any, summary: dict[str, Any]) -> None:  # noqa: D102
         with self._lock:
