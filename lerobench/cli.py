@@ -203,7 +203,7 @@ class RichReporter:
         self._all_successes = 0
 
     def message(self, text: str) -> None:  # noqa: D102
-        self.progress.console.print(f"[dim]{text}[/]", highlight=False)
+        self.progress.console.print(f"[dim]{escape(text)}[/]", highlight=False, soft_wrap=True)  # one line in logs
 
     def task_started(self, task: Any, total: int, done: int) -> None:  # noqa: D102
         with self._lock:
@@ -341,7 +341,7 @@ def evaluate(
                       f"{f' x {settings.trials_per_episode} trials' if settings.trials_per_episode > 1 else ''}, "
                       f"protocol {protocol}"
                       + (f", shard {settings.shard}: {len(units)} episodes" if settings.shard else "")
-                      + f") -> {out}", highlight=False)
+                      + f") -> {out}", highlight=False, soft_wrap=True)  # one line, the path whole
         if resume:
             kept = len({(r.task, r.episode) for r in evaluation.previous})
             console.print(f"resuming: {_plural(kept, 'finished episode')} kept from {out / 'episodes.jsonl'}",
