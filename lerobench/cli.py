@@ -55,6 +55,7 @@ app = typer.Typer(
     add_completion=False,
     help="Evaluate robot policies on real simulator benchmarks (LIBERO, Meta-World).",
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: the boxed one cuts option names ("--stop-on-succ…") in 80 columns or a pipe
 )
 console = Console()
 err_console = Console(stderr=True)
@@ -69,7 +70,8 @@ class Terminated(BaseException):
 
 
 def _fail(exc: LerobenchError) -> None:
-    err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+    # escaped: messages hold brackets ("pip install 'lerobench[ray]'") that rich would take for markup and drop
+    err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
     raise typer.Exit(exc.exit_code)
 
 
@@ -135,8 +137,8 @@ def list_suites(as_json: bool = JSON_OPTION) -> None:
     _print_names_table(table)
 
 
-@app.command()
-def show(suite: str = typer.Argument(..., help="Suite name or path to a suite TOML file."),
+@app.command(short_help="A suite's tasks, language descriptions and protocols.")
+def show(suite: str = typer.Argument(..., metavar="SUITE", help="Suite name or path to a suite TOML file."),
          as_json: bool = JSON_OPTION) -> None:
     """Show a suite's tasks (with their language descriptions) and protocols."""
     from dataclasses import asdict
@@ -156,12 +158,13 @@ def show(suite: str = typer.Argument(..., help="Suite name or path to a suite TO
         return
     console.print(f"[bold]{s.name}[/] ({s.backend}): {s.description}")
     console.print(f"episodes/task {s.episodes_per_task}, control {s.control_fps:g} Hz, "
-                  f"{s.worker_memory_mb} MB per worker, source {s.source}")
+                  f"{s.worker_memory_mb} MB per worker, source {s.source}", soft_wrap=True)  # path kept whole
     if s.trials > 1:
         console.print(f"trials/episode {s.trials} (--trials): attempts from the same start, policy memory kept; "
                       f"see docs/trials.md", highlight=False)
     if s.notes:
-        console.print(s.notes.strip(), highlight=False, markup=False)
+        # soft_wrap: the notes are already broken into lines; wrapping them again at 80 columns leaves ragged halves
+        console.print(s.notes.strip(), highlight=False, markup=False, soft_wrap=True)
     for name, proto in s.protocols.items():
         console.print(f"protocol [cyan]{name}[/]: {asdict(proto)}", highlight=False)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
@@ -200,7 +203,7 @@ class RichReporter:
         self._all_successes = 0
 
     def message(self, text: str) -> None:  # noqa: D102
-        self.progress.console.print(f"[dim]{text}[/]", highlight=False)
+        self.progress.console.print(f"[dim]{escape(text)}[/]", highlight=False, soft_wrap=True)  # one line in logs
 
     def task_started(self, task: Any, total: int, done: int) -> None:  # noqa: D102
         with self._lock:
@@ -219,9 +222,9 @@ class RichReporter:
             self._all_successes += int(record.success)
             rate = self._steps / max(1e-9, time.perf_counter() - self._t0)
             bar = self._bars[task.name]
-            self.progress.update(bar, advance=1, info=f"{self._successes[task.name]} ok")
+            self.progress.update(bar, advance=1, info=f"{self._successes[task.name]} solved")
             self.progress.update(self.suite_bar, advance=1,
-                                 info=f"{self._all_successes} ok, {rate:,.0f} env-steps/s")
+                                 info=f"{self._all_successes} solved, {rate:,.0f} env-steps/s")
 
     def task_finished(self, task: Any, summary: dict[str, Any]) -> None:  # noqa: D102
         with self._lock:
@@ -240,7 +243,8 @@ def _trial_cells(block: dict[str, Any], trials: int) -> list[str]:
     return rates + deltas
 
 
-def _print_summary(results: dict[str, Any], output: Path) -> None:
+def _print_summary(results: dict[str, Any], output: Path, merged_from: int = 0) -> None:
+    """The results table and a timing line; ``merged_from`` > 0: a merge, whose eval_s is the shards' sum."""
     trials = results.get("config", {}).get("trials", 1)
     table = Table(title=f"{results['suite']} — {results['policy']}")
     extra = [f"trial {k}" for k in range(trials)] + [f"Δ{k} pp" for k in range(1, trials)] if trials > 1 else []
@@ -264,17 +268,19 @@ def _print_summary(results: dict[str, Any], output: Path) -> None:
     if trials > 1:
         console.print("success/CI/errors: trial 0 (comparable with 1-trial runs); Δk = rate(trial k) − rate(trial 0) "
                       "in percentage points, paired exact McNemar p", highlight=False)
-    console.print(f"{o['eval_s']:.1f} s, {o['env_steps_per_s'] or 0:,.0f} env-steps/s. "
-                  f"Results: [bold]{output}[/]", highlight=False)
+    timing = (f"merged {_plural(merged_from, 'run')}: {o['eval_s']:.1f} s of evaluation summed over them"
+              if merged_from else f"{o['eval_s']:.1f} s")
+    console.print(f"{timing}, {o['env_steps_per_s'] or 0:,.0f} env-steps/s. Results: [bold]{output}[/]",
+                  highlight=False, soft_wrap=True)  # the path whole, for copy and paste
 
 
-@app.command("eval")
+@app.command("eval", short_help="Evaluate a policy on a suite: per-episode and per-task results.")
 def evaluate(
     suite: str = typer.Option(..., "--suite", "-s", help="Suite name (see `lerobench list`) or a TOML path."),
     policy: str | None = typer.Option(
         None, "--policy", "-p",
-        help="random | zero | metaworld-expert | metaworld-adaptive-reach | module.path:factory | ws://host:port. "
-             "Default: the suite's default policy."),
+        help="random | zero | metaworld-expert | metaworld-adaptive-reach | module.path:factory | ws://host:port | "
+             "lerobot:<dir>. Default: the suite's default policy."),
     episodes: int | None = typer.Option(None, "--episodes", "-n", help="Episodes per task (default: suite's)."),
     tasks: str | None = typer.Option(None, "--tasks", help="Comma-separated task names to run."),
     batch_size: int = typer.Option(0, "--batch-size", "-b", help="Envs per task; 0 = auto (cores, memory)."),
@@ -335,7 +341,11 @@ def evaluate(
                       f"{f' x {settings.trials_per_episode} trials' if settings.trials_per_episode > 1 else ''}, "
                       f"protocol {protocol}"
                       + (f", shard {settings.shard}: {len(units)} episodes" if settings.shard else "")
-                      + f") -> {out}", highlight=False)
+                      + f") -> {out}", highlight=False, soft_wrap=True)  # one line, the path whole
+        if resume:
+            kept = len({(r.task, r.episode) for r in evaluation.previous})
+            console.print(f"resuming: {_plural(kept, 'finished episode')} kept from {out / 'episodes.jsonl'}",
+                          highlight=False, soft_wrap=True)
         previous = signal.signal(signal.SIGTERM, _raise_terminated)
         try:
             with reporter.progress:
@@ -361,9 +371,10 @@ def evaluate(
         raise typer.Exit(EXIT_TOO_MANY_ERRORS)
 
 
-@app.command("merge")
+@app.command("merge", short_help="Merge the outputs of `eval --shard I/N` runs into one run.")
 def merge_shards(
-    shard_dirs: list[Path] = typer.Argument(..., help="Output directories of `eval --shard I/N` runs."),
+    shard_dirs: list[Path] = typer.Argument(..., metavar="SHARD_DIR",
+                                          help="Output directories of `eval --shard I/N` runs."),
     output: Path = typer.Option(..., "--output", "-o", help="New directory for the merged run."),
 ) -> None:
     """Merge shard outputs into one run (episodes.jsonl, results.json, videos); see docs/sharding.md."""
@@ -374,8 +385,8 @@ def merge_shards(
     except LerobenchError as exc:
         _fail(exc)
     for note in results["merge_notes"]:
-        err_console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
-    _print_summary(results, output)
+        err_console.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
+    _print_summary(results, output, merged_from=len(results["shards"]))
     if not results["complete"]:
         shown = ", ".join(f"{m['task']}#{m['episode']}" for m in results["missing"][:10])
         more = f" and {len(results['missing']) - 10} more" if len(results["missing"]) > 10 else ""
@@ -383,7 +394,7 @@ def merge_shards(
                           f"results.json lists them under 'missing'[/]", highlight=False, soft_wrap=True)
 
 
-@app.command("serve")
+@app.command("serve", short_help="Serve a policy over openpi's websocket protocol.")
 def serve_policy(
     policy: str = typer.Option(..., "--policy", "-p", help="Policy to serve: any --policy of `lerobench eval`."),
     suite: str = typer.Option(..., "--suite", "-s", help="Suite whose shapes and cameras the policy is built for."),
@@ -459,15 +470,15 @@ def _print_comparison(c: dict[str, Any]) -> None:
     for note in c["differences"]:
         err_console.print(f"[yellow]differs:[/] {note}", highlight=False)
     for note in c["notes"]:
-        err_console.print(f"[yellow]note:[/] {note}", highlight=False)
+        err_console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
     console.print(f"[bold]{c['verdict']}[/] (alpha {c['alpha']}; tasks: {c['tasks'][0]['test']}, Holm-adjusted; "
                   f"overall: {c['overall']['test']})", highlight=False)
 
 
-@app.command("compare")
+@app.command("compare", short_help="Is run B better than run A? Exact paired tests (same seed).")
 def compare(
-    run_a: Path = typer.Argument(..., help="Baseline run directory (A)."),
-    run_b: Path = typer.Argument(..., help="Candidate run directory (B); differences are B − A."),
+    run_a: Path = typer.Argument(..., metavar="RUN_A", help="Baseline run directory (A)."),
+    run_b: Path = typer.Argument(..., metavar="RUN_B", help="Candidate run directory (B); differences are B − A."),
     as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON instead of a table."),
     alpha: float = typer.Option(0.05, "--alpha", help="Significance level (tasks: after Holm adjustment)."),
     fail_if_worse: bool = typer.Option(False, "--fail-if-worse",
@@ -492,9 +503,10 @@ def compare(
         raise typer.Exit(1)
 
 
-@app.command("report")
+@app.command("report", short_help="One self-contained HTML report: charts, tables, videos.")
 def report(
-    runs: list[Path] = typer.Argument(..., help="Run directories (the first is the baseline for significance)."),
+    runs: list[Path] = typer.Argument(..., metavar="RUN",
+                                    help="Run directories (the first is the baseline for significance)."),
     output: Path = typer.Option(Path("report.html"), "--output", "-o", help="HTML file to write."),
     alpha: float = typer.Option(0.05, "--alpha", help="Significance level for the marks on the chart."),
 ) -> None:

@@ -100,7 +100,7 @@ class Suite:
         by_name = {t.name: t for t in self.tasks}
         for n in names:
             if n not in by_name:
-                raise unknown(f"task in suite {self.name!r}", n, by_name)
+                raise unknown("task", n, by_name, where=f"in suite {self.name!r}")
         wanted = set(names)
         return replace(self, tasks=tuple(t for t in self.tasks if t.name in wanted))
 

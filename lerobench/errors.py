@@ -58,6 +58,7 @@ def did_you_mean(name: str, valid: Iterable[str]) -> str:
     return f" Valid names: {shown}{more}."
 
 
-def unknown(kind: str, name: str, valid: Iterable[str]) -> UnknownNameError:
-    """Build the standard 'unknown X' error with a did-you-mean hint."""
-    return UnknownNameError(f"unknown {kind} {name!r}.{did_you_mean(name, valid)}")
+def unknown(kind: str, name: str, valid: Iterable[str], where: str = "") -> UnknownNameError:
+    """Build the standard 'unknown X' error with a did-you-mean hint; ``where`` follows the name ("in suite 'x'")."""
+    place = f" {where}" if where else ""
+    return UnknownNameError(f"unknown {kind} {name!r}{place}.{did_you_mean(name, valid)}")

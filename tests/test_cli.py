@@ -142,3 +142,10 @@ def test_max_errors_0_passes_a_clean_smoke_run_and_plurals_are_right(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "(1 task x 1 episode, protocol standard)" in result.stdout
     assert json.loads((tmp_path / "o" / "results.json").read_text())["overall"]["n_errors"] == 0
+
+
+def test_error_messages_keep_their_brackets():
+    """Rich must not eat ``[...]`` in a message (``pip install 'lerobench[ray]'``, a name with brackets)."""
+    result = lerobench("show", "smoke[x]")
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: unknown suite 'smoke[x]'."), result.stderr

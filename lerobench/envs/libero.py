@@ -118,7 +118,7 @@ def _find_task(suite: str | None, name: str) -> tuple[Any, int]:
         if name in task_names:
             return bench, task_names.index(name)
         names += task_names
-    raise unknown(f"LIBERO task in {' / '.join(suites)}", name, names)
+    raise unknown("LIBERO task", name, names, where=f"in {' / '.join(suites)}")
 
 
 class LiberoSimulator:

@@ -57,7 +57,7 @@ def choose(plan: RunPlan, policy: Any, cameras: tuple[str, ...], todo: int, *, c
         why = "--executor" if s.executor != "auto" else (
             f"policy {s.policy!r} is cheap to replicate: each worker runs whole episodes with its own copy, "
             f"no per-step IPC")
-        size = f"{n} workers" if n else "Ray tasks"
+        size = (f"{n} worker" + "s" * (n != 1)) if n else "Ray tasks"
         return ExecutionChoice(name, n, f"executor {name} ({why}): {size}, {how}")
     return _vector(plan, cameras, cores, memory_mb, forced=executor)
 

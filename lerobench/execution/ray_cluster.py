@@ -16,7 +16,7 @@ import threading
 import uuid
 from typing import Any
 
-from lerobench.errors import LerobenchError, RunError
+from lerobench.errors import LerobenchError, MissingDependencyError, RunError
 from lerobench.plan import RunPlan, WorkUnit
 from lerobench.sink import RecordSink
 
@@ -30,6 +30,10 @@ class RayExecutor:
     name = "ray"
 
     def __init__(self, address: str | None = None, gpus_per_worker: float = 0.0, workers: int = 0):
+        try:  # refused before the run starts (an ImportError in run() would be a traceback after results.json)
+            import ray  # noqa: F401 - imported again where used; here only to fail early
+        except ImportError as exc:
+            raise MissingDependencyError(f"--executor ray needs Ray: pip install 'lerobench[ray]' ({exc})") from exc
         self.address = address
         self.gpus_per_worker = gpus_per_worker
         self.workers = workers

@@ -41,8 +41,9 @@ def _from_factory(spec: str, context: PolicyContext) -> Any:
         raise ConfigError(f"policy {spec!r}: cannot import module {module_name!r} ({exc})") from exc
     factory = getattr(module, attr, None)
     if factory is None or not callable(factory):
-        public = [n for n in dir(module) if not n.startswith("_")]
-        raise unknown(f"policy factory in module {module_name!r}", attr, public)
+        public = [n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n))
+                  and not isinstance(getattr(module, n), type(importlib))]  # factories, not imported modules
+        raise unknown("policy factory", attr, public, where=f"in module {module_name!r}")
     try:
         return factory(context)
     except Exception as exc:  # noqa: BLE001 - a user factory may raise anything; name it
