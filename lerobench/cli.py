@@ -351,7 +351,7 @@ def evaluate(
         err_console.print("[bold red]terminated:[/] finished episodes are saved; continue with --resume")
         raise typer.Exit(EXIT_TERMINATED) from None
     _print_summary(results, out)
-    n_errors = results["overall"]["n_errors"]
+    n_errors = evaluation.errored_episodes  # not results' n_errors: with --trials that counts trial 0 only
     if n_errors:
         err_console.print(f"[yellow]{_plural(n_errors, 'episode')} ended with an error "
                           f"(counted as failure{'s' * (n_errors != 1)}); see episodes.jsonl[/]")
