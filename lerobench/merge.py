@@ -39,6 +39,7 @@ from lerobench.results import (
     write_json_atomic,
 )
 from lerobench.shards import all_units
+from lerobench.trials import group_episodes, is_whole
 
 MUST_MATCH = ("suite", "protocol", "protocol_settings", "policy", "seed", "episodes_per_task", "trials",
               "stop_on_success", "replan_steps", "tasks")
@@ -147,22 +148,8 @@ def combine(shards: Sequence[ShardRun], tasks: Sequence[str]) -> list[tuple[Epis
 def missing_units(records: Sequence[EpisodeRecord], tasks: Sequence[str], episodes: int,
                   trials: int) -> list[tuple[str, int]]:
     """(task, episode) units without a finished episode: all ``trials`` trials, or trials 0..j with j an error."""
-    by_unit: dict[tuple[str, int], dict[int, EpisodeRecord]] = {}
-    for r in records:
-        by_unit.setdefault((r.task, r.episode), {})[r.trial] = r
-    missing = []
-    for unit in all_units(tasks, episodes):
-        have = by_unit.get(unit, {})
-        finished = False
-        for k in range(trials):
-            if k not in have:
-                break
-            if have[k].error is not None or k == trials - 1:
-                finished = True
-                break
-        if not finished:
-            missing.append(unit)
-    return missing
+    finished = {unit for unit, rs in group_episodes(records).items() if is_whole(rs, trials)}
+    return [unit for unit in all_units(tasks, episodes) if unit not in finished]
 
 
 def load_run_suite(config: dict[str, Any]) -> Suite:
