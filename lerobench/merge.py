@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from lerobench.config import Suite
-from lerobench.errors import LerobenchError
+from lerobench.errors import LerobenchError, ResumeError
 from lerobench.provenance import provenance
 from lerobench.results import (
     EPISODES_FILE,
@@ -34,6 +34,7 @@ from lerobench.results import (
     EpisodeRecord,
     check_output_dir,
     lerobot_eval_info,
+    parse_episodes,
     rewrite_episodes,
     summarize,
     write_json_atomic,
@@ -84,16 +85,10 @@ def read_shard(path: Path) -> ShardRun:
         raise MergeError(f"cannot merge {path}: {results_path} is not readable JSON ({exc})") from exc
     if not isinstance(results, dict) or not isinstance(results.get("config"), dict):
         raise MergeError(f"cannot merge {path}: {results_path} has no 'config' block")
-    raw = episodes_path.read_bytes() if episodes_path.exists() else b""
-    complete, newline, tail = raw.rpartition(b"\n")
-    records = []
-    for number, line in enumerate(complete.split(b"\n") if newline else [], start=1):
-        if line.strip():
-            try:
-                records.append(EpisodeRecord.from_json(json.loads(line)))
-            except (ValueError, TypeError, KeyError) as exc:
-                raise MergeError(f"cannot merge {path}: {episodes_path} line {number} is not a valid episode "
-                                 f"record ({exc})") from exc
+    try:
+        records, tail = parse_episodes(episodes_path.read_bytes() if episodes_path.exists() else b"", episodes_path)
+    except ResumeError as exc:
+        raise MergeError(f"cannot merge {path}: {exc}") from exc
     return ShardRun(path, results, records, cut_tail=bool(tail.strip()))
 
 
