@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from test_robustness import _session_processes, _wait_for_lines
 from typer.testing import CliRunner
 
 from lerobench.cli import app
@@ -121,35 +122,13 @@ def _env():
     return {**os.environ, "MUJOCO_GL": "egl", "PYTHONPATH": f"{ROOT}:{TESTS}"}
 
 
-def _wait_for_lines(path, n, proc, limit=180):
-    start = time.time()
-    while time.time() - start < limit:
-        if path.exists() and len(path.read_text().splitlines()) >= n:
-            return
-        assert proc.poll() is None, "run ended before it could be interrupted"
-        time.sleep(0.05)
-    raise AssertionError("no progress")
-
-
-def _session_processes(sid):
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[3]) == sid and fields[0] != "Z":
-            found.append(stat.parent.name)
-    return found
-
-
 def test_killed_processes_run_resumes_to_the_inline_numbers(tmp_path):
     full, cut = tmp_path / "full", tmp_path / "cut"
     done = subprocess.run(_cmd(full, "--executor", "inline"), env=_env(), capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     proc = subprocess.Popen(_cmd(cut, "--executor", "processes", "--workers", "2"), env=_env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    _wait_for_lines(cut / "episodes.jsonl", 3, proc)
+    _wait_for_lines(cut / "episodes.jsonl", 3, proc, limit=180)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     assert len(episodes(cut)) < 12
@@ -168,7 +147,7 @@ def test_ctrl_c_leaves_no_worker_behind(tmp_path, executor, sig, code):
     cmd[cmd.index("--episodes") + 1] = "40"
     proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
-    _wait_for_lines(out / "episodes.jsonl", 2, proc)
+    _wait_for_lines(out / "episodes.jsonl", 2, proc, limit=180)
     os.killpg(proc.pid, sig)
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == code, stderr
