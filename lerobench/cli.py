@@ -84,7 +84,7 @@ def _plural(n: int, noun: str) -> str:
 def _print_json(data: Any) -> None:
     import json
 
-    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    sys.stdout.write(json.dumps(data, indent=2, allow_nan=False) + "\n")
 
 
 def _suite_summary(s: Any) -> dict[str, Any]:
@@ -476,8 +476,6 @@ def compare(
                                          help="Compare runs of different suites/protocols/step limits anyway."),
 ) -> None:
     """Is B better than A, or is it noise? Exact paired tests on matching episodes (same seed)."""
-    import json
-
     from lerobench.compare import compare_runs, load_run
 
     try:
@@ -485,7 +483,7 @@ def compare(
     except LerobenchError as exc:
         _fail(exc)
     if as_json:
-        print(json.dumps(comparison, indent=2, allow_nan=False))
+        _print_json(comparison)
     else:
         _print_comparison(comparison)
     if fail_if_worse and comparison["b_worse"]:
