@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_robustness import _session_processes, _wait_for_lines
+from test_robustness import _session_processes, _wait_for_lines, crash_suite
 from typer.testing import CliRunner
 
 from lerobench.cli import app
@@ -70,23 +70,6 @@ def test_every_executor_gives_the_same_episodes(tmp_path, local_ray, policy):
             assert any(o[4] for o in reference) or policy == "random"
         assert outcomes(out) == reference, executor
     assert not list(tmp_path.glob("*/videos"))
-
-
-def crash_suite(tmp_path, mode):
-    path = tmp_path / f"crash_{mode}.toml"
-    path.write_text(f"""
-name = "crash_{mode}"
-backend = "crash_backend:BACKEND"
-episodes_per_task = 4
-control_fps = 80
-worker_memory_mb = 400
-backend_options = {{ crash_episode = 1, crash_step = 3, mode = "{mode}" }}
-tasks = ["reach-v3"]
-
-[protocol]
-max_steps = 8
-""")
-    return path
 
 
 @pytest.mark.parametrize("mode", ["kill", "raise"])
