@@ -194,3 +194,23 @@ def test_episode_workers_keep_their_task(tmp_path):
     assert second.task.name != first.task.name
     b.task = second.task.name
     assert _next_unit(pending, a, [a, b]).task.name == first.task.name
+
+
+def test_a_policy_declared_chunk_renders_only_at_replans_under_every_executor(tmp_path, local_ray):
+    """ObservationNeeds.replan_steps reaches episode workers and Ray tasks (each builds its own policy)."""
+    suite = tmp_path / "smoke64.toml"
+    suite.write_text((ROOT / "suites" / "smoke.toml").read_text().replace("image_size = [480, 480]",
+                                                                            "image_size = [64, 64]"))
+    reference = None
+    for executor, *extra in EXECUTORS:
+        out = tmp_path / executor
+        result = runner.invoke(app, ["eval", "--suite", str(suite), "--tasks", "reach-v3", "--policy",
+                                     "fixture_policies:make_declared_image_chunk", "--episodes", "2", "--trials", "2",
+                                     "--max-steps", "20", "--no-stop-on-success", "--videos", "0", "--output", str(out),
+                                     "--executor", executor, *extra])
+        assert result.exit_code == 0, result.output
+        lines = sorted((e["episode"], e["trial"], e["steps"], e["renders"], round(e["return"], 6))
+                       for e in episodes(out))
+        assert all(line[2] == 20 and line[3] <= 3 for line in lines), (executor, lines)  # not ~20: per replan
+        reference = reference or lines
+        assert lines == reference, executor
