@@ -214,3 +214,23 @@ def test_a_policy_declared_chunk_renders_only_at_replans_under_every_executor(tm
         assert all(line[2] == 20 and line[3] <= 3 for line in lines), (executor, lines)  # not ~20: per replan
         reference = reference or lines
         assert lines == reference, executor
+
+
+@pytest.mark.parametrize("executor", [("processes", "--workers", "2"), ("ray",)])
+def test_trial_shards_under_worker_executors_merge_into_the_inline_run(tmp_path, local_ray, executor):
+    from lerobench.merge import merge
+
+    def lines(out):
+        return sorted((e["task"], e["episode"], e["trial"], e["seed"], e["success"], e["steps"],
+                       round(e["return"], 6), e["error"]) for e in episodes(out))
+
+    evaluate(tmp_path / "full", "random", "inline", "--trials", "2")
+    shards = [tmp_path / f"s{i}" for i in range(2)]
+    for i, out in enumerate(shards):
+        evaluate(out, "random", executor[0], *executor[1:], "--trials", "2", "--shard", f"{i}/2")
+        assert json.loads((out / "results.json").read_text())["complete"]
+    merged = merge(tmp_path / "merged", shards)
+    assert merged["complete"] and len(lines(tmp_path / "merged")) == 12  # 2 tasks x 3 episodes x 2 trials
+    assert lines(tmp_path / "merged") == lines(tmp_path / "full")
+    full = json.loads((tmp_path / "full" / "results.json").read_text())
+    assert merged["overall"]["per_trial"] == full["overall"]["per_trial"]
