@@ -86,7 +86,7 @@ def _plural(n: int, noun: str) -> str:
 def _print_json(data: Any) -> None:
     import json
 
-    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    sys.stdout.write(json.dumps(data, indent=2, allow_nan=False) + "\n")
 
 
 def _suite_summary(s: Any) -> dict[str, Any]:
@@ -361,7 +361,7 @@ def evaluate(
         err_console.print("[bold red]terminated:[/] finished episodes are saved; continue with --resume")
         raise typer.Exit(EXIT_TERMINATED) from None
     _print_summary(results, out)
-    n_errors = results["overall"]["n_errors"]
+    n_errors = evaluation.errored_episodes  # not results' n_errors: with --trials that counts trial 0 only
     if n_errors:
         err_console.print(f"[yellow]{_plural(n_errors, 'episode')} ended with an error "
                           f"(counted as failure{'s' * (n_errors != 1)}); see episodes.jsonl[/]")
@@ -487,8 +487,6 @@ def compare(
                                          help="Compare runs of different suites/protocols/step limits anyway."),
 ) -> None:
     """Is B better than A, or is it noise? Exact paired tests on matching episodes (same seed)."""
-    import json
-
     from lerobench.compare import compare_runs, load_run
 
     try:
@@ -496,7 +494,7 @@ def compare(
     except LerobenchError as exc:
         _fail(exc)
     if as_json:
-        print(json.dumps(comparison, indent=2, allow_nan=False))
+        _print_json(comparison)
     else:
         _print_comparison(comparison)
     if fail_if_worse and comparison["b_worse"]:

@@ -26,6 +26,7 @@ from lerobench.stats import (
     unpaired_difference_ci,
     unpaired_exact,
 )
+from lerobench.trials import is_whole, outcomes
 
 EpisodeKey = tuple[str, int, int, int]
 """(task, episode, seed, init_state): what makes an episode the same episode in two runs."""
@@ -96,7 +97,7 @@ def differences(a: Run, b: Run) -> list[str]:
 
 
 def trial_outcomes(records: Sequence[EpisodeRecord], trials: int) -> dict[EpisodeKey, list[bool]]:
-    """Success at each trial index for every *finished* episode.
+    """Success at each trial index for every *finished* episode (``lerobench.trials.is_whole``).
 
     An error ends an episode: the erroring trial and every later index count as failures (TRIALS_SCHEMA).
     An episode with fewer lines than trials and no error is still running and is left out.
@@ -104,20 +105,12 @@ def trial_outcomes(records: Sequence[EpisodeRecord], trials: int) -> dict[Episod
     lines: dict[EpisodeKey, dict[int, EpisodeRecord]] = {}
     for r in records:
         lines.setdefault((r.task, r.episode, r.seed, r.init_state), {})[r.trial] = r
-    outcomes = {}
+    found = {}
     for key, by_trial in lines.items():
-        row: list[bool] = []
-        for k in range(trials):
-            record = by_trial.get(k)
-            if record is None:
-                break
-            row.append(bool(record.success) and record.error is None)
-            if record.error is not None:
-                row.extend([False] * (trials - k - 1))
-                break
-        if len(row) == trials:
-            outcomes[key] = row
-    return outcomes
+        episode = [by_trial[k] for k in sorted(by_trial)]
+        if is_whole(episode, trials):
+            found[key] = outcomes(episode, trials)
+    return found
 
 
 def _rates(successes_a: int, n_a: int, successes_b: int, n_b: int) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from lerobench.config import Suite
-from lerobench.errors import LerobenchError
+from lerobench.errors import LerobenchError, ResumeError
 from lerobench.provenance import provenance
 from lerobench.results import (
     EPISODES_FILE,
@@ -34,11 +34,13 @@ from lerobench.results import (
     EpisodeRecord,
     check_output_dir,
     lerobot_eval_info,
+    parse_episodes,
     rewrite_episodes,
     summarize,
     write_json_atomic,
 )
 from lerobench.shards import all_units
+from lerobench.trials import group_episodes, is_whole
 
 MUST_MATCH = ("suite", "protocol", "protocol_settings", "policy", "seed", "episodes_per_task", "trials",
               "stop_on_success", "replan_steps", "tasks")
@@ -83,16 +85,10 @@ def read_shard(path: Path) -> ShardRun:
         raise MergeError(f"cannot merge {path}: {results_path} is not readable JSON ({exc})") from exc
     if not isinstance(results, dict) or not isinstance(results.get("config"), dict):
         raise MergeError(f"cannot merge {path}: {results_path} has no 'config' block")
-    raw = episodes_path.read_bytes() if episodes_path.exists() else b""
-    complete, newline, tail = raw.rpartition(b"\n")
-    records = []
-    for number, line in enumerate(complete.split(b"\n") if newline else [], start=1):
-        if line.strip():
-            try:
-                records.append(EpisodeRecord.from_json(json.loads(line)))
-            except (ValueError, TypeError, KeyError) as exc:
-                raise MergeError(f"cannot merge {path}: {episodes_path} line {number} is not a valid episode "
-                                 f"record ({exc})") from exc
+    try:
+        records, tail = parse_episodes(episodes_path.read_bytes() if episodes_path.exists() else b"", episodes_path)
+    except ResumeError as exc:
+        raise MergeError(f"cannot merge {path}: {exc}") from exc
     return ShardRun(path, results, records, cut_tail=bool(tail.strip()))
 
 
@@ -147,22 +143,8 @@ def combine(shards: Sequence[ShardRun], tasks: Sequence[str]) -> list[tuple[Epis
 def missing_units(records: Sequence[EpisodeRecord], tasks: Sequence[str], episodes: int,
                   trials: int) -> list[tuple[str, int]]:
     """(task, episode) units without a finished episode: all ``trials`` trials, or trials 0..j with j an error."""
-    by_unit: dict[tuple[str, int], dict[int, EpisodeRecord]] = {}
-    for r in records:
-        by_unit.setdefault((r.task, r.episode), {})[r.trial] = r
-    missing = []
-    for unit in all_units(tasks, episodes):
-        have = by_unit.get(unit, {})
-        finished = False
-        for k in range(trials):
-            if k not in have:
-                break
-            if have[k].error is not None or k == trials - 1:
-                finished = True
-                break
-        if not finished:
-            missing.append(unit)
-    return missing
+    finished = {unit for unit, rs in group_episodes(records).items() if is_whole(rs, trials)}
+    return [unit for unit in all_units(tasks, episodes) if unit not in finished]
 
 
 def load_run_suite(config: dict[str, Any]) -> Suite:

@@ -178,10 +178,10 @@ class RunPlan:
             units += [WorkUnit(task, tuple(todo[i:i + step])) for i in range(0, len(todo), step)]
         return units
 
-    def error_record(self, task: TaskSpec, episode: int, error: str) -> EpisodeRecord:
-        """The record of an episode lost to a dead worker: a failure, with the reason."""
+    def error_record(self, task: TaskSpec, episode: int, error: str, trial: int = 0) -> EpisodeRecord:
+        """The line of an episode lost to a dead worker at ``trial``: a failure with the reason; it ends the episode."""
         return EpisodeRecord(
-            task=task.name, episode=episode, trial=0,
+            task=task.name, episode=episode, trial=trial,
             seed=episode_seed(self.settings.seed, task.index, episode),
             init_state=episode % self.n_init_states, success=False, success_at_end=False, steps=0,
             return_=0.0, elapsed_s=0.0, error=error,

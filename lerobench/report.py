@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import html
 import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 from lerobench import charts
 from lerobench.compare import Run, compare_runs, load_run
 from lerobench.errors import CompareError, ConfigError, MissingDependencyError
+from lerobench.results import write_text_atomic
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px auto;max-width:1200px;
@@ -187,13 +187,5 @@ def write_report(run_dirs: Sequence[Path], output: Path, alpha: float = 0.05) ->
     runs = [load_run(Path(p)) for p in run_dirs]
     output.parent.mkdir(parents=True, exist_ok=True)
     text = render_report(runs, output.parent, alpha=alpha)
-    fd, tmp = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, output)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomic(output, text)
     return output

@@ -228,15 +228,11 @@ def check_output_dir(output: Path) -> None:
         raise ConfigError(f"output directory {output} is not writable ({exc.strerror or exc})") from exc
 
 
-def read_episodes(path: Path, repair: bool = True) -> list[EpisodeRecord]:
-    """Read ``episodes.jsonl``; an unterminated last line (killed mid-write) is cut from the file.
+def parse_episodes(raw: bytes, path: Path) -> tuple[list[EpisodeRecord], bytes]:
+    """The records of the complete lines of ``raw`` (read from ``path``) and its unterminated tail, if any.
 
-    ``repair=False`` only skips that line and leaves the file alone: readers of a run that may still be
-    writing (``compare``, ``report``) must never truncate under the writer.
+    A line that is not an episode record raises ``ResumeError`` naming ``path`` and the line number.
     """
-    if not path.exists():
-        return []
-    raw = path.read_bytes()
     complete, newline, tail = raw.rpartition(b"\n")
     records = []
     for number, line in enumerate(complete.split(b"\n") if newline else [], start=1):
@@ -246,9 +242,22 @@ def read_episodes(path: Path, repair: bool = True) -> list[EpisodeRecord]:
             records.append(EpisodeRecord.from_json(json.loads(line)))
         except (ValueError, TypeError, KeyError) as exc:
             raise ResumeError(f"{path}: line {number} is not a valid episode record ({exc})") from exc
+    return records, tail
+
+
+def read_episodes(path: Path, repair: bool = True) -> list[EpisodeRecord]:
+    """Read ``episodes.jsonl``; an unterminated last line (killed mid-write) is cut from the file.
+
+    ``repair=False`` only skips that line and leaves the file alone: readers of a run that may still be
+    writing (``compare``, ``report``) must never truncate under the writer.
+    """
+    if not path.exists():
+        return []
+    raw = path.read_bytes()
+    records, tail = parse_episodes(raw, path)
     if tail and repair:
         with open(path, "r+b") as f:
-            f.truncate(len(complete) + len(newline))
+            f.truncate(len(raw) - len(tail))
     return records
 
 

@@ -120,7 +120,7 @@ class TaskRun:
     n_init_states: int = 50
     step_timeout_s: float | None = None
     stop: threading.Event | None = None
-    """Set by the runner to make a task thread stop at its next step (Ctrl-C, another task failed)."""
+    """Set by the vector executor to make a task thread stop at its next step (Ctrl-C, another task failed)."""
 
 
 @dataclass

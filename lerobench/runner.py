@@ -32,6 +32,8 @@ class Evaluation:
         self.policy = load_policy(settings.policy, self.plan.context())
         observation_needs(self.policy).executed_steps(settings.replan_steps)  # a conflict fails before any work
         self.choice: ExecutionChoice | None = None
+        self.errored_episodes = 0
+        """Episodes (at any trial) that ended in an error, set by ``run``; results' ``n_errors`` counts trial 0 only."""
 
     def run(self) -> dict[str, Any]:
         """Evaluate every task; write results as they come; return the final results."""
@@ -73,6 +75,7 @@ class Evaluation:
                 ok = True
             finally:
                 results = sink.close(ok)
+                self.errored_episodes = sum(r.error is not None for r in sink.records)  # one error line per episode
             return results
         finally:
             self._close_policy()

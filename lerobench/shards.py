@@ -61,7 +61,7 @@ def shard_units(tasks: Sequence[str], episodes_per_task: int, shard: Shard | Non
 
 
 def shard_episodes(tasks: Sequence[str], task: str, episodes_per_task: int, shard: Shard | None) -> list[int]:
-    """The episodes of ``task`` that ``shard`` evaluates (where a runner computes a task's to-do list)."""
+    """The episodes of ``task`` that ``shard`` evaluates (where ``RunPlan.work_units`` computes a task's to-do list)."""
     if shard is None:
         return list(range(episodes_per_task))
     base = list(tasks).index(task) * episodes_per_task

@@ -204,3 +204,10 @@ class FixedChunk(_Base):
 
 def make_fixed_chunk(context):
     return FixedChunk(context)
+
+
+def make_declared_image_chunk(context):
+    """``ImageChunkPolicy`` that declares its chunking (10 actions executed per chunk), as LeRobot policies do."""
+    policy = ImageChunkPolicy(context)
+    policy.observation_needs = ObservationNeeds(cameras=policy.observation_needs.cameras, replan_steps=10)
+    return policy

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from test_robustness import _session_processes, _wait_for_lines, crash_suite
 from typer.testing import CliRunner
 
 from lerobench.cli import app
@@ -71,23 +72,6 @@ def test_every_executor_gives_the_same_episodes(tmp_path, local_ray, policy):
     assert not list(tmp_path.glob("*/videos"))
 
 
-def crash_suite(tmp_path, mode):
-    path = tmp_path / f"crash_{mode}.toml"
-    path.write_text(f"""
-name = "crash_{mode}"
-backend = "crash_backend:BACKEND"
-episodes_per_task = 4
-control_fps = 80
-worker_memory_mb = 400
-backend_options = {{ crash_episode = 1, crash_step = 3, mode = "{mode}" }}
-tasks = ["reach-v3"]
-
-[protocol]
-max_steps = 8
-""")
-    return path
-
-
 @pytest.mark.parametrize("mode", ["kill", "raise"])
 def test_dead_episode_worker_costs_only_its_episode(tmp_path, mode):
     out = tmp_path / "o"
@@ -121,35 +105,13 @@ def _env():
     return {**os.environ, "MUJOCO_GL": "egl", "PYTHONPATH": f"{ROOT}:{TESTS}"}
 
 
-def _wait_for_lines(path, n, proc, limit=180):
-    start = time.time()
-    while time.time() - start < limit:
-        if path.exists() and len(path.read_text().splitlines()) >= n:
-            return
-        assert proc.poll() is None, "run ended before it could be interrupted"
-        time.sleep(0.05)
-    raise AssertionError("no progress")
-
-
-def _session_processes(sid):
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[3]) == sid and fields[0] != "Z":
-            found.append(stat.parent.name)
-    return found
-
-
 def test_killed_processes_run_resumes_to_the_inline_numbers(tmp_path):
     full, cut = tmp_path / "full", tmp_path / "cut"
     done = subprocess.run(_cmd(full, "--executor", "inline"), env=_env(), capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     proc = subprocess.Popen(_cmd(cut, "--executor", "processes", "--workers", "2"), env=_env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    _wait_for_lines(cut / "episodes.jsonl", 3, proc)
+    _wait_for_lines(cut / "episodes.jsonl", 3, proc, limit=180)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     assert len(episodes(cut)) < 12
@@ -168,7 +130,7 @@ def test_ctrl_c_leaves_no_worker_behind(tmp_path, executor, sig, code):
     cmd[cmd.index("--episodes") + 1] = "40"
     proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
-    _wait_for_lines(out / "episodes.jsonl", 2, proc)
+    _wait_for_lines(out / "episodes.jsonl", 2, proc, limit=180)
     os.killpg(proc.pid, sig)
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == code, stderr
@@ -232,3 +194,43 @@ def test_episode_workers_keep_their_task(tmp_path):
     assert second.task.name != first.task.name
     b.task = second.task.name
     assert _next_unit(pending, a, [a, b]).task.name == first.task.name
+
+
+def test_a_policy_declared_chunk_renders_only_at_replans_under_every_executor(tmp_path, local_ray):
+    """ObservationNeeds.replan_steps reaches episode workers and Ray tasks (each builds its own policy)."""
+    suite = tmp_path / "smoke64.toml"
+    suite.write_text((ROOT / "suites" / "smoke.toml").read_text().replace("image_size = [480, 480]",
+                                                                            "image_size = [64, 64]"))
+    reference = None
+    for executor, *extra in EXECUTORS:
+        out = tmp_path / executor
+        result = runner.invoke(app, ["eval", "--suite", str(suite), "--tasks", "reach-v3", "--policy",
+                                     "fixture_policies:make_declared_image_chunk", "--episodes", "2", "--trials", "2",
+                                     "--max-steps", "20", "--no-stop-on-success", "--videos", "0", "--output", str(out),
+                                     "--executor", executor, *extra])
+        assert result.exit_code == 0, result.output
+        lines = sorted((e["episode"], e["trial"], e["steps"], e["renders"], round(e["return"], 6))
+                       for e in episodes(out))
+        assert all(line[2] == 20 and line[3] <= 3 for line in lines), (executor, lines)  # not ~20: per replan
+        reference = reference or lines
+        assert lines == reference, executor
+
+
+@pytest.mark.parametrize("executor", [("processes", "--workers", "2"), ("ray",)])
+def test_trial_shards_under_worker_executors_merge_into_the_inline_run(tmp_path, local_ray, executor):
+    from lerobench.merge import merge
+
+    def lines(out):
+        return sorted((e["task"], e["episode"], e["trial"], e["seed"], e["success"], e["steps"],
+                       round(e["return"], 6), e["error"]) for e in episodes(out))
+
+    evaluate(tmp_path / "full", "random", "inline", "--trials", "2")
+    shards = [tmp_path / f"s{i}" for i in range(2)]
+    for i, out in enumerate(shards):
+        evaluate(out, "random", executor[0], *executor[1:], "--trials", "2", "--shard", f"{i}/2")
+        assert json.loads((out / "results.json").read_text())["complete"]
+    merged = merge(tmp_path / "merged", shards)
+    assert merged["complete"] and len(lines(tmp_path / "merged")) == 12  # 2 tasks x 3 episodes x 2 trials
+    assert lines(tmp_path / "merged") == lines(tmp_path / "full")
+    full = json.loads((tmp_path / "full" / "results.json").read_text())
+    assert merged["overall"]["per_trial"] == full["overall"]["per_trial"]

@@ -230,3 +230,18 @@ def test_trial_records_merge_sorted_with_episode_completeness(tmp_path):
         merge(tmp_path / "bad", [tmp_path / "a", _shard_dir(tmp_path / "c", "1/2", conflicting)])
     with pytest.raises(MergeError, match=r"trials differs \(.* has 3, .* has 1\)"):
         merge(tmp_path / "bad2", [tmp_path / "a", _shard_dir(tmp_path / "d", "1/2", [], trials=1)])
+
+
+def test_merge_skips_an_unterminated_last_line_and_names_a_broken_one(tmp_path):
+    whole = [_record("reach-v3", 0, k, True) for k in range(3)]
+    shard = _shard_dir(tmp_path / "a", "0/1", whole)
+    text = (shard / "episodes.jsonl").read_text()
+    (shard / "episodes.jsonl").write_text(text + json.dumps(_record("reach-v3", 1, 0, True).to_json())[:40])
+    results = merge(tmp_path / "merged", [shard])
+    assert len(_lines(tmp_path / "merged")) == 3 and results["shards"][0]["cut_unterminated_line"] is True
+    assert {"task": "reach-v3", "episode": 1} in results["missing"]
+    assert any("unterminated last line" in note for note in results["merge_notes"])
+    assert (shard / "episodes.jsonl").read_text().endswith(json.dumps(_record("reach-v3", 1, 0, True).to_json())[:40])
+    (shard / "episodes.jsonl").write_text(text.replace("\n", "\nnot json\n", 1))
+    with pytest.raises(MergeError, match=r"cannot merge .*a: .*episodes.jsonl: line 2 is not a valid episode record"):
+        merge(tmp_path / "merged2", [shard])

@@ -140,16 +140,23 @@ def test_rollout_runs_trials_in_order_with_markers_and_drops_pending_actions():
     assert all(c["reward"][0] > 0 for c in later)  # the previous step's dense reward reaches the policy
 
 
+def _crash_at_trial_1(tmp_path, mode):
+    """A one-task Meta-World suite whose simulator fails (``mode``) at step 3 of episode 1's trial 1."""
+    from test_robustness import crash_suite
+
+    suite = crash_suite(tmp_path, mode, crash_episode=1, crash_step=3)
+    suite.write_text(suite.read_text().replace("crash_step = 3,", "crash_step = 3, crash_trial = 1,"))
+    return suite
+
+
 @pytest.mark.parametrize("mode, batch", [("raise", 1), ("kill", 2)])
 def test_an_error_ends_the_episode_and_later_trials_have_no_line(tmp_path, mode, batch):
     pytest.importorskip("metaworld")
-    from test_robustness import crash_suite
     from typer.testing import CliRunner
 
     from lerobench.cli import app
 
-    suite = crash_suite(tmp_path, mode, crash_episode=1, crash_step=3)
-    suite.write_text(suite.read_text().replace("crash_step = 3,", "crash_step = 3, crash_trial = 1,"))
+    suite = _crash_at_trial_1(tmp_path, mode)
     out = tmp_path / "o"
     result = CliRunner().invoke(app, ["eval", "--suite", str(suite), "--policy", "random", "--batch-size", str(batch),
                                       "--videos", "0", "--episodes", "3", "--trials", "3", "--output", str(out)])
@@ -160,6 +167,44 @@ def test_an_error_ends_the_episode_and_later_trials_have_no_line(tmp_path, mode,
                              (2, 0, False), (2, 1, False), (2, 2, False)]
     overall = json.loads((out / "results.json").read_text())["overall"]
     assert [row["n"] for row in overall["per_trial"]] == [3, 3, 3]
+
+
+def test_max_errors_counts_an_episode_that_errored_after_trial_0(tmp_path):
+    """results' n_errors describes trial 0; --max-errors must still see an error in a later trial."""
+    pytest.importorskip("metaworld")
+    from typer.testing import CliRunner
+
+    from lerobench.cli import EXIT_TOO_MANY_ERRORS, app
+
+    suite = _crash_at_trial_1(tmp_path, "raise")
+    out = tmp_path / "o"
+    result = CliRunner().invoke(app, ["eval", "--suite", str(suite), "--policy", "random", "--batch-size", "1",
+                                      "--videos", "0", "--episodes", "2", "--trials", "2", "--max-errors", "0",
+                                      "--output", str(out)])
+    assert result.exit_code == EXIT_TOO_MANY_ERRORS, result.output
+    results = json.loads((out / "results.json").read_text())
+    assert results["complete"] and results["overall"]["n_errors"] == 0  # trial 0 of both episodes ran clean
+
+
+def test_a_dead_episode_worker_ends_its_episode_under_the_processes_executor(tmp_path):
+    pytest.importorskip("metaworld")
+    from typer.testing import CliRunner
+
+    from lerobench.cli import app
+
+    suite = _crash_at_trial_1(tmp_path, "kill")
+    out = tmp_path / "o"
+    result = CliRunner().invoke(app, ["eval", "--suite", str(suite), "--policy", "random", "--executor", "processes",
+                                      "--workers", "2", "--videos", "0", "--episodes", "3", "--trials", "2",
+                                      "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    lines = sorted((d["episode"], d["trial"], d["error"] is not None) for d in
+                   (json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()))
+    # the worker died in trial 1 of episode 1, taking trial 0's unsent line with it: the episode ends in an error
+    assert lines == [(0, 0, False), (0, 1, False), (1, 0, True), (2, 0, False), (2, 1, False)]
+    results = json.loads((out / "results.json").read_text())
+    assert results["complete"] and [row["n"] for row in results["overall"]["per_trial"]] == [3, 3]
+    assert results["tasks"][0]["n_episodes"] == 3
 
 
 # -- aggregation ----------------------------------------------------------------------------------------

@@ -57,7 +57,7 @@ def announce_reads(sim: Simulator, cameras: Sequence[str]) -> None:
 class Backend(Protocol):
     """What a benchmark family provides: static shapes and a simulator factory.
 
-    Optional attributes the runner reads when present: ``n_init_states`` (init state = episode mod
+    Optional attributes read when present (plan.py, envs/vector.py): ``n_init_states`` (init state = episode mod
     this, default 50), ``max_episode_steps`` (step limit the simulator enforces; larger suites are
     refused up front), ``unrendered_step_ms`` (below ~1 ms, state-only runs stay in-process), and
     ``preload_modules`` (imported once in the forkserver so workers start faster).
