@@ -61,6 +61,7 @@ console = Console()
 err_console = Console(stderr=True)
 
 EXIT_TOO_MANY_ERRORS = 3
+EXIT_INCOMPLETE_MERGE = 4
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
 
@@ -376,6 +377,9 @@ def merge_shards(
     shard_dirs: list[Path] = typer.Argument(..., metavar="SHARD_DIR",
                                           help="Output directories of `eval --shard I/N` runs."),
     output: Path = typer.Option(..., "--output", "-o", help="New directory for the merged run."),
+    allow_incomplete: bool = typer.Option(
+        False, "--allow-incomplete",
+        help=f"Exit 0 when episodes are missing (default: exit {EXIT_INCOMPLETE_MERGE}, results still written)."),
 ) -> None:
     """Merge shard outputs into one run (episodes.jsonl, results.json, videos); see docs/sharding.md."""
     from lerobench.merge import merge
@@ -392,6 +396,8 @@ def merge_shards(
         more = f" and {len(results['missing']) - 10} more" if len(results["missing"]) > 10 else ""
         err_console.print(f"[yellow]incomplete: {len(results['missing'])} episodes missing ({shown}{more}); "
                           f"results.json lists them under 'missing'[/]", highlight=False, soft_wrap=True)
+        if not allow_incomplete:  # a job that merges shards must not pass with a shard lost
+            raise typer.Exit(EXIT_INCOMPLETE_MERGE)
 
 
 @app.command("serve", short_help="Serve a policy over openpi's websocket protocol.")

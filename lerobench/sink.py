@@ -50,10 +50,13 @@ def load_previous(plan: RunPlan) -> list[EpisodeRecord]:
     current = json.loads(json.dumps(plan.config()))  # tuples -> lists, as they were stored
     if "trials" not in previous and previous.get("trial") == 0:  # written before --trials: one trial each
         previous["trials"] = 1
+    def shown(key: str, value: Any) -> str:
+        return "unsharded" if key == "shard" and value is None else repr(value)
+
     for key in RESULT_DEFINING:
         if previous.get(key) != current.get(key):
-            raise ResumeError(f"cannot resume {out}: {key} differs (previous {previous.get(key)!r}, "
-                              f"now {current.get(key)!r})")
+            raise ResumeError(f"cannot resume {out}: {key} differs (previous {shown(key, previous.get(key))}, "
+                              f"now {shown(key, current.get(key))})")
     wanted = {t.name for t in plan.suite.tasks}
     stored = read_episodes(out / EPISODES_FILE)
     whole = whole_episodes(stored, plan.settings.trials_per_episode)

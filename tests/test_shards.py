@@ -119,7 +119,9 @@ def test_identical_duplicates_are_kept_once(runs):
 def test_a_missing_shard_leaves_the_run_incomplete_with_its_units(runs):
     out = runs["root"] / "half"
     result = runner.invoke(app, ["merge", str(runs["s0"]), "--output", str(out)])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 4, result.output  # incomplete: written, but a merge job must not pass
+    allowed = runner.invoke(app, ["merge", str(runs["s0"]), "--output", str(out / "allowed"), "--allow-incomplete"])
+    assert allowed.exit_code == 0, allowed.output
     merged = json.loads((out / "results.json").read_text())
     missing = shard_units(TASKS.split(","), 4, Shard(1, 2))
     assert merged["complete"] is False
