@@ -40,7 +40,7 @@ from lerobench.results import (
     write_json_atomic,
 )
 from lerobench.shards import all_units
-from lerobench.trials import group_episodes, is_whole
+from lerobench.trials import group_episodes, is_whole, whole_episodes
 
 MUST_MATCH = ("suite", "protocol", "protocol_settings", "policy", "seed", "episodes_per_task", "trials",
               "stop_on_success", "replan_steps", "tasks")
@@ -220,12 +220,18 @@ def merge(output: Path, inputs: Sequence[Path], command: Sequence[str] | None = 
     check_output_dir(output)
     if (output / EPISODES_FILE).exists() and (output / EPISODES_FILE).stat().st_size > 0:
         raise MergeError(f"{output / EPISODES_FILE} already holds episodes: merge into a new --output directory")
-    merged = combine(shards, tasks)
+    combined = combine(shards, tasks)
+    # Like --resume: an episode cut between its trials is not half-counted, it is missing (rerun it whole).
+    whole = {(r.task, r.episode, r.trial) for r in whole_episodes([r for r, _ in combined], trials)}
+    merged = [(r, origin) for r, origin in combined if (r.task, r.episode, r.trial) in whole]
     records = [r for r, _ in merged]
+    halves = sorted({(r.task, r.episode) for r, _ in combined} - {(r.task, r.episode) for r in records})
     notes = version_notes(shards) + [f"{s.path / EPISODES_FILE}: ignored an unterminated last line (killed "
                                      f"mid-write; that episode counts as missing)" for s in shards if s.cut_tail]
     notes += [f"{s.path / 'recordings'}: --record trajectories are not merged; they stay in the shard directory"
               for s in shards if (s.path / "recordings").is_dir()]
+    notes += [f"task {t!r} episode {e}: left out, its trials stop before the last one without an error "
+              f"(interrupted between trials); it counts as missing" for t, e in halves]
     for r, origin in merged:
         if r.video:
             source = origin / r.video

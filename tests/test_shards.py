@@ -224,8 +224,9 @@ def test_trial_records_merge_sorted_with_episode_completeness(tmp_path):
     keys = [(e["task"], e["episode"], e["trial"]) for e in _lines(out)]
     assert keys == [("reach-v3", 0, 0), ("reach-v3", 0, 1), ("reach-v3", 0, 2), ("reach-v3", 1, 0),
                     ("reach-v3", 1, 1), ("button-press-v3", 0, 0), ("button-press-v3", 0, 1),
-                    ("button-press-v3", 0, 2), ("button-press-v3", 1, 0)]  # the duplicate trial 2 kept once
+                    ("button-press-v3", 0, 2)]  # the duplicate trial 2 kept once; the half episode left out
     assert results["missing"] == [{"task": "button-press-v3", "episode": 1}] and results["complete"] is False
+    assert any("'button-press-v3' episode 1: left out" in note for note in results["merge_notes"])
     assert missing_units([_record("reach-v3", 0, 0, True)], ["reach-v3"], 1, 1) == []
     conflicting = [_record("button-press-v3", 0, 2, False)]
     with pytest.raises(MergeError, match="task 'button-press-v3' episode 0 trial 2 has different outcomes"):
