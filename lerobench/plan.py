@@ -230,6 +230,12 @@ def make_plan(settings: RunSettings) -> RunPlan:
         if s.executor in ("processes", "ray"):
             raise ConfigError(f"--record is written by the driver's writer: use --executor vector or inline, "
                               f"not {s.executor}")
+    if s.executor in ("inline", "processes", "ray"):  # vector-only flags would be ignored: say so instead
+        for name, value in (("--batch-size", s.batch_size), ("--parallel-tasks", s.parallel_tasks)):
+            if value > 1:
+                raise ConfigError(f"{name} {value} applies to the vector executor (envs or task threads sharing "
+                                  f"one policy), not --executor {s.executor}"
+                                  + ("; use --workers for episode workers" if s.executor != "inline" else ""))
     if s.executor == "ray" and importlib.util.find_spec("ray") is None:
         raise MissingDependencyError("--executor ray needs Ray: pip install 'lerobench[ray]'")
     for name, value, least in (("--episodes", s.episodes, 1), ("--replan-steps", s.replan_steps, 1),
