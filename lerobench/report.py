@@ -113,19 +113,25 @@ def _comparison_table(c: dict[str, Any]) -> str:
             + (f"<ul class='dim'>{notes}</ul>" if notes else ""))
 
 
+def _suite_order(run: Run) -> Any:
+    """Sort key: tasks in the run's suite order (as in its tables), then episode and trial."""
+    position = {name: i for i, name in enumerate(run.config.get("tasks") or [])}
+    return lambda r: (position.get(r.task, len(position)), r.task, r.episode, r.trial)
+
+
 def _errors(run: Run) -> str:
     failed = [r for r in run.records if r.error]
     if not failed:
         return "<p class='dim'>No episode ended with an error.</p>"
     rows = "".join(f"<tr><td>{_e(r.task)}</td><td>{r.episode}</td><td>{r.trial}</td><td>{_e(r.error)}</td></tr>"
-                   for r in sorted(failed, key=lambda r: (r.task, r.episode, r.trial)))
+                   for r in sorted(failed, key=_suite_order(run)))
     return ("<table class='errors'><tr><th>task</th><th>episode</th><th>trial</th><th>error</th></tr>"
             f"{rows}</table>")
 
 
 def _videos(run: Run, folder: Path) -> str:
     items = []
-    for r in sorted(run.records, key=lambda r: (r.task, r.episode, r.trial)):
+    for r in sorted(run.records, key=_suite_order(run)):
         if not r.video:
             continue
         mp4 = run.path / r.video

@@ -41,6 +41,7 @@ def test_report_renders_with_charts_tables_and_thumbnails(tmp_path, real_runs):
     assert "B worse than A" in dom and "paired on 12 episodes" in dom
     thumbs = re.findall(r"<a href=\"([^\"]+\.mp4)\"><img src=\"data:image/png;base64,", dom)
     assert len(thumbs) == 4  # --videos 1: one per task and run
+    assert [Path(h).parts[-2] for h in thumbs] == ["reach-v3", "push-v3"] * 2  # suite order, as the tables
     for href in thumbs:
         assert not Path(href).is_absolute() and (out.parent / href).is_file()  # relative links that work
     shot = tmp_path / "shot.png"
