@@ -15,11 +15,11 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from lerobench.analysis.results import EpisodeRecord
 from lerobench.config import Protocol, Suite, TaskSpec
 from lerobench.envs.base import EnvSpec, episode_seed
 from lerobench.errors import ConfigError, MissingDependencyError, unknown
 from lerobench.policies.base import ObservationNeeds, PolicyContext
-from lerobench.results import EpisodeRecord
 from lerobench.rollout import TaskRun
 from lerobench.shards import Shard, shard_episodes
 from lerobench.trajectories import check_record_mode

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from lerobench.analysis.results import EpisodeRecord
 from lerobench.config import TaskSpec
-from lerobench.results import EpisodeRecord
 
 
 class Reporter(Protocol):

@@ -28,10 +28,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from lerobench.analysis.results import EpisodeRecord
 from lerobench.config import TaskSpec
 from lerobench.envs.base import IDLE, env_action, episode_seed
 from lerobench.errors import PolicyError
-from lerobench.results import EpisodeRecord
 from lerobench.trajectories import NULL_TRAJECTORIES, Trajectory, TrajectoryRecorder
 
 

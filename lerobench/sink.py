@@ -14,13 +14,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
-from lerobench.config import TaskSpec
-from lerobench.errors import ResumeError
-from lerobench.plan import RESULT_DEFINING, RunPlan, WorkUnit
-from lerobench.provenance import provenance
-from lerobench.recorder import TaskRecorder
-from lerobench.reporting import Reporter, SilentReporter
-from lerobench.results import (
+from lerobench.analysis.results import (
     EPISODES_FILE,
     RESULTS_FILE,
     EpisodeRecord,
@@ -30,8 +24,14 @@ from lerobench.results import (
     rewrite_episodes,
     summarize,
 )
+from lerobench.analysis.trials import whole_episodes
+from lerobench.config import TaskSpec
+from lerobench.errors import ResumeError
+from lerobench.plan import RESULT_DEFINING, RunPlan, WorkUnit
+from lerobench.provenance import provenance
+from lerobench.recorder import TaskRecorder
+from lerobench.reporting import Reporter, SilentReporter
 from lerobench.trajectories import TrajectoryRecorder
-from lerobench.trials import whole_episodes
 from lerobench.videos import NullVideoEncoder, VideoEncoder
 
 

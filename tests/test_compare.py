@@ -125,7 +125,7 @@ def _line(task, episode, trial, success, error=None):
 
 def write_trial_run(path, outcomes, policy, errors=None):
     """``outcomes[task][episode]`` = per-trial successes; ``errors[(task, episode)] = trial`` ends that episode."""
-    from lerobench.stats import compare_paired
+    from lerobench.analysis.stats import compare_paired
 
     errors = errors or {}
     path.mkdir()

@@ -218,7 +218,7 @@ def test_a_policy_declared_chunk_renders_only_at_replans_under_every_executor(tm
 
 @pytest.mark.parametrize("executor", [("processes", "--workers", "2"), ("ray",)])
 def test_trial_shards_under_worker_executors_merge_into_the_inline_run(tmp_path, local_ray, executor):
-    from lerobench.merge import merge
+    from lerobench.analysis.merge import merge
 
     def lines(out):
         return sorted((e["task"], e["episode"], e["trial"], e["seed"], e["success"], e["steps"],

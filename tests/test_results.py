@@ -3,9 +3,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from lerobench.analysis.results import EpisodeRecord, ResultsWriter, read_episodes
 from lerobench.cli import app
 from lerobench.errors import RunError
-from lerobench.results import EpisodeRecord, ResultsWriter, read_episodes
 
 
 def record(episode, **kw):

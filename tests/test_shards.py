@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from lerobench.analysis.merge import MergeError, merge, missing_units
+from lerobench.analysis.results import EpisodeRecord
 from lerobench.cli import app
 from lerobench.errors import ConfigError
-from lerobench.merge import MergeError, merge, missing_units
-from lerobench.results import EpisodeRecord
 from lerobench.shards import Shard, all_units, parse_shard, shard_episodes, shard_units
 
 runner = CliRunner()

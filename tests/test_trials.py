@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lerobench.analysis.results import EpisodeRecord, summarize
+from lerobench.analysis.stats import compare_paired
+from lerobench.analysis.trials import outcomes, trial_summary, whole_episodes
 from lerobench.envs.base import EnvSpec, LazyTaskEnv
 from lerobench.registry import load_suite
-from lerobench.results import EpisodeRecord, summarize
 from lerobench.runner import Evaluation, RunSettings
-from lerobench.stats import compare_paired
-from lerobench.trials import outcomes, trial_summary, whole_episodes
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 

@@ -12,11 +12,11 @@ import threading
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Any
 
+from lerobench.analysis.results import EpisodeRecord
 from lerobench.errors import RunError
 from lerobench.execution.base import MAX_WORKER_REBUILDS
 from lerobench.plan import RunPlan, WorkUnit
 from lerobench.policies.loading import observation_needs
-from lerobench.results import EpisodeRecord
 from lerobench.rollout import Cancelled, WorkerFailure, run_episodes
 from lerobench.sink import RecordSink
 

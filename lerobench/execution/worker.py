@@ -12,9 +12,9 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from lerobench.analysis.results import EpisodeRecord
 from lerobench.plan import RunPlan, WorkUnit
 from lerobench.policies.loading import load_policy, observation_needs
-from lerobench.results import EpisodeRecord
 
 
 class UnitRunner:

@@ -7,7 +7,7 @@ so every per-trial row has the same ``n`` (the number of episodes) and trials st
 
 Statistics: one rate gets a Wilson 95% interval (as everywhere in lerobench); the adaptation delta
 ``rate(trial k) - rate(trial 0)`` compares two outcomes of the *same* episode, so it is paired:
-``lerobench.stats.compare_paired`` gives the Bonett-Price paired CI and the exact McNemar p-value.
+``lerobench.analysis.stats.compare_paired`` gives the Bonett-Price paired CI and the exact McNemar p-value.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from lerobench.results import EpisodeRecord, wilson_interval
-from lerobench.stats import compare_paired
+from lerobench.analysis.results import EpisodeRecord, wilson_interval
+from lerobench.analysis.stats import compare_paired
 
 
 def is_whole(trial_records: Sequence[EpisodeRecord], trials: int) -> bool:

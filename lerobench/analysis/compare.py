@@ -4,7 +4,7 @@ Two runs with the same seed play the same episodes (same LIBERO init states, sam
 their outcomes are *paired*: an episode is matched when (task, episode, seed, init_state) agree and it has
 finished in both runs, and each trial index ``k`` is compared on those episodes. Runs that share no episode
 (different seeds) are compared as two independent samples and say so. The statistics are in
-``lerobench.stats``; this module only reads runs, matches episodes and lays out the numbers (no printing).
+``lerobench.analysis.stats``; this module only reads runs, matches episodes and lays out the numbers (no printing).
 """
 
 from __future__ import annotations
@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lerobench.errors import CompareError, LerobenchError
-from lerobench.results import EPISODES_FILE, RESULTS_FILE, EpisodeRecord, read_episodes
-from lerobench.stats import (
+from lerobench.analysis.results import EPISODES_FILE, RESULTS_FILE, EpisodeRecord, read_episodes
+from lerobench.analysis.stats import (
     compare_paired,
     holm,
     paired_difference_ci,
@@ -26,7 +25,8 @@ from lerobench.stats import (
     unpaired_difference_ci,
     unpaired_exact,
 )
-from lerobench.trials import is_whole, outcomes
+from lerobench.analysis.trials import is_whole, outcomes
+from lerobench.errors import CompareError, LerobenchError
 
 EpisodeKey = tuple[str, int, int, int]
 """(task, episode, seed, init_state): what makes an episode the same episode in two runs."""
@@ -97,7 +97,7 @@ def differences(a: Run, b: Run) -> list[str]:
 
 
 def trial_outcomes(records: Sequence[EpisodeRecord], trials: int) -> dict[EpisodeKey, list[bool]]:
-    """Success at each trial index for every *finished* episode (``lerobench.trials.is_whole``).
+    """Success at each trial index for every *finished* episode (``lerobench.analysis.trials.is_whole``).
 
     An error ends an episode: the erroring trial and every later index count as failures (TRIALS_SCHEMA).
     An episode with fewer lines than trials and no error is still running and is left out.

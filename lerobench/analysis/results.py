@@ -96,7 +96,7 @@ def aggregate(records: Iterable[EpisodeRecord]) -> dict[str, Any]:
 def summarize(suite: Suite, records: Iterable[EpisodeRecord], trials: int = 1) -> dict[str, Any]:
     """Per-task, per-group and overall aggregates for the tasks of ``suite`` that have episodes.
 
-    With ``trials`` > 1 (see ``lerobench/trials.py``) today's keys describe trial 0, so the headline
+    With ``trials`` > 1 (see ``lerobench/analysis/trials.py``) today's keys describe trial 0, so the headline
     number stays comparable with one-trial runs, and each block gains the per-trial keys.
     """
     by_task: dict[str, list[EpisodeRecord]] = {}
@@ -106,7 +106,7 @@ def summarize(suite: Suite, records: Iterable[EpisodeRecord], trials: int = 1) -
     def block(rs: list[EpisodeRecord]) -> dict[str, Any]:
         if trials == 1:
             return aggregate(rs)
-        from lerobench.trials import trial_summary
+        from lerobench.analysis.trials import trial_summary
 
         return {**aggregate(r for r in rs if r.trial == 0), **trial_summary(rs, trials)}
 

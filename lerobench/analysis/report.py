@@ -2,7 +2,7 @@
 
 Everything is inline (CSS, SVG charts, PNG thumbnails); the only links are the thumbnails' links to the MP4
 files, written relative to the report's folder so the report keeps working next to the run directories.
-The first run is the baseline: significance marks come from ``lerobench.compare`` against it.
+The first run is the baseline: significance marks come from ``lerobench.analysis.compare`` against it.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lerobench import charts
-from lerobench.compare import Run, compare_runs, load_run
+from lerobench.analysis import charts
+from lerobench.analysis.compare import Run, compare_runs, load_run
+from lerobench.analysis.results import write_text_atomic
 from lerobench.errors import CompareError, ConfigError, MissingDependencyError
-from lerobench.results import write_text_atomic
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px auto;max-width:1200px;

@@ -25,10 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from lerobench.config import Suite
-from lerobench.errors import LerobenchError, ResumeError
-from lerobench.provenance import provenance
-from lerobench.results import (
+from lerobench.analysis.results import (
     EPISODES_FILE,
     RESULTS_FILE,
     EpisodeRecord,
@@ -39,8 +36,11 @@ from lerobench.results import (
     summarize,
     write_json_atomic,
 )
+from lerobench.analysis.trials import group_episodes, is_whole, whole_episodes
+from lerobench.config import Suite
+from lerobench.errors import LerobenchError, ResumeError
+from lerobench.provenance import provenance
 from lerobench.shards import all_units
-from lerobench.trials import group_episodes, is_whole, whole_episodes
 
 MUST_MATCH = ("suite", "protocol", "protocol_settings", "policy", "seed", "episodes_per_task", "trials",
               "stop_on_success", "replan_steps", "tasks")

@@ -1,0 +1,24 @@
+"""The ``lerobench`` command: one module per subcommand, all registered on one typer app (``cli/common.py``)."""
+
+import importlib
+
+from lerobench.cli.common import (
+    EXIT_INCOMPLETE_MERGE,
+    EXIT_INTERRUPTED,
+    EXIT_TERMINATED,
+    EXIT_TOO_MANY_ERRORS,
+    app,
+)
+
+COMMAND_MODULES = ("browse", "evaluate", "merge", "serve", "compare", "report")
+"""Imported in this order to register their commands: ``--help`` lists them so."""
+
+for _name in COMMAND_MODULES:
+    importlib.import_module(f"lerobench.cli.{_name}")
+
+__all__ = ["EXIT_INCOMPLETE_MERGE", "EXIT_INTERRUPTED", "EXIT_TERMINATED", "EXIT_TOO_MANY_ERRORS", "app", "main"]
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()  # usage errors and the bare command: OneLineErrorsGroup

@@ -1,0 +1,80 @@
+"""`lerobench list` and `lerobench show`: browse the shipped suites."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+from rich import box
+from rich.table import Table
+
+from lerobench.cli.common import JSON_OPTION, _fail, _print_json, _print_names_table, app, console
+from lerobench.errors import LerobenchError
+
+
+def _suite_summary(s: Any) -> dict[str, Any]:
+    return {"name": s.name, "backend": s.backend, "tasks": len(s.tasks), "episodes_per_task": s.episodes_per_task,
+            "max_steps": s.protocol().max_steps, "description": s.description}
+
+
+
+@app.command("list")
+def list_suites(as_json: bool = JSON_OPTION) -> None:
+    """List the shipped suites."""
+    from lerobench.registry import list_suites as load_all
+
+    try:
+        suites = load_all()
+    except LerobenchError as exc:
+        _fail(exc)
+    if as_json:
+        _print_json([_suite_summary(s) for s in suites])
+        return
+    table = Table(title="lerobench suites", box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ("suite", "backend", "tasks", "eps/task", "steps"):  # names are never wrapped or cut
+        table.add_column(col, no_wrap=True)
+    table.add_column("description", overflow="fold")  # the description wraps instead, even in 80 columns
+    for s in suites:
+        p = s.protocol()
+        table.add_row(s.name, s.backend, str(len(s.tasks)), str(s.episodes_per_task), str(p.max_steps),
+                      s.description)
+    _print_names_table(table)
+
+
+@app.command(short_help="A suite's tasks, language descriptions and protocols.")
+def show(suite: str = typer.Argument(..., metavar="SUITE", help="Suite name or path to a suite TOML file."),
+         as_json: bool = JSON_OPTION) -> None:
+    """Show a suite's tasks (with their language descriptions) and protocols."""
+    from dataclasses import asdict
+
+    from lerobench.registry import load_suite
+
+    try:
+        s = load_suite(suite)
+    except LerobenchError as exc:
+        _fail(exc)
+    if as_json:
+        _print_json({**_suite_summary(s), "control_fps": s.control_fps, "worker_memory_mb": s.worker_memory_mb,
+                     "source": str(s.source), "notes": s.notes,
+                     "protocols": {name: asdict(p) for name, p in s.protocols.items()},
+                     "task_list": [{"index": t.index, "name": t.name, "group": t.group,
+                                    "description": t.description} for t in s.tasks]})
+        return
+    console.print(f"[bold]{s.name}[/] ({s.backend}): {s.description}")
+    console.print(f"episodes/task {s.episodes_per_task}, control {s.control_fps:g} Hz, "
+                  f"{s.worker_memory_mb} MB per worker, source {s.source}", soft_wrap=True)  # path kept whole
+    if s.trials > 1:
+        console.print(f"trials/episode {s.trials} (--trials): attempts from the same start, policy memory kept; "
+                      f"see docs/trials.md", highlight=False)
+    if s.notes:
+        # soft_wrap: the notes are already broken into lines; wrapping them again at 80 columns leaves ragged halves
+        console.print(s.notes.strip(), highlight=False, markup=False, soft_wrap=True)
+    for name, proto in s.protocols.items():
+        console.print(f"protocol [cyan]{name}[/]: {asdict(proto)}", highlight=False)
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ("#", "task", "group"):  # task names are never wrapped or cut: the description folds instead
+        table.add_column(col, no_wrap=True)
+    table.add_column("description", overflow="fold")
+    for t in s.tasks:
+        table.add_row(str(t.index), t.name, t.group or "", t.description)
+    _print_names_table(table)

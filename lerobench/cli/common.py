@@ -1,0 +1,114 @@
+"""The typer app, its consoles and exit codes, and the helpers every command shares.
+
+The CLI is the only part of lerobench that prints. Errors become one red line + exit code here.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from lerobench.errors import LerobenchError
+
+# The click exceptions typer raises: click's own in older typer, a vendored copy (typer._click) in newer ones.
+click_exceptions = sys.modules[typer.BadParameter.__module__]
+
+
+class OneLineErrorsGroup(typer.core.TyperGroup):
+    """Usage errors of every command (bad value, unknown or missing option) as one ``error:`` line + exit 2.
+
+    Typer would print a boxed, multi-line usage block; scripts and CI logs want one line. Done once here, for
+    every command, rather than per command. A bare ``lerobench`` prints the help and exits 0.
+    """
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        """Run the command line; in standalone mode (the console script, CliRunner) exit with its code."""
+        args = list(sys.argv[1:] if args is None else args) or ["--help"]
+        prog_name = prog_name or "lerobench"  # also under `python -m lerobench`
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click_exceptions.ClickException as exc:
+            usage = isinstance(exc, click_exceptions.UsageError) and exc.ctx is not None
+            hint = f" (see {exc.ctx.command_path} --help)" if usage else ""
+            message = escape(" ".join(exc.format_message().split()) + hint)
+            err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            err_console.print("[bold red]error:[/] aborted")
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+app = typer.Typer(
+    cls=OneLineErrorsGroup,
+    add_completion=False,
+    help="Evaluate robot policies on real simulator benchmarks (LIBERO, Meta-World).",
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: the boxed one cuts option names ("--stop-on-succ…") in 80 columns or a pipe
+)
+console = Console()
+err_console = Console(stderr=True)
+
+EXIT_TOO_MANY_ERRORS = 3
+EXIT_INCOMPLETE_MERGE = 4
+EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
+
+
+class Terminated(BaseException):
+    """Raised in the main thread when SIGTERM arrives, so cleanup runs as for Ctrl-C."""
+
+
+def _fail(exc: LerobenchError) -> None:
+    # escaped: messages hold brackets ("pip install 'lerobench[ray]'") that rich would take for markup and drop
+    err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+    raise typer.Exit(exc.exit_code)
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _print_json(data: Any) -> None:
+    import json
+
+    sys.stdout.write(json.dumps(data, indent=2, allow_nan=False) + "\n")
+
+
+
+JSON_OPTION = typer.Option(False, "--json", help="Print JSON (for scripts) instead of a table.")
+
+
+def _print_names_table(table: Table, slack: int = 10) -> None:
+    """Print a table whose ``no_wrap`` name columns must stay whole: widen past the terminal if they need it.
+
+    Rich would otherwise cut long names ("pick_up_the_black_bowl_…") in an 80-column terminal or a pipe, and
+    ``grep`` for a name would miss it; the description column folds into the remaining space instead.
+    """
+    from rich.measure import Measurement
+
+    needed = Measurement.get(console, console.options.update_width(10_000), table).minimum + slack
+    width = console.width
+    console.width = max(width, needed)  # print(width=...) is capped at the console's width
+    try:
+        console.print(table, crop=False)
+    finally:
+        console.width = width
+
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated()
+

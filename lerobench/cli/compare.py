@@ -1,0 +1,82 @@
+"""`lerobench compare`: B against A with exact paired tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from lerobench.cli.common import _fail, _print_json, _rate, app, console, err_console
+from lerobench.errors import LerobenchError
+
+
+def _signed(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:+.1f}"
+
+
+def _p(value: float) -> str:
+    return f"{value:.2g}" if value < 0.001 else f"{value:.3f}"
+
+
+def _print_comparison(c: dict[str, Any]) -> None:
+    a, b = c["a"], c["b"]
+    kind = f"paired on {c['matched_episodes']} episodes" if c["paired"] else "UNPAIRED: no episode matches"
+    console.print(f"A = {a['policy']} ({a['path']})\nB = {b['policy']} ({b['path']})", highlight=False)
+    table = Table(title=f"B − A, {kind}")
+    for col in ("task", "n", "A", "B", "B − A", "95% CI", "p", "Holm p", ""):
+        table.add_column(col, justify="left" if col == "task" else "right", no_wrap=col != "task")
+
+    def row(label: str, block: dict[str, Any], holm: str) -> list[str]:
+        lo, hi = block["ci95"]
+        n = str(block["n_a"]) if block["n_a"] == block["n_b"] else f"{block['n_a']}/{block['n_b']}"
+        mark = ("[green]better[/]" if block["difference"] > 0 else "[red]worse[/]") if block["significant"] else ""
+        return [label, n, _rate(block["rate_a"]), _rate(block["rate_b"]), _signed(block["difference"]),
+                f"{100 * lo:+.0f}…{100 * hi:+.0f}", _p(block["p_value"]), holm, mark]
+
+    for t in c["tasks"]:
+        table.add_row(*row(t["task"], t, _p(t["p_holm"])))
+    for name, g in c["groups"].items():
+        table.add_row(*row(f"[italic]{name}[/]", g, ""))
+    table.add_row(*row("[bold]overall[/]", c["overall"], ""))
+    console.print(table)
+    for trial in c.get("per_trial", [])[1:]:
+        o = trial["overall"]
+        lo, hi = o["ci95"]
+        console.print(f"trial {trial['trial']}: A {_rate(o['rate_a'])}, B {_rate(o['rate_b'])}, "
+                      f"B − A {_signed(o['difference'])} points (95% CI {100 * lo:+.0f} to {100 * hi:+.0f}), "
+                      f"p {_p(o['p_value'])}", highlight=False)
+    for note in c["differences"]:
+        err_console.print(f"[yellow]differs:[/] {note}", highlight=False)
+    for note in c["notes"]:
+        err_console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
+    console.print(f"[bold]{c['verdict']}[/] (alpha {c['alpha']}; tasks: {c['tasks'][0]['test']}, Holm-adjusted; "
+                  f"overall: {c['overall']['test']})", highlight=False)
+
+
+@app.command("compare", short_help="Is run B better than run A? Exact paired tests (same seed).")
+def compare(
+    run_a: Path = typer.Argument(..., metavar="RUN_A", help="Baseline run directory (A)."),
+    run_b: Path = typer.Argument(..., metavar="RUN_B", help="Candidate run directory (B); differences are B − A."),
+    as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON instead of a table."),
+    alpha: float = typer.Option(0.05, "--alpha", help="Significance level (tasks: after Holm adjustment)."),
+    fail_if_worse: bool = typer.Option(False, "--fail-if-worse",
+                                       help="Exit 1 when B is significantly worse than A (overall or any task)."),
+    allow_different: bool = typer.Option(False, "--allow-different",
+                                         help="Compare runs of different suites/protocols/step limits anyway."),
+) -> None:
+    """Is B better than A, or is it noise? Exact paired tests on matching episodes (same seed)."""
+    from lerobench.analysis.compare import compare_runs, load_run
+
+    try:
+        comparison = compare_runs(load_run(run_a), load_run(run_b), alpha=alpha, allow_different=allow_different)
+    except LerobenchError as exc:
+        _fail(exc)
+    if as_json:
+        _print_json(comparison)
+    else:
+        _print_comparison(comparison)
+    if fail_if_worse and comparison["b_worse"]:
+        raise typer.Exit(1)

@@ -1,0 +1,185 @@
+"""`lerobench eval`: live progress while a run goes, then the summary table."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.markup import escape
+
+from lerobench.cli.common import (
+    EXIT_INTERRUPTED,
+    EXIT_TERMINATED,
+    EXIT_TOO_MANY_ERRORS,
+    Terminated,
+    _fail,
+    _plural,
+    _raise_terminated,
+    _rate,
+    app,
+    console,
+    err_console,
+)
+from lerobench.cli.summary import _print_summary
+from lerobench.errors import LerobenchError
+
+
+class RichReporter:
+    """Live progress: the running task(s) and the whole suite with ETA and env-steps/s."""
+
+    def __init__(self, total_episodes: int, suite: str):
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+            console=console, transient=False,
+        )
+        self.suite_bar = self.progress.add_task(suite, total=total_episodes, info="")
+        self._bars: dict[str, Any] = {}
+        self._successes: dict[str, int] = {}
+        self._steps = 0
+        self._t0 = time.perf_counter()
+        self._lock = threading.Lock()
+        self._all_successes = 0
+
+    def message(self, text: str) -> None:  # noqa: D102
+        self.progress.console.print(f"[dim]{escape(text)}[/]", highlight=False, soft_wrap=True)  # one line in logs
+
+    def task_started(self, task: Any, total: int, done: int) -> None:  # noqa: D102
+        with self._lock:
+            self._successes[task.name] = 0
+            self._bars[task.name] = self.progress.add_task(f"  {task.name}", total=total, completed=done,
+                                                           info="")
+            self.progress.update(self.suite_bar, advance=done)
+
+    def steps(self, task: Any, n: int) -> None:  # noqa: D102
+        with self._lock:
+            self._steps += n
+
+    def episode(self, task: Any, record: Any) -> None:  # noqa: D102
+        with self._lock:
+            self._successes[task.name] += int(record.success)
+            self._all_successes += int(record.success)
+            rate = self._steps / max(1e-9, time.perf_counter() - self._t0)
+            bar = self._bars[task.name]
+            self.progress.update(bar, advance=1, info=f"{self._successes[task.name]} solved")
+            self.progress.update(self.suite_bar, advance=1,
+                                 info=f"{self._all_successes} solved, {rate:,.0f} env-steps/s")
+
+    def task_finished(self, task: Any, summary: dict[str, Any]) -> None:  # noqa: D102
+        with self._lock:
+            errors = summary.get("n_errors", 0)
+            extra = f", {errors} errors" if errors else ""
+            self.progress.update(self._bars[task.name], info=f"{_rate(summary.get('success_rate'))}{extra}")
+
+
+
+@app.command("eval", short_help="Evaluate a policy on a suite: per-episode and per-task results.")
+def evaluate(
+    suite: str = typer.Option(..., "--suite", "-s", help="Suite name (see `lerobench list`) or a TOML path."),
+    policy: str | None = typer.Option(
+        None, "--policy", "-p",
+        help="random | zero | metaworld-expert | metaworld-adaptive-reach | module.path:factory | ws://host:port | "
+             "lerobot:<dir>. Default: the suite's default policy."),
+    episodes: int | None = typer.Option(None, "--episodes", "-n", help="Episodes per task (default: suite's)."),
+    tasks: str | None = typer.Option(None, "--tasks", help="Comma-separated task names to run."),
+    batch_size: int = typer.Option(0, "--batch-size", "-b", help="Envs per task; 0 = auto (cores, memory)."),
+    seed: int = typer.Option(0, "--seed", help="Run seed: episode i of a task is fixed by (seed, task, i)."),
+    output: Path | None = typer.Option(None, "--output", "-o",
+                                          help="Output directory (default outputs/<suite>/<timestamp>)."),
+    protocol: str = typer.Option("standard", "--protocol", help="Named protocol of the suite (e.g. lerobot)."),
+    max_steps: int | None = typer.Option(None, "--max-steps", help="Override the step limit (smoke runs)."),
+    stop_on_success: bool = typer.Option(True, "--stop-on-success/--no-stop-on-success",
+                                         help="End an episode at its first success."),
+    videos: int = typer.Option(2, "--videos", help="Record the first N episodes of each task (0: none)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the run in --output, skipping finished episodes."),
+    episode_timeout: float | None = typer.Option(
+        None, "--episode-timeout", help="Seconds one env step may take before its worker counts as hung."),
+    replan_steps: int = typer.Option(1, "--replan-steps", help="Actions executed per returned action chunk."),
+    parallel_tasks: int = typer.Option(1, "--parallel-tasks", help="Tasks evaluated at once (threads)."),
+    trials: int | None = typer.Option(
+        None, "--trials", help="Attempts per episode at the same start, policy memory kept (default: suite's)."),
+    formats: list[str] = typer.Option([], "--format", help="Also write another format: lerobot (eval_info.json)."),
+    record: str = typer.Option("none", "--record", help="Save rollouts to recordings/<task>.h5: none|success|all."),
+    device: str = typer.Option("cpu", "--device", help="cpu | cuda | cuda:N | auto (for torch policies)."),
+    shard: str | None = typer.Option(None, "--shard", help="Run only shard I of N (I/N, from 0) of the "
+                                     "(task, episode) units; combine shards with `lerobench merge`."),
+    max_errors: int | None = typer.Option(
+        None, "--max-errors", min=0,
+        help=f"Exit {EXIT_TOO_MANY_ERRORS} if more than N episodes end in an error (CI: 0). Default: no limit."),
+    executor: str = typer.Option("auto", "--executor",
+                                 help="auto | inline | vector | processes | ray (docs/scaling.md)."),
+    workers: int = typer.Option(0, "--workers", help="Episode worker processes or concurrent Ray tasks; 0 = auto."),
+    ray_address: str | None = typer.Option(None, "--ray-address",
+                                           help="Ray cluster to join (auto, ray://host:10001); default: local Ray."),
+    ray_gpus_per_worker: float = typer.Option(0.0, "--ray-gpus-per-worker", help="GPUs reserved per Ray task."),
+) -> None:
+    """Evaluate a policy on every task of a suite and write per-episode and per-task results."""
+    from lerobench.registry import load_suite
+
+    try:
+        s = load_suite(suite).select_tasks([t.strip() for t in tasks.split(",") if t.strip()] if tasks else None)
+        if resume and output is None:
+            raise LerobenchError("--resume needs --output DIR (the directory of the run to continue)")
+        out = output or Path("outputs") / s.name / datetime.now().strftime("%Y%m%d-%H%M%S")
+        from lerobench.runner import Evaluation, RunSettings
+        from lerobench.shards import parse_shard, shard_units
+
+        settings = RunSettings(
+            suite=s, policy=policy or s.default_policy, output=out, protocol=protocol, episodes=episodes,
+            batch_size=batch_size, seed=seed, max_steps=max_steps, stop_on_success=stop_on_success,
+            resume=resume, videos=videos, episode_timeout=episode_timeout, replan_steps=replan_steps,
+            parallel_tasks=parallel_tasks, trials=trials, device=device, record=record, formats=tuple(formats),
+            executor=executor, workers=workers, ray_address=ray_address, ray_gpus_per_worker=ray_gpus_per_worker,
+            command=tuple(sys.argv), shard=parse_shard(shard),
+        )
+        units = shard_units([t.name for t in s.tasks], settings.episodes_per_task, settings.shard)
+        reporter = RichReporter(len(units), s.name)
+        evaluation = Evaluation(settings, reporter)
+        console.print(f"Evaluating [bold]{settings.policy}[/] on [bold]{s.name}[/] "
+                      f"({_plural(len(s.tasks), 'task')} x {_plural(settings.episodes_per_task, 'episode')}"
+                      f"{f' x {settings.trials_per_episode} trials' if settings.trials_per_episode > 1 else ''}, "
+                      f"protocol {protocol}"
+                      + (f", shard {settings.shard}: {len(units)} episodes" if settings.shard else "")
+                      + f") -> {out}", highlight=False, soft_wrap=True)  # one line, the path whole
+        if resume:
+            kept = len({(r.task, r.episode) for r in evaluation.previous})
+            console.print(f"resuming: {_plural(kept, 'finished episode')} kept from {out / 'episodes.jsonl'}",
+                          highlight=False, soft_wrap=True)
+        previous = signal.signal(signal.SIGTERM, _raise_terminated)
+        try:
+            with reporter.progress:
+                results = evaluation.run()
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+    except LerobenchError as exc:
+        _fail(exc)
+    except KeyboardInterrupt:
+        err_console.print("[bold red]interrupted:[/] finished episodes are saved; continue with --resume")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    except Terminated:
+        err_console.print("[bold red]terminated:[/] finished episodes are saved; continue with --resume")
+        raise typer.Exit(EXIT_TERMINATED) from None
+    _print_summary(results, out)
+    n_errors = evaluation.errored_episodes  # not results' n_errors: with --trials that counts trial 0 only
+    if n_errors:
+        err_console.print(f"[yellow]{_plural(n_errors, 'episode')} ended with an error "
+                          f"(counted as failure{'s' * (n_errors != 1)}); see episodes.jsonl[/]")
+    if max_errors is not None and n_errors > max_errors:
+        err_console.print(f"[bold red]error:[/] {_plural(n_errors, 'episode')} ended with an error, more than "
+                          f"--max-errors {max_errors}; results are in {out}", highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_TOO_MANY_ERRORS)

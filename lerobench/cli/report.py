@@ -1,0 +1,27 @@
+"""`lerobench report`: one self-contained HTML page for one or more runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from lerobench.cli.common import _fail, app, console
+from lerobench.errors import LerobenchError
+
+
+@app.command("report", short_help="One self-contained HTML report: charts, tables, videos.")
+def report(
+    runs: list[Path] = typer.Argument(..., metavar="RUN",
+                                    help="Run directories (the first is the baseline for significance)."),
+    output: Path = typer.Option(Path("report.html"), "--output", "-o", help="HTML file to write."),
+    alpha: float = typer.Option(0.05, "--alpha", help="Significance level for the marks on the chart."),
+) -> None:
+    """Write one self-contained HTML report (charts, tables, errors, video thumbnails) for runs."""
+    from lerobench.analysis.report import write_report
+
+    try:
+        path = write_report(runs, output, alpha=alpha)
+    except LerobenchError as exc:
+        _fail(exc)
+    console.print(f"Report: [bold]{path}[/]", highlight=False)

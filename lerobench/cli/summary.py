@@ -1,0 +1,51 @@
+"""The results table printed after `eval` and `merge`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from lerobench.cli.common import _plural, _print_names_table, _rate, console
+
+
+def _trial_cells(block: dict[str, Any], trials: int) -> list[str]:
+    """Per-trial rates, then each trial's adaptation delta with its exact McNemar p (``--trials`` > 1)."""
+    if trials <= 1:
+        return []
+    rates = [_rate(row["success_rate"]) for row in block["per_trial"]]
+    deltas = [f"{100 * a['delta']:+.1f} (p={a['p_value']:.2g})" if a["delta"] is not None else "-"
+              for a in block["adaptation"]]
+    return rates + deltas
+
+
+def _print_summary(results: dict[str, Any], output: Path, merged_from: int = 0) -> None:
+    """The results table and a timing line; ``merged_from`` > 0: a merge, whose eval_s is the shards' sum."""
+    trials = results.get("config", {}).get("trials", 1)
+    table = Table(title=f"{results['suite']} — {results['policy']}")
+    extra = [f"trial {k}" for k in range(trials)] + [f"Δ{k} pp" for k in range(1, trials)] if trials > 1 else []
+    table.add_column("task", no_wrap=True)  # whole names, as in `list` and `show`
+    for col in ("episodes", "success", "95% CI", "errors", "mean steps", *extra):
+        table.add_column(col, justify="right", overflow="fold")
+    for t in results["tasks"]:
+        lo, hi = t["ci95"]
+        steps = "-" if t["mean_steps"] is None else f"{t['mean_steps']:.0f}"
+        table.add_row(t["task"], str(t["n_episodes"]), _rate(t["success_rate"]),
+                      f"{100 * lo:.0f}–{100 * hi:.0f}%", str(t["n_errors"]), steps, *_trial_cells(t, trials))
+    for name, g in results.get("groups", {}).items():
+        lo, hi = g["ci95"]
+        table.add_row(f"[italic]group {name}[/]", str(g["n_episodes"]), _rate(g["success_rate"]),
+                      f"{100 * lo:.0f}–{100 * hi:.0f}%", str(g["n_errors"]), "", *_trial_cells(g, trials))
+    o = results["overall"]
+    lo, hi = o["ci95"]
+    table.add_row("[bold]overall[/]", str(o["n_episodes"]), f"[bold]{_rate(o['success_rate'])}[/]",
+                  f"{100 * lo:.0f}–{100 * hi:.0f}%", str(o["n_errors"]), "", *_trial_cells(o, trials))
+    _print_names_table(table)
+    if trials > 1:
+        console.print("success/CI/errors: trial 0 (comparable with 1-trial runs); Δk = rate(trial k) − rate(trial 0) "
+                      "in percentage points, paired exact McNemar p", highlight=False)
+    timing = (f"merged {_plural(merged_from, 'run')}: {o['eval_s']:.1f} s of evaluation summed over them"
+              if merged_from else f"{o['eval_s']:.1f} s")
+    console.print(f"{timing}, {o['env_steps_per_s'] or 0:,.0f} env-steps/s. Results: [bold]{output}[/]",
+                  highlight=False, soft_wrap=True)  # the path whole, for copy and paste
