@@ -30,10 +30,9 @@ FORMATS = ("lerobot",)
 EXECUTORS = ("auto", "inline", "vector", "processes", "ray")
 """Values of ``--executor`` (see docs/scaling.md)."""
 
-RESULT_DEFINING = ("suite", "policy", "protocol", "protocol_settings", "seed", "episodes_per_task",
-                   "stop_on_success", "tasks", "replan_steps", "trials", "shard")
-"""Config keys that change results (or, for ``shard``, which of them a directory holds): ``--resume``
-refuses a directory where any of them differ. ``lerobench merge`` checks its own list (merge.py)."""
+EXTENT = ("episodes_per_task", "shard")
+"""Config keys that say how much of a run a directory holds: ``--resume`` requires them equal besides the run's
+identity (``lerobench/identity.py``)."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +78,8 @@ class RunSettings:
     """Ray cluster to join (``auto``, ``ray://host:port``); None starts a local Ray."""
     ray_gpus_per_worker: float = 0.0
     """GPUs Ray reserves for each work unit (for GPU policies)."""
+    allow_sim_drift: bool = False
+    """Run even when the simulator fails its golden-state check (the run is marked drifted)."""
     command: tuple[str, ...] = field(default_factory=lambda: tuple(sys.argv))
 
     @property
@@ -112,6 +113,8 @@ class RunPlan:
     n_init_states: int
     unrendered_step_ms: float | None
     """The backend's declared cost of a step without rendering (None: unknown)."""
+    simulator: dict[str, Any] | None = None
+    """The simulator fingerprint checked at start (``lerobench/envs/fingerprint.py``); part of the identity."""
 
     @property
     def suite(self) -> Suite:
@@ -192,6 +195,7 @@ class RunPlan:
         s = self.settings
         return {
             "suite": s.suite.name, "suite_file": str(s.suite.source) if s.suite.source else None,
+            "backend": s.suite.backend, "backend_options": dict(s.suite.backend_options),
             "policy": s.policy, "protocol": s.protocol, "protocol_settings": asdict(self.protocol),
             "tasks": [t.name for t in s.suite.tasks], "episodes_per_task": s.episodes_per_task,
             "seed": s.seed, "stop_on_success": s.stop_on_success, "replan_steps": s.replan_steps,
@@ -199,7 +203,8 @@ class RunPlan:
             "parallel_tasks": s.parallel_tasks, "videos": s.videos, "executor": s.executor,
             "workers": s.workers, "ray_address": s.ray_address, "ray_gpus_per_worker": s.ray_gpus_per_worker,
             "episode_timeout": s.episode_timeout, "device": s.device, "output": str(s.output),
-            "shard": str(s.shard) if s.shard else None,
+            "shard": str(s.shard) if s.shard else None, "allow_sim_drift": s.allow_sim_drift,
+            "simulator": self.simulator,
         }
 
 

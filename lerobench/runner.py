@@ -11,12 +11,12 @@ from typing import Any
 
 from lerobench.analysis.results import EpisodeRecord, check_output_dir
 from lerobench.execution.base import ExecutionChoice, Executor
-from lerobench.plan import FORMATS, RESULT_DEFINING, RunPlan, RunSettings, make_plan
+from lerobench.plan import FORMATS, RunPlan, RunSettings, make_plan
 from lerobench.policies.loading import load_policy, observation_needs
 from lerobench.reporting import Reporter, SilentReporter
 from lerobench.sink import RecordSink, load_previous
 
-__all__ = ["FORMATS", "RESULT_DEFINING", "Evaluation", "RunSettings"]
+__all__ = ["FORMATS", "Evaluation", "RunSettings"]
 
 
 class Evaluation:

@@ -17,17 +17,18 @@ from typing import Any
 from lerobench.analysis.results import (
     EPISODES_FILE,
     RESULTS_FILE,
+    SCHEMA_VERSION,
     EpisodeRecord,
     ResultsWriter,
     lerobot_eval_info,
-    read_episodes,
     rewrite_episodes,
     summarize,
 )
-from lerobench.analysis.trials import whole_episodes
+from lerobench.analysis.rundir import RunDir
 from lerobench.config import TaskSpec
 from lerobench.errors import ResumeError
-from lerobench.plan import RESULT_DEFINING, RunPlan, WorkUnit
+from lerobench.identity import diff
+from lerobench.plan import EXTENT, RunPlan, WorkUnit
 from lerobench.provenance import provenance
 from lerobench.recorder import TaskRecorder
 from lerobench.reporting import Reporter, SilentReporter
@@ -36,31 +37,36 @@ from lerobench.videos import NullVideoEncoder, VideoEncoder
 
 
 def load_previous(plan: RunPlan) -> list[EpisodeRecord]:
-    """The episodes a ``--resume`` keeps (refusing a run whose result-defining settings differ)."""
+    """The episodes a ``--resume`` keeps, refusing a run whose identity or extent differs.
+
+    The directory is read and validated by ``RunDir`` first: a damaged ``results.json`` or episode line
+    is refused (one line naming the file and line) before anything is changed. Only then are an
+    unterminated last line and episodes cut between their trials removed from ``episodes.jsonl``.
+    """
     out = plan.output
     if not plan.settings.resume:
         if (out / EPISODES_FILE).exists() and (out / EPISODES_FILE).stat().st_size > 0:
             raise ResumeError(f"{out / EPISODES_FILE} already holds episodes: pass --resume to continue "
                               f"that run, or choose another --output")
         return []
-    results_path = out / RESULTS_FILE
-    if not results_path.exists():
-        raise ResumeError(f"cannot resume: {results_path} does not exist")
-    previous = json.loads(results_path.read_text(encoding="utf-8")).get("config", {})
+    if not (out / RESULTS_FILE).exists():
+        raise ResumeError(f"cannot resume: {out / RESULTS_FILE} does not exist")
+    run = RunDir.load(out)
+    previous = run.config
     current = json.loads(json.dumps(plan.config()))  # tuples -> lists, as they were stored
-    if "trials" not in previous and previous.get("trial") == 0:  # written before --trials: one trial each
-        previous["trials"] = 1
+
     def shown(key: str, value: Any) -> str:
         return "unsharded" if key == "shard" and value is None else repr(value)
 
-    for key in RESULT_DEFINING:
-        if previous.get(key) != current.get(key):
-            raise ResumeError(f"cannot resume {out}: {key} differs (previous {shown(key, previous.get(key))}, "
-                              f"now {shown(key, current.get(key))})")
+    found = diff(previous, current, labels=("previous", "now"))
+    found += [f"{key}: previous {shown(key, previous.get(key))}, now {shown(key, current.get(key))}"
+              for key in EXTENT if previous.get(key) != current.get(key)]
+    if found:
+        raise ResumeError(f"cannot resume {out}: it is another run ({'; '.join(found)})")
     wanted = {t.name for t in plan.suite.tasks}
-    stored = read_episodes(out / EPISODES_FILE)
-    whole = whole_episodes(stored, plan.settings.trials_per_episode)
-    if len(whole) != len(stored):  # half an episode (killed between trials) or a duplicate: rerun it whole
+    whole = run.whole_records()
+    if run.cut_tail or len(whole) != len(run.records) or run.notes:
+        # half an episode (killed between trials), a duplicate or a line cut mid-write: rerun it whole
         rewrite_episodes(out / EPISODES_FILE, whole)
     return [r for r in whole if r.task in wanted and r.episode < plan.episodes_per_task]
 
@@ -191,7 +197,8 @@ class RecordSink:
         overall["episodes_per_s"] = round(len(records) / elapsed, 4) if elapsed > 0 else None
         overall["env_steps_per_s"] = round(steps / elapsed, 2) if elapsed > 0 else None
         s = self.plan.settings
-        return {"suite": s.suite.name, "policy": s.policy, "complete": ended is not None,
+        return {"schema_version": SCHEMA_VERSION, "suite": s.suite.name, "policy": s.policy,
+                "complete": ended is not None,
                 "config": {**self.plan.config(), **self.execution},
                 "provenance": provenance(s.command, self._started, ended), **summary}
 

@@ -77,7 +77,10 @@ def test_table_for_people(real_runs):
 def test_different_seeds_are_compared_unpaired_with_boschloo(real_runs):
     from scipy.stats import boschloo_exact
 
-    c = compare_json(real_runs["expert_seed6"], real_runs["random"])
+    refused = compare(real_runs["expert_seed6"], real_runs["random"])  # another seed: other episodes
+    assert refused.exit_code == 2 and "episodes.seed: 6 vs 5" in refused.output
+    c = compare_json(real_runs["expert_seed6"], real_runs["random"], "--allow-different")
+    assert c["differences"] == ["episodes.seed: 6 vs 5"]
     assert not c["paired"] and any("UNPAIRED" in n for n in c["notes"])
     for task in c["tasks"]:
         table = [[task["successes_b"], task["n_b"] - task["successes_b"]],
@@ -92,7 +95,7 @@ def test_different_step_limits_are_refused_unless_allowed(real_runs):
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert result.output.startswith("error:") and "max_steps" in result.output and "--allow-different" in result.output
     c = compare_json(real_runs["random"], real_runs["random_short"], "--allow-different")
-    assert c["differences"] == ["step limit (max_steps): 120 vs 50"]
+    assert c["differences"] == ["episodes.protocol_settings.max_steps: 120 vs 50"]
 
 
 def test_missing_run_is_one_line(tmp_path, real_runs):
@@ -164,7 +167,8 @@ def write_trial_run(path, outcomes, policy, errors=None):
               **block([effective[(t, e)] for e in range(len(eps))])} for t, eps in outcomes.items()]
     results = {"suite": "synthetic", "policy": policy, "complete": True,
                "config": {"suite": "synthetic", "protocol": "standard", "protocol_settings": {"max_steps": 10},
-                          "stop_on_success": True, "trials": trials, "seed": 0, "tasks": list(outcomes)},
+                          "stop_on_success": True, "trials": trials, "seed": 0, "tasks": list(outcomes),
+                          "policy": policy, "episodes_per_task": max(len(eps) for eps in outcomes.values())},
                "provenance": {}, "tasks": tasks, "groups": {},
                "overall": {**block(list(effective.values())), "eval_s": 1.0}}
     (path / "results.json").write_text(json.dumps(results))
@@ -200,10 +204,11 @@ def test_unfinished_multi_trial_episode_is_left_out(tmp_path):
     assert c["matched_episodes"] == 3 and c["unmatched_episodes"] == {"a": 1, "b": 0}
 
 
-def test_trial_count_mismatch_is_refused(tmp_path):
+def test_trial_count_mismatch_is_a_treatment_difference(tmp_path):
     a = write_trial_run(tmp_path / "a", {"t1": [[True, True]] * 4}, "A")
     b = write_trial_run(tmp_path / "b", {"t1": [[True, True, False]] * 4}, "B")
-    result = compare(a, b)
-    assert result.exit_code == 2 and "trials: 2 vs 3" in result.output
-    c = compare_json(a, b, "--allow-different")
+    result = compare(a, b)  # the same episodes, attempted 2 and 3 times: compared on the trials both have
+    assert result.exit_code == 0 and "treatment.trials: 2 vs 3" in result.output
+    c = compare_json(a, b)
+    assert c["differences"] == [] and "treatment.trials: 2 vs 3" in c["treatment"]
     assert c["trials_compared"] == 2 and len(c["per_trial"]) == 2

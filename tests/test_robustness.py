@@ -124,7 +124,7 @@ def test_resume_refuses_a_different_config(tmp_path):
     other = _cmd(out, "--resume")
     other[other.index("--seed") + 1] = "6"
     result = subprocess.run(other, env=_env(), capture_output=True, text=True)
-    assert result.returncode == 2 and "seed differs" in result.stderr
+    assert result.returncode == 2 and "episodes.seed: previous 5, now 6" in result.stderr
 
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])

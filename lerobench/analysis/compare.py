@@ -9,13 +9,12 @@ finished in both runs, and each trial index ``k`` is compared on those episodes.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lerobench.analysis.results import EPISODES_FILE, RESULTS_FILE, EpisodeRecord, read_episodes
+from lerobench.analysis.records import EpisodeRecord
+from lerobench.analysis.rundir import RunDir
 from lerobench.analysis.stats import (
     compare_paired,
     holm,
@@ -26,7 +25,8 @@ from lerobench.analysis.stats import (
     unpaired_exact,
 )
 from lerobench.analysis.trials import is_whole, outcomes
-from lerobench.errors import CompareError, LerobenchError
+from lerobench.errors import CompareError
+from lerobench.identity import diff
 
 EpisodeKey = tuple[str, int, int, int]
 """(task, episode, seed, init_state): what makes an episode the same episode in two runs."""
@@ -35,65 +35,23 @@ BOOTSTRAP_SEED = 0
 """Seed of the stratified bootstrap, so the same two runs always give the same suite CI."""
 
 
-@dataclass(frozen=True)
-class Run:
-    """A run directory as read from disk: ``results.json`` and its episode lines."""
-
-    path: Path
-    results: dict[str, Any]
-    records: list[EpisodeRecord]
-
-    @property
-    def config(self) -> dict[str, Any]:
-        """The run's ``config`` block."""
-        return self.results.get("config", {})
-
-    @property
-    def trials(self) -> int:
-        """Trials per episode (1 for runs written before multi-trial runs existed)."""
-        return int(self.config.get("trials", 1))
-
-    def summary(self) -> dict[str, Any]:
-        """Who this run is, for the comparison's header."""
-        return {"path": str(self.path), "policy": self.results.get("policy"), "suite": self.results.get("suite"),
-                "complete": bool(self.results.get("complete")), "seed": self.config.get("seed"),
-                "episode_lines": len(self.records), "trials": self.trials}
+Run = RunDir
+"""A run directory as compare reads it (``lerobench.analysis.rundir.RunDir``)."""
 
 
-def load_run(path: Path) -> Run:
-    """Read a run directory without modifying it (it may still be running)."""
-    results_path = path / RESULTS_FILE
-    if not results_path.is_file():
-        raise CompareError(f"{path} is not a lerobench run: {results_path} does not exist")
-    try:
-        results = json.loads(results_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise CompareError(f"cannot read {results_path}: {exc}") from exc
-    try:
-        records = read_episodes(path / EPISODES_FILE, repair=False)
-    except LerobenchError as exc:
-        raise CompareError(str(exc)) from exc
-    return Run(path=path, results=results, records=records)
+def load_run(path: Path) -> RunDir:
+    """Read and validate a run directory without modifying it (it may still be running)."""
+    return RunDir.load(path)
 
 
-def differences(a: Run, b: Run) -> list[str]:
-    """What differs between two runs in a way that changes results (policy and seed may differ)."""
-    found = []
-    if a.results.get("suite") != b.results.get("suite"):
-        found.append(f"suite: {a.results.get('suite')!r} vs {b.results.get('suite')!r}")
-    ca, cb = a.config, b.config
-    if ca.get("protocol") != cb.get("protocol"):
-        found.append(f"protocol: {ca.get('protocol')!r} vs {cb.get('protocol')!r}")
-    pa, pb = ca.get("protocol_settings") or {}, cb.get("protocol_settings") or {}
-    for key in sorted(set(pa) | set(pb)):
-        if pa.get(key) != pb.get(key):
-            label = "step limit (max_steps)" if key == "max_steps" else f"protocol setting {key}"
-            found.append(f"{label}: {pa.get(key)!r} vs {pb.get(key)!r}")
-    if ca.get("stop_on_success") != cb.get("stop_on_success"):
-        found.append(f"stop_on_success: {ca.get('stop_on_success')!r} vs {cb.get('stop_on_success')!r}")
-    if a.trials != b.trials:
-        found.append(f"trials: {a.trials} vs {b.trials}")
-    return found
+def differences(a: RunDir, b: RunDir) -> list[str]:
+    """How the runs' episodes differ (``lerobench.identity``): any difference means they are not the same episodes."""
+    return diff(a.identity, b.identity, parts=("episodes",))
+
+
+def treatment(a: RunDir, b: RunDir) -> list[str]:
+    """What differs in what was done from the same starts: what the comparison compares (policy, replan steps...)."""
+    return diff(a.identity, b.identity, parts=("treatment",))
 
 
 def trial_outcomes(records: Sequence[EpisodeRecord], trials: int) -> dict[EpisodeKey, list[bool]]:
@@ -197,14 +155,15 @@ def compare_runs(a: Run, b: Run, alpha: float = 0.05, allow_different: bool = Fa
     """The full comparison of run B against run A (``difference`` = rate(B) - rate(A)).
 
     Raises:
-        CompareError: The runs differ in suite, protocol, step limit, stop-on-success or trials and
-            ``allow_different`` is False; or they share no task with finished episodes.
+        CompareError: The runs' episodes differ (suite, backend options, tasks, protocol, step limit, seed,
+            simulator: ``lerobench.identity``) and ``allow_different`` is False; or they share no task with
+            finished episodes.
     """
     if not 0 < alpha < 1:
         raise CompareError(f"--alpha must be between 0 and 1, got {alpha}")
     found = differences(a, b)
     if found and not allow_different:
-        raise CompareError(f"{a.path} and {b.path} are different evaluations ({'; '.join(found)}); "
+        raise CompareError(f"{a.path} and {b.path} ran different episodes ({'; '.join(found)}); "
                            f"pass --allow-different to compare them anyway")
     trials = min(a.trials, b.trials)
     out_a, out_b = trial_outcomes(a.records, a.trials), trial_outcomes(b.records, b.trials)
@@ -213,6 +172,9 @@ def compare_runs(a: Run, b: Run, alpha: float = 0.05, allow_different: bool = Fa
     order, groups = _task_order(a, b)
     notes = [f"run {label} is incomplete (complete: false): compared on the episodes it has finished"
              for label, run in (("A", a), ("B", b)) if not run.results.get("complete")]
+    notes += [f"run {label} ran on a simulator that failed its golden-state check (--allow-sim-drift): its "
+              f"numbers may not be comparable with runs on the pinned stack" for label, run in (("A", a), ("B", b))
+              if run.drifted]
     if paired:
         unmatched = {"a": len(set(out_a) - set(matched)), "b": len(set(out_b) - set(matched))}
         if unmatched["a"] or unmatched["b"]:
@@ -245,7 +207,8 @@ def compare_runs(a: Run, b: Run, alpha: float = 0.05, allow_different: bool = Fa
         raise CompareError(f"{a.path} and {b.path} have no task with finished episodes in both runs")
     result: dict[str, Any] = {
         "a": a.summary(), "b": b.summary(), "paired": paired, "matched_episodes": len(matched),
-        "unmatched_episodes": unmatched, "alpha": alpha, "differences": found, "notes": notes,
+        "unmatched_episodes": unmatched, "alpha": alpha, "differences": found,
+        "treatment": treatment(a, b), "notes": notes,
         "trials_compared": trials, **_compare_trial(headline, groups, paired, alpha),
     }
     if trials > 1:

@@ -14,13 +14,11 @@ units are not an error: the merged run says ``complete: false`` and lists them.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import shutil
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -28,26 +26,25 @@ from typing import Any
 from lerobench.analysis.results import (
     EPISODES_FILE,
     RESULTS_FILE,
+    SCHEMA_VERSION,
     EpisodeRecord,
     check_output_dir,
     lerobot_eval_info,
-    parse_episodes,
     rewrite_episodes,
     summarize,
     write_json_atomic,
 )
+from lerobench.analysis.rundir import RunDir
 from lerobench.analysis.trials import group_episodes, is_whole, whole_episodes
 from lerobench.config import Suite
-from lerobench.errors import LerobenchError, ResumeError
+from lerobench.errors import LerobenchError
+from lerobench.identity import diff
 from lerobench.provenance import provenance
 from lerobench.shards import all_units
 
-MUST_MATCH = ("suite", "protocol", "protocol_settings", "policy", "seed", "episodes_per_task", "trials",
-              "stop_on_success", "replan_steps", "tasks")
-"""Config keys every shard must share (max steps live in ``protocol_settings``); ``shard`` may differ."""
-
-DEFAULTS = {"trials": 1}
-"""Values of keys that older result files lack (before multi-trial runs, every run had one trial)."""
+MUST_MATCH = ("episodes_per_task",)
+"""Besides the run's identity (``lerobench.identity``: episodes and treatment), the extent every shard must
+share; ``shard`` differs by design."""
 
 FLOAT_RTOL = 1e-9
 """Relative tolerance for float outcomes of duplicate records (return, max_reward): the same episode
@@ -58,48 +55,24 @@ class MergeError(LerobenchError):
     """Shard directories that cannot be merged into one run (different settings, conflicting episodes)."""
 
 
-@dataclass(frozen=True)
-class ShardRun:
-    """One input directory: its results.json document and its episode records."""
-
-    path: Path
-    results: dict[str, Any]
-    records: list[EpisodeRecord]
-    cut_tail: bool
-    """True if ``episodes.jsonl`` ended in an unterminated line (the shard was killed mid-write)."""
-
-    @property
-    def config(self) -> dict[str, Any]:
-        """The shard's ``config`` block."""
-        return self.results.get("config", {})
+ShardRun = RunDir
+"""One input directory as merge reads it (``lerobench.analysis.rundir.RunDir``)."""
 
 
-def read_shard(path: Path) -> ShardRun:
-    """Read one shard directory without modifying it (unlike ``read_episodes``, which repairs a tail)."""
-    results_path, episodes_path = path / RESULTS_FILE, path / EPISODES_FILE
-    if not results_path.is_file():
-        raise MergeError(f"cannot merge {path}: {results_path} does not exist (not a lerobench output directory)")
-    try:
-        results = json.loads(results_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise MergeError(f"cannot merge {path}: {results_path} is not readable JSON ({exc})") from exc
-    if not isinstance(results, dict) or not isinstance(results.get("config"), dict):
-        raise MergeError(f"cannot merge {path}: {results_path} has no 'config' block")
-    try:
-        records, tail = parse_episodes(episodes_path.read_bytes() if episodes_path.exists() else b"", episodes_path)
-    except ResumeError as exc:
-        raise MergeError(f"cannot merge {path}: {exc}") from exc
-    return ShardRun(path, results, records, cut_tail=bool(tail.strip()))
+def read_shard(path: Path) -> RunDir:
+    """Read and validate one shard directory without modifying it (an unterminated last line is flagged)."""
+    return RunDir.load(path)
 
 
-def check_compatible(shards: Sequence[ShardRun]) -> None:
-    """Refuse shards whose result-defining settings differ, naming the field and both values."""
+def check_compatible(shards: Sequence[RunDir]) -> None:
+    """Refuse shards whose identity or extent differ, naming the field and both values."""
     first = shards[0]
     for other in shards[1:]:
-        for key in MUST_MATCH:
-            a, b = (s.config.get(key, DEFAULTS.get(key)) for s in (first, other))
-            if a != b:
-                raise MergeError(f"cannot merge: {key} differs ({first.path} has {a!r}, {other.path} has {b!r})")
+        found = diff(first.identity, other.identity)
+        found += [f"{key}: {first.config.get(key)!r} vs {other.config.get(key)!r}" for key in MUST_MATCH
+                  if first.config.get(key) != other.config.get(key)]
+        if found:
+            raise MergeError(f"cannot merge: {first.path} and {other.path} are different runs ({'; '.join(found)})")
 
 
 def _outcome(r: EpisodeRecord) -> tuple[Any, ...]:
@@ -216,7 +189,7 @@ def merge(output: Path, inputs: Sequence[Path], command: Sequence[str] | None = 
     if tasks != config.get("tasks"):
         raise MergeError(f"cannot merge: suite {suite.name!r} on this machine has tasks {tasks}, the shards ran "
                          f"{config.get('tasks')}")
-    episodes, trials = int(config["episodes_per_task"]), int(config.get("trials", DEFAULTS["trials"]))
+    episodes, trials = shards[0].episodes_per_task, shards[0].trials
     check_output_dir(output)
     if (output / EPISODES_FILE).exists() and (output / EPISODES_FILE).stat().st_size > 0:
         raise MergeError(f"{output / EPISODES_FILE} already holds episodes: merge into a new --output directory")
@@ -226,8 +199,9 @@ def merge(output: Path, inputs: Sequence[Path], command: Sequence[str] | None = 
     merged = [(r, origin) for r, origin in combined if (r.task, r.episode, r.trial) in whole]
     records = [r for r, _ in merged]
     halves = sorted({(r.task, r.episode) for r, _ in combined} - {(r.task, r.episode) for r in records})
-    notes = version_notes(shards) + [f"{s.path / EPISODES_FILE}: ignored an unterminated last line (killed "
-                                     f"mid-write; that episode counts as missing)" for s in shards if s.cut_tail]
+    notes = version_notes(shards) + [n for s in shards for n in s.notes]
+    notes += [f"{s.path / EPISODES_FILE}: ignored an unterminated last line (killed mid-write; that episode "
+              f"counts as missing)" for s in shards if s.cut_tail]
     notes += [f"{s.path / 'recordings'}: --record trajectories are not merged; they stay in the shard directory"
               for s in shards if (s.path / "recordings").is_dir()]
     notes += [f"task {t!r} episode {e}: left out, its trials stop before the last one without an error "
@@ -244,7 +218,8 @@ def merge(output: Path, inputs: Sequence[Path], command: Sequence[str] | None = 
     summary = summarize(suite, records, trials)
     summary["overall"].update(_timing(shards, len(records)))
     results = {
-        "suite": config.get("suite"), "policy": config.get("policy"), "complete": not missing,
+        "schema_version": SCHEMA_VERSION, "suite": config.get("suite"), "policy": config.get("policy"),
+        "complete": not missing,
         "config": {**config, "shard": None, "output": str(output)},
         "provenance": provenance(command if command is not None else sys.argv, started,
                                  datetime.now(timezone.utc)),

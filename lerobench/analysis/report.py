@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from lerobench.analysis import charts
-from lerobench.analysis.compare import Run, compare_runs, load_run
+from lerobench.analysis.compare import Run, compare_runs, differences, load_run
 from lerobench.analysis.results import write_text_atomic
 from lerobench.errors import CompareError, ConfigError, MissingDependencyError
 
@@ -105,8 +105,13 @@ def _comparison_table(c: dict[str, Any]) -> str:
     body += "".join(row(f"<i>group {_e(g)}</i>", b, "") for g, b in c["groups"].items())
     body += row("<b>overall</b>", c["overall"], "")
     kind = f"paired on {c['matched_episodes']} episodes" if c["paired"] else "UNPAIRED (no episode matches)"
-    notes = "".join(f"<li>{_e(n)}</li>" for n in [*c["differences"], *c["notes"]])
-    return (f"<p><b>{_e(c['verdict'])}</b> — {kind}; tasks: {_e(c['tasks'][0]['test'])} (Holm-adjusted), "
+    notes = "".join(f"<li>{_e(n)}</li>" for n in c["notes"])
+    differs = "".join(f"<li>{_e(n)}</li>" for n in c["differences"])
+    compared = "; ".join(c.get("treatment", [])) or "nothing recorded differs (same policy and settings)"
+    return ((f"<p class='bad'>These runs ran different episodes (--allow-different):</p><ul class='bad'>{differs}"
+             "</ul>" if differs else "")
+            + f"<p class='dim'>Compared: {_e(compared)}</p>"
+            f"<p><b>{_e(c['verdict'])}</b> — {kind}; tasks: {_e(c['tasks'][0]['test'])} (Holm-adjusted), "
             f"overall: {_e(c['overall']['test'])}, CI: {_e(c['overall'].get('ci95_method', ''))}.</p>"
             "<table class='comparison'><tr><th>task</th><th>n</th><th>A</th><th>B</th><th>B − A (points)</th>"
             f"<th>95% CI</th><th>p</th><th>Holm p</th><th></th></tr>{body}</table>"
@@ -182,8 +187,12 @@ def render_report(runs: Sequence[Run], folder: Path, alpha: float = 0.05) -> str
             f"<style>{CSS}</style></head><body>{''.join(parts)}</body></html>\n")
 
 
-def write_report(run_dirs: Sequence[Path], output: Path, alpha: float = 0.05) -> Path:
-    """Read the runs, render the report and write it atomically to ``output``; return its path."""
+def write_report(run_dirs: Sequence[Path], output: Path, alpha: float = 0.05, allow_different: bool = False) -> Path:
+    """Read the runs, render the report and write it atomically to ``output``; return its path.
+
+    Runs whose episodes differ from the first run's (``lerobench.identity``) are refused, naming the field
+    and both values, unless ``allow_different``; then the report lists the differences above each table.
+    """
     if not run_dirs:
         raise ConfigError("report needs at least one run directory")
     import importlib.util
@@ -191,6 +200,11 @@ def write_report(run_dirs: Sequence[Path], output: Path, alpha: float = 0.05) ->
     if importlib.util.find_spec("matplotlib") is None:
         raise MissingDependencyError("lerobench report needs matplotlib: pip install 'lerobench[report]'")
     runs = [load_run(Path(p)) for p in run_dirs]
+    for run in runs[1:]:
+        found = differences(runs[0], run)
+        if found and not allow_different:
+            raise CompareError(f"{runs[0].path} and {run.path} ran different episodes ({'; '.join(found)}); "
+                               f"pass --allow-different to report them together anyway")
     output.parent.mkdir(parents=True, exist_ok=True)
     text = render_report(runs, output.parent, alpha=alpha)
     write_text_atomic(output, text)

@@ -14,61 +14,18 @@ import queue
 import tempfile
 import threading
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from lerobench.analysis.records import EpisodeRecord
+from lerobench.analysis.stats import wilson_interval
 from lerobench.config import Suite
 from lerobench.errors import ConfigError, ResumeError, RunError
 
 EPISODES_FILE = "episodes.jsonl"
 RESULTS_FILE = "results.json"
-
-
-@dataclass(frozen=True)
-class EpisodeRecord:
-    """One finished episode (one line of ``episodes.jsonl``); frozen so the writer gets a snapshot."""
-
-    task: str
-    episode: int
-    trial: int
-    seed: int
-    init_state: int
-    success: bool
-    success_at_end: bool
-    steps: int
-    return_: float
-    elapsed_s: float
-    error: str | None = None
-    video: str | None = None
-    renders: int = 0
-    max_reward: float | None = None
-    """Largest single-step reward (None for an episode with no step), for LeRobot's ``max_rewards``."""
-
-    def to_json(self) -> dict[str, Any]:
-        """JSON form: ``return_`` is written as ``return``."""
-        data = asdict(self)
-        data["return"] = data.pop("return_")
-        return data
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> EpisodeRecord:
-        """Inverse of ``to_json``."""
-        data = dict(data)
-        data["return_"] = data.pop("return")
-        return cls(**data)
-
-
-def wilson_interval(successes: int, n: int, z: float = 1.959964) -> list[float]:
-    """95% Wilson score interval: well-behaved at 0% and 100%, unlike the normal approximation."""
-    if n <= 0:
-        return [0.0, 1.0]
-    p = successes / n
-    denom = 1 + z * z / n
-    center = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    # Clamp so float rounding never puts the interval beside the rate (at 0% and 100% it touches it).
-    return [round(max(0.0, min(p, center - half)), 6), round(min(1.0, max(p, center + half)), 6)]
+SCHEMA_VERSION = 2
+"""Version of the ``results.json`` layout (1: before it was written; 2: adds ``config.simulator``, identity keys)."""
 
 
 def _mean(values: list[float]) -> float | None:

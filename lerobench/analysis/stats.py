@@ -103,6 +103,18 @@ def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
     return max(0.0, center - half), min(1.0, center + half)
 
 
+def wilson_interval(successes: int, n: int) -> list[float]:
+    """95% Wilson interval as result files store it: rounded to 6 digits, never beside the rate.
+
+    At 0% and 100% it touches the rate; the clamp keeps float rounding from putting it beside.
+    """
+    if n <= 0:
+        return [0.0, 1.0]
+    p = successes / n
+    lo, hi = wilson(successes, n)
+    return [round(max(0.0, min(p, lo)), 6), round(min(1.0, max(p, hi)), 6)]
+
+
 def unpaired_exact(successes_a: int, n_a: int, successes_b: int, n_b: int) -> tuple[float, str]:
     """Two-sided exact p-value for ``rate(A) == rate(B)`` from two independent samples, and the test's name.
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from lerobench.analysis.results import EpisodeRecord, wilson_interval
-from lerobench.analysis.stats import compare_paired
+from lerobench.analysis.records import EpisodeRecord
+from lerobench.analysis.stats import compare_paired, wilson_interval
 
 
 def is_whole(trial_records: Sequence[EpisodeRecord], trials: int) -> bool:

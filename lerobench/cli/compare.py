@@ -25,6 +25,10 @@ def _print_comparison(c: dict[str, Any]) -> None:
     a, b = c["a"], c["b"]
     kind = f"paired on {c['matched_episodes']} episodes" if c["paired"] else "UNPAIRED: no episode matches"
     console.print(f"A = {a['policy']} ({a['path']})\nB = {b['policy']} ({b['path']})", highlight=False)
+    for note in c["differences"]:  # above the table: these numbers are not from the same episodes
+        err_console.print(f"[bold yellow]differs:[/] {escape(note)} (--allow-different)", highlight=False)
+    if c["treatment"]:
+        console.print(f"compared: {escape('; '.join(c['treatment']))}", highlight=False)
     table = Table(title=f"B − A, {kind}")
     for col in ("task", "n", "A", "B", "B − A", "95% CI", "p", "Holm p", ""):
         table.add_column(col, justify="left" if col == "task" else "right", no_wrap=col != "task")
@@ -48,8 +52,6 @@ def _print_comparison(c: dict[str, Any]) -> None:
         console.print(f"trial {trial['trial']}: A {_rate(o['rate_a'])}, B {_rate(o['rate_b'])}, "
                       f"B − A {_signed(o['difference'])} points (95% CI {100 * lo:+.0f} to {100 * hi:+.0f}), "
                       f"p {_p(o['p_value'])}", highlight=False)
-    for note in c["differences"]:
-        err_console.print(f"[yellow]differs:[/] {note}", highlight=False)
     for note in c["notes"]:
         err_console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
     console.print(f"[bold]{c['verdict']}[/] (alpha {c['alpha']}; tasks: {c['tasks'][0]['test']}, Holm-adjusted; "
@@ -65,7 +67,8 @@ def compare(
     fail_if_worse: bool = typer.Option(False, "--fail-if-worse",
                                        help="Exit 1 when B is significantly worse than A (overall or any task)."),
     allow_different: bool = typer.Option(False, "--allow-different",
-                                         help="Compare runs of different suites/protocols/step limits anyway."),
+                                         help="Compare runs of different episodes (suite, backend options, seed, "
+                                              "step limit, simulator) anyway; the differences are printed."),
 ) -> None:
     """Is B better than A, or is it noise? Exact paired tests on matching episodes (same seed)."""
     from lerobench.analysis.compare import compare_runs, load_run

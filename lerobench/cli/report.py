@@ -16,12 +16,15 @@ def report(
                                     help="Run directories (the first is the baseline for significance)."),
     output: Path = typer.Option(Path("report.html"), "--output", "-o", help="HTML file to write."),
     alpha: float = typer.Option(0.05, "--alpha", help="Significance level for the marks on the chart."),
+    allow_different: bool = typer.Option(False, "--allow-different",
+                                         help="Report runs of different episodes (suite, seed, step limit...) "
+                                              "together; the differences are listed."),
 ) -> None:
     """Write one self-contained HTML report (charts, tables, errors, video thumbnails) for runs."""
     from lerobench.analysis.report import write_report
 
     try:
-        path = write_report(runs, output, alpha=alpha)
+        path = write_report(runs, output, alpha=alpha, allow_different=allow_different)
     except LerobenchError as exc:
         _fail(exc)
     console.print(f"Report: [bold]{path}[/]", highlight=False)

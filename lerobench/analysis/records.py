@@ -1,0 +1,44 @@
+"""One episode's record: a line of ``episodes.jsonl``.
+
+Its own module so that every reader and writer (results, trials, rundir, executors) can import it without
+importing each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class EpisodeRecord:
+    """One finished episode (one line of ``episodes.jsonl``); frozen so the writer gets a snapshot."""
+
+    task: str
+    episode: int
+    trial: int
+    seed: int
+    init_state: int
+    success: bool
+    success_at_end: bool
+    steps: int
+    return_: float
+    elapsed_s: float
+    error: str | None = None
+    video: str | None = None
+    renders: int = 0
+    max_reward: float | None = None
+    """Largest single-step reward (None for an episode with no step), for LeRobot's ``max_rewards``."""
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form: ``return_`` is written as ``return``."""
+        data = asdict(self)
+        data["return"] = data.pop("return_")
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> EpisodeRecord:
+        """Inverse of ``to_json``."""
+        data = dict(data)
+        data["return_"] = data.pop("return")
+        return cls(**data)
