@@ -51,7 +51,7 @@ def make_camera_zero(context):
 
 
 def _independent(spec: EnvSpec, steps: int, episodes: int, barrier, results) -> None:
-    env = LazyTaskEnv(spec)
+    env = LazyTaskEnv(spec, get_backend(spec.backend))
     env.reset(options={"episodes": [0]})  # build outside the timed part
     action = np.zeros(spec.action_dim, dtype=np.float32)
     barrier.wait()

@@ -24,7 +24,7 @@ from lerobench.runner import Evaluation, RunSettings
 
 
 def single_env_rate(spec: EnvSpec, steps: int, episodes: int) -> float:
-    env = LazyTaskEnv(spec)
+    env = LazyTaskEnv(spec, get_backend(spec.backend))
     env.reset(options={"episodes": [0]})  # build outside the timed part
     action = np.zeros(spec.action_dim, dtype=np.float32)
     start, done = time.perf_counter(), 0

@@ -40,6 +40,10 @@ class ResumeError(LerobenchError):
     """``--resume`` was asked for a directory whose run does not match this one."""
 
 
+class SimulatorDriftError(LerobenchError):
+    """The simulator failed its golden-state check: this stack does not reproduce the pinned simulation."""
+
+
 class CompareError(LerobenchError):
     """Two runs cannot be compared (missing files, different suites, protocols or step limits)."""
 

@@ -220,7 +220,7 @@ def make_plan(settings: RunSettings) -> RunPlan:
         if s.max_steps < 1:
             raise ConfigError(f"--max-steps must be >= 1, got {s.max_steps}")
         protocol = replace(protocol, max_steps=s.max_steps)
-    limit = getattr(backend, "max_episode_steps", None)
+    limit = backend.max_episode_steps
     if limit is not None and protocol.max_steps > limit:
         raise ConfigError(f"suite {s.suite.name!r}: {s.suite.backend} episodes are limited to "
                           f"{limit} steps, but max_steps is {protocol.max_steps}")
@@ -255,5 +255,4 @@ def make_plan(settings: RunSettings) -> RunPlan:
     if s.episode_timeout is not None and s.episode_timeout <= 0:
         raise ConfigError(f"--episode-timeout must be > 0 seconds, got {s.episode_timeout}")
     return RunPlan(settings=s, protocol=protocol, action_dim=backend.action_dim, state_dim=backend.state_dim,
-                   n_init_states=getattr(backend, "n_init_states", 50),
-                   unrendered_step_ms=getattr(backend, "unrendered_step_ms", None))
+                   n_init_states=backend.n_init_states, unrendered_step_ms=backend.unrendered_step_ms)

@@ -73,4 +73,11 @@ def get_backend(name: str) -> Backend:
         raise unknown("backend", name, names)
     module_name, _, attr = target.partition(":")
     module = importlib.import_module(module_name)
-    return getattr(module, attr)
+    backend = getattr(module, attr)
+    from lerobench.envs.base import BACKEND_ATTRIBUTES  # gymnasium: not for `lerobench list`
+
+    missing = [a for a in BACKEND_ATTRIBUTES if not hasattr(backend, a)]
+    if missing:
+        raise ConfigError(f"backend {name!r} ({target}) does not declare {', '.join(missing)}: subclass "
+                          f"lerobench.envs.base.BackendDefaults for the optional facts (docs/adding-a-benchmark.md)")
+    return backend

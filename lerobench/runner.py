@@ -7,12 +7,15 @@ episode's outcome is a pure function of (seed, task, episode), so the numbers ne
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from lerobench.analysis.results import EpisodeRecord, check_output_dir
+from lerobench.envs.fingerprint import checked_fingerprint
 from lerobench.execution.base import ExecutionChoice, Executor
 from lerobench.plan import FORMATS, RunPlan, RunSettings, make_plan
 from lerobench.policies.loading import load_policy, observation_needs
+from lerobench.registry import get_backend
 from lerobench.reporting import Reporter, SilentReporter
 from lerobench.sink import RecordSink, load_previous
 
@@ -25,9 +28,12 @@ class Evaluation:
     def __init__(self, settings: RunSettings, reporter: Reporter | None = None):
         self.s = settings
         self.reporter = reporter or SilentReporter()
-        self.plan: RunPlan = make_plan(settings)
+        plan = make_plan(settings)
         # Everything that can refuse the run happens here, before progress is drawn or any env starts.
         check_output_dir(settings.output)
+        backend = get_backend(settings.suite.backend)
+        simulator = checked_fingerprint(settings.suite.backend, backend.packages, settings.allow_sim_drift)
+        self.plan: RunPlan = replace(plan, simulator=simulator)
         self.previous: list[EpisodeRecord] = load_previous(self.plan)
         self.policy = load_policy(settings.policy, self.plan.context())
         observation_needs(self.policy).executed_steps(settings.replan_steps)  # a conflict fails before any work

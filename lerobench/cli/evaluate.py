@@ -127,6 +127,9 @@ def evaluate(
     ray_address: str | None = typer.Option(None, "--ray-address",
                                            help="Ray cluster to join (auto, ray://host:10001); default: local Ray."),
     ray_gpus_per_worker: float = typer.Option(0.0, "--ray-gpus-per-worker", help="GPUs reserved per Ray task."),
+    allow_sim_drift: bool = typer.Option(
+        False, "--allow-sim-drift",
+        help="Run even if the simulator fails its golden-state check (the run is marked drifted)."),
 ) -> None:
     """Evaluate a policy on every task of a suite and write per-episode and per-task results."""
     from lerobench.registry import load_suite
@@ -145,11 +148,16 @@ def evaluate(
             resume=resume, videos=videos, episode_timeout=episode_timeout, replan_steps=replan_steps,
             parallel_tasks=parallel_tasks, trials=trials, device=device, record=record, formats=tuple(formats),
             executor=executor, workers=workers, ray_address=ray_address, ray_gpus_per_worker=ray_gpus_per_worker,
-            command=tuple(sys.argv), shard=parse_shard(shard),
+            command=tuple(sys.argv), shard=parse_shard(shard), allow_sim_drift=allow_sim_drift,
         )
         units = shard_units([t.name for t in s.tasks], settings.episodes_per_task, settings.shard)
         reporter = RichReporter(len(units), s.name)
         evaluation = Evaluation(settings, reporter)
+        golden = (evaluation.plan.simulator or {}).get("golden") or {}
+        if golden.get("status") == "drifted":
+            err_console.print(f"[yellow]warning: simulator drift ({escape(str(golden.get('reason')))}); running "
+                              f"anyway (--allow-sim-drift): this run is marked drifted[/]", highlight=False,
+                              soft_wrap=True)
         console.print(f"Evaluating [bold]{settings.policy}[/] on [bold]{s.name}[/] "
                       f"({_plural(len(s.tasks), 'task')} x {_plural(settings.episodes_per_task, 'episode')}"
                       f"{f' x {settings.trials_per_episode} trials' if settings.trials_per_episode > 1 else ''}, "

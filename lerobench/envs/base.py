@@ -55,12 +55,11 @@ def announce_reads(sim: Simulator, cameras: Sequence[str]) -> None:
 
 
 class Backend(Protocol):
-    """What a benchmark family provides: static shapes and a simulator factory.
+    """What a benchmark family provides: static facts and a simulator factory.
 
-    Optional attributes read when present (plan.py, envs/vector.py): ``n_init_states`` (init state = episode mod
-    this, default 50), ``max_episode_steps`` (step limit the simulator enforces; larger suites are
-    refused up front), ``unrendered_step_ms`` (below ~1 ms, state-only runs stay in-process), and
-    ``preload_modules`` (imported once in the forkserver so workers start faster).
+    Every attribute is declared (nothing is probed with ``getattr``): a backend that needs no special value
+    subclasses ``BackendDefaults``, which declares the optional facts. ``registry.get_backend`` refuses an
+    object that lacks one, naming it.
     """
 
     name: str
@@ -68,12 +67,37 @@ class Backend(Protocol):
     """pip extra that installs the simulator (for 'install lerobench[extra]' hints)."""
     state_dim: int
     action_dim: int
+    n_init_states: int
+    """Init state = episode mod this (plan.py)."""
+    max_episode_steps: int | None
+    """Step limit the simulator enforces (None: none); suites asking for more are refused up front (plan.py)."""
+    unrendered_step_ms: float | None
+    """Declared cost of a step without rendering (None: unknown); below ~1 ms state-only runs stay in-process."""
+    preload_modules: tuple[str, ...]
+    """Imported once in the forkserver so workers start faster (envs/vector.py)."""
+    packages: tuple[str, ...]
+    """Distributions whose versions are the simulator fingerprint (envs/fingerprint.py)."""
 
     def check_installed(self) -> None:
         """Raise ``MissingDependencyError`` naming the extra if the simulator cannot be imported."""
 
     def make_simulator(self, spec: EnvSpec) -> Simulator:
         """Build the simulator for ``spec.task``; runs in the worker process, never in the parent."""
+
+
+BACKEND_ATTRIBUTES = ("name", "extra", "state_dim", "action_dim", "n_init_states", "max_episode_steps",
+                      "unrendered_step_ms", "preload_modules", "packages", "check_installed", "make_simulator")
+"""Everything a ``Backend`` declares (``registry.get_backend`` checks them once)."""
+
+
+class BackendDefaults:
+    """The optional facts of a ``Backend`` with their defaults: subclass it and override what differs."""
+
+    n_init_states: int = 50
+    max_episode_steps: int | None = None
+    unrendered_step_ms: float | None = None
+    preload_modules: tuple[str, ...] = ()
+    packages: tuple[str, ...] = ("mujoco", "gymnasium")
 
 
 @dataclass(frozen=True)
@@ -146,7 +170,7 @@ class LazyTaskEnv(gym.Env):
 
     metadata = {"render_modes": []}
 
-    def __init__(self, spec: EnvSpec, backend: Backend | None = None):
+    def __init__(self, spec: EnvSpec, backend: Backend):
         self.spec_ = spec
         self._backend = backend
         h, w = spec.protocol.image_size
@@ -184,13 +208,8 @@ class LazyTaskEnv(gym.Env):
 
     def _simulator(self) -> Simulator:
         if self._sim is None:
-            backend = self._backend
-            if backend is None:
-                from lerobench.registry import get_backend
-
-                backend = get_backend(self.spec_.backend)
             with SIMULATOR_SETUP_LOCK:
-                self._sim = backend.make_simulator(self.spec_)
+                self._sim = self._backend.make_simulator(self.spec_)
         return self._sim
 
     def _render(self, camera: str) -> np.ndarray:

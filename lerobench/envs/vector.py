@@ -31,7 +31,7 @@ def _preload(backend: str) -> None:
         return
     from lerobench.registry import get_backend
 
-    modules = list(getattr(get_backend(backend), "preload_modules", ()))
+    modules = list(get_backend(backend).preload_modules)
     multiprocessing.set_forkserver_preload(["lerobench.envs.base", *modules])
     _preloaded = True
 
@@ -45,7 +45,9 @@ def _make_env(spec: EnvSpec, render_threads: int | None = None) -> LazyTaskEnv:
     """
     if render_threads is not None:
         os.environ.setdefault("LP_NUM_THREADS", str(render_threads))
-    return LazyTaskEnv(spec)
+    from lerobench.registry import get_backend
+
+    return LazyTaskEnv(spec, get_backend(spec.backend))
 
 
 def make_vector_env(spec: EnvSpec, batch_size: int, in_process: bool | None = None) -> gym.vector.VectorEnv:

@@ -1,0 +1,282 @@
+"""The simulator fingerprint: which stack a run simulated on, and a golden-state check that it is the pinned one.
+
+Why: scores from these simulators change silently with the stack under them (MuJoCo >= 3.4 breaks
+libero_spatial task 5, newer MuJoCo renders LIBERO floors darker, EGL and OSMesa differ). Versions alone do not
+catch a rebuilt wheel or another GL driver, so for each backend a few fixed (task, episode) pairs are built and
+their first observation compared with values stored in the repository for the pinned stack
+(``lerobench/envs/golden/<backend>.json``):
+
+- the state vector right after ``reset_to`` and after a few steps of a fixed action (physics), to
+  ``state_atol`` (1e-5: same MuJoCo on another x86 CPU agrees far closer; a physics change moves it far more);
+- one small camera image, compared as a block-mean downsampled image (16x16): mean absolute difference at most
+  ``image_mad`` grey levels of 255 (Mesa llvmpipe and GPU EGL differ by a little anti-aliasing; a darker
+  floor moves the mean by far more).
+
+The check runs in a child process (a broken ``MUJOCO_GL`` cannot take the caller down, and LIBERO's ~2 GB env is
+freed with it) and its result is cached per environment under ``~/.cache/lerobench`` (``LEROBENCH_CACHE_DIR``),
+keyed by the backend's package versions, ``MUJOCO_GL``, the golden file's hash, the Python prefix and the host.
+Measured on a 2-core box: Meta-World ~3 s the first time, LIBERO ~9 s (one 32x32 render), then ~10 ms cached.
+
+``python -m lerobench.envs.fingerprint BACKEND`` prints one check as JSON (what the parent runs);
+``--record`` rewrites the golden file from this machine (only on the pinned stack).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+GOLDEN_DIR_ENV = "LEROBENCH_GOLDEN_DIR"
+"""Directory of golden files to use instead of the shipped ones (tests point it at a perturbed copy)."""
+CACHE_DIR_ENV = "LEROBENCH_CACHE_DIR"
+CHECK_VERSION = 1
+"""Bump when the check itself changes, so cached results of the old check are not reused."""
+CHECK_TIMEOUT_S = 300
+
+
+class SimulatorCheckError(Exception):
+    """The golden-state check could not run at all (the message is the child's last error line)."""
+
+
+def golden_path(backend: str) -> Path:
+    """Where ``backend``'s golden file is read from (``LEROBENCH_GOLDEN_DIR`` overrides the shipped one)."""
+    folder = os.environ.get(GOLDEN_DIR_ENV)
+    return Path(folder) / f"{backend}.json" if folder else Path(__file__).parent / "golden" / f"{backend}.json"
+
+
+def package_versions(packages: tuple[str, ...]) -> dict[str, str | None]:
+    """Installed versions of ``packages`` (None: not installed)."""
+    found: dict[str, str | None] = {}
+    for dist in packages:
+        try:
+            found[dist] = version(dist)
+        except PackageNotFoundError:
+            found[dist] = None
+    return found
+
+
+def gl_info() -> dict[str, str | None]:
+    """``MUJOCO_GL`` and the GL vendor/renderer/version strings of a real offscreen context (raises if none)."""
+    import mujoco
+
+    context = mujoco.GLContext(8, 8)
+    try:
+        context.make_current()
+        from OpenGL import GL
+
+        def text(name: int) -> str | None:
+            value = GL.glGetString(name)
+            return value.decode(errors="replace") if value else None
+
+        return {"MUJOCO_GL": os.environ.get("MUJOCO_GL"), "gl_vendor": text(GL.GL_VENDOR),
+                "gl_renderer": text(GL.GL_RENDERER), "gl_version": text(GL.GL_VERSION)}
+    finally:
+        context.free()
+
+
+def _downsample(image: Any, block: int) -> Any:
+    import numpy as np
+
+    h, w, c = image.shape
+    img = np.asarray(image, dtype=np.float64)[: h - h % block, : w - w % block]
+    return img.reshape(h // block, block, w // block, block, c).mean(axis=(1, 3))
+
+
+def observe_case(backend_name: str, case: dict[str, Any]) -> dict[str, Any]:
+    """Build one golden case's simulator and return its first state, its state after the steps, and the image."""
+    import numpy as np
+
+    from lerobench.config import Protocol, TaskSpec
+    from lerobench.envs.base import EnvSpec, episode_seed
+    from lerobench.registry import get_backend
+
+    backend = get_backend(backend_name)
+    h, w = case["image_size"]
+    task = TaskSpec(name=case["task"], description="", index=case["task_index"])
+    spec = EnvSpec(suite="golden", backend=backend_name, task=task, protocol=Protocol(max_steps=10, image_size=(h, w)),
+                   seed=case["seed"], state_dim=backend.state_dim, action_dim=backend.action_dim,
+                   record_camera=case["camera"], backend_options=dict(case.get("backend_options") or {}))
+    sim = backend.make_simulator(spec)
+    try:
+        sim.reset_to(case["episode"], episode_seed(case["seed"], case["task_index"], case["episode"]))
+        first = np.asarray(sim.state(), dtype=np.float64)
+        image = _downsample(sim.render(case["camera"], h, w), case["block"])
+        for _ in range(case["steps"]):
+            sim.step(np.asarray(case["action"], dtype=np.float32))
+        after = np.asarray(sim.state(), dtype=np.float64)
+    finally:
+        sim.close()
+    return {"state": first.tolist(), "state_after": after.tolist(), "image": np.rint(image).astype(int).tolist()}
+
+
+def compare_case(case: dict[str, Any], seen: dict[str, Any], state_atol: float, image_mad: float) -> dict[str, Any]:
+    """How far one case's observation is from its golden values, and whether it is within tolerance."""
+    import numpy as np
+
+    state_diff = 0.0
+    for key in ("state", "state_after"):
+        want, got = np.asarray(case[key], dtype=np.float64), np.asarray(seen[key], dtype=np.float64)
+        state_diff = max(state_diff, float("inf") if want.shape != got.shape else float(np.max(np.abs(want - got))))
+    want, got = np.asarray(case["image"], dtype=np.float64), np.asarray(seen["image"], dtype=np.float64)
+    mad = float("inf") if want.shape != got.shape else float(np.mean(np.abs(want - got)))
+    ok = state_diff <= state_atol and mad <= image_mad
+    return {"task": case["task"], "episode": case["episode"], "state_diff": state_diff, "image_mad": round(mad, 3),
+            "ok": ok}
+
+
+def run_check(backend: str, path: Path) -> dict[str, Any]:
+    """The golden-state check itself (run in the child process): every case observed and compared."""
+    golden = json.loads(path.read_text(encoding="utf-8"))
+    results = [compare_case(case, observe_case(backend, case), golden["state_atol"], golden["image_mad"])
+               for case in golden["cases"]]
+    bad = [r for r in results if not r["ok"]]
+    reason = None
+    if bad:
+        r = bad[0]
+        reason = (f"{r['task']} episode {r['episode']}: state differs by {r['state_diff']:.3g} (tolerance "
+                  f"{golden['state_atol']:g}), image by {r['image_mad']:.3g} grey levels (tolerance "
+                  f"{golden['image_mad']:g})")
+    return {"status": "drifted" if bad else "pass", "reason": reason, "cases": results,
+            "max_state_diff": max(r["state_diff"] for r in results),
+            "max_image_mad": max(r["image_mad"] for r in results), "renderer": gl_info()}
+
+
+def _file_hash(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+def cache_dir() -> Path:
+    """``LEROBENCH_CACHE_DIR``, else ``$XDG_CACHE_HOME/lerobench``, else ``~/.cache/lerobench``."""
+    if os.environ.get(CACHE_DIR_ENV):
+        return Path(os.environ[CACHE_DIR_ENV])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "lerobench"
+
+
+def _cache_key(backend: str, versions: dict[str, str | None], reference: str) -> str:
+    key = {"check": CHECK_VERSION, "backend": backend, "versions": versions, "reference": reference,
+           "MUJOCO_GL": os.environ.get("MUJOCO_GL"), "PYOPENGL_PLATFORM": os.environ.get("PYOPENGL_PLATFORM"),
+           "prefix": sys.prefix, "host": platform.node()}
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def _write_cache(path: Path, data: dict[str, Any]) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only home only costs the next run another check
+
+
+def _run_child(backend: str) -> dict[str, Any]:
+    """Run the check in a fresh interpreter; its last stderr line becomes the error if it fails."""
+    try:
+        done = subprocess.run([sys.executable, "-m", "lerobench.envs.fingerprint", backend], capture_output=True,
+                              text=True, timeout=CHECK_TIMEOUT_S, env=os.environ.copy())
+    except subprocess.TimeoutExpired as exc:
+        raise SimulatorCheckError(f"timed out after {CHECK_TIMEOUT_S} s") from exc
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
+        raise SimulatorCheckError(lines[-1].strip() if lines else f"exit code {done.returncode}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def fingerprint(backend: str, packages: tuple[str, ...], use_cache: bool = True) -> dict[str, Any]:
+    """The simulator fingerprint of ``backend`` on this machine: versions, renderer and the golden check.
+
+    ``golden.status`` is ``pass``, ``drifted`` (the stack does not reproduce the stored first observations, or
+    the check could not run: ``reason`` says which) or ``unchecked`` (the backend ships no golden file).
+    """
+    versions = package_versions(packages)
+    path = golden_path(backend)
+    out: dict[str, Any] = {"backend": backend, "versions": versions}
+    if not path.is_file():
+        out["renderer"] = {"MUJOCO_GL": os.environ.get("MUJOCO_GL")}
+        out["golden"] = {"status": "unchecked", "reference": None, "reason": f"no golden file {path}"}
+        return out
+    reference = _file_hash(path)
+    cached = cache_dir() / f"golden-{backend}-{_cache_key(backend, versions, reference)}.json"
+    started = time.perf_counter()
+    result = None
+    if use_cache and cached.is_file():
+        try:
+            result = json.loads(cached.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            result = None
+    from_cache = result is not None
+    if result is None:
+        try:
+            result = _run_child(backend)
+        except SimulatorCheckError as exc:
+            result = {"status": "drifted", "reason": f"the check could not run: {exc}", "cases": [],
+                      "renderer": {"MUJOCO_GL": os.environ.get("MUJOCO_GL")}}
+        else:
+            _write_cache(cached, result)
+    pinned = json.loads(path.read_text(encoding="utf-8")).get("recorded_with", {})
+    out["pinned"] = {k: v for k, v in pinned.items() if k in versions}
+    out["renderer"] = result.get("renderer") or {}
+    out["golden"] = {"status": result["status"], "reason": result.get("reason"), "reference": reference,
+                     "max_state_diff": result.get("max_state_diff"), "max_image_mad": result.get("max_image_mad"),
+                     "cached": from_cache, "seconds": round(time.perf_counter() - started, 3)}
+    return out
+
+
+def checked_fingerprint(backend: str, packages: tuple[str, ...], allow_drift: bool) -> dict[str, Any]:
+    """``fingerprint`` for a run: ``SimulatorDriftError`` (one line) when the check fails and drift is not allowed."""
+    from lerobench.errors import SimulatorDriftError
+
+    found = fingerprint(backend, packages)
+    golden = found["golden"]
+    if golden["status"] == "drifted" and not allow_drift:
+        versions = ", ".join(f"{k} {v}" for k, v in found["versions"].items())
+        raise SimulatorDriftError(
+            f"simulator drift: the {backend} golden-state check failed ({golden['reason']}) on {versions}, "
+            f"MUJOCO_GL={os.environ.get('MUJOCO_GL')}: this stack does not reproduce the pinned simulation, so its "
+            f"scores are not comparable; run `lerobench doctor`, or pass --allow-sim-drift to run anyway "
+            f"(the run is marked drifted)")
+    return found
+
+
+def record(backend: str, cases: list[dict[str, Any]], packages: tuple[str, ...], state_atol: float,
+           image_mad: float) -> dict[str, Any]:
+    """Observe ``cases`` on this machine and return the golden document for them (``--record``)."""
+    observed = [{**case, **observe_case(backend, case)} for case in cases]
+    return {"backend": backend, "recorded_with": {**package_versions(packages), **gl_info()},
+            "state_atol": state_atol, "image_mad": image_mad, "cases": observed}
+
+
+def _golden_text(doc: dict[str, Any]) -> str:
+    """The golden document as reviewable JSON: settings indented, one line per case."""
+    head = {k: v for k, v in doc.items() if k != "cases"}
+    lines = json.dumps(head, indent=1)[:-2] + ',\n "cases": [\n'
+    return lines + ",\n".join("  " + json.dumps(case) for case in doc["cases"]) + "\n ]\n}\n"
+
+
+def _main(argv: list[str]) -> int:
+    from lerobench.registry import get_backend
+
+    backend = argv[0]
+    if "--record" in argv:
+        golden = json.loads(golden_path(backend).read_text(encoding="utf-8"))
+        cases = [{k: v for k, v in c.items() if k not in ("state", "state_after", "image")} for c in golden["cases"]]
+        doc = record(backend, cases, get_backend(backend).packages, golden["state_atol"], golden["image_mad"])
+        golden_path(backend).write_text(_golden_text(doc), encoding="utf-8")
+        return 0
+    print(json.dumps(run_check(backend, golden_path(backend))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
