@@ -18,7 +18,7 @@ from typing import Any
 from lerobench.analysis.results import EpisodeRecord
 from lerobench.config import Protocol, Suite, TaskSpec
 from lerobench.envs.base import EnvSpec, episode_seed
-from lerobench.errors import ConfigError, MissingDependencyError, unknown
+from lerobench.errors import ConfigError, LerobenchError, MissingDependencyError, unknown
 from lerobench.policies.base import ObservationNeeds, PolicyContext
 from lerobench.rollout import TaskRun
 from lerobench.shards import Shard, shard_episodes
@@ -208,13 +208,31 @@ class RunPlan:
         }
 
 
+def check_importable(backend: Any) -> None:
+    """``backend.check_installed()``, any import failure turned into one line that says what to check.
+
+    A broken ``MUJOCO_GL`` (a renderer whose library is missing) makes ``import mujoco`` itself raise.
+    """
+    import os
+
+    try:
+        backend.check_installed()
+    except (ImportError, LerobenchError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - mujoco raises AttributeError/RuntimeError at import for a bad GL
+        gl = os.environ.get("MUJOCO_GL")
+        raise MissingDependencyError(
+            f"cannot import the {backend.name} simulator ({type(exc).__name__}: {exc})"
+            + (f"; MUJOCO_GL={gl}: does it name a working renderer? Run `lerobench doctor`" if gl else "")) from exc
+
+
 def make_plan(settings: RunSettings) -> RunPlan:
     """Validate every flag against the suite and backend; raise ``ConfigError`` naming the bad one."""
     from lerobench.registry import get_backend
 
     s = settings
     backend = get_backend(s.suite.backend)
-    backend.check_installed()
+    check_importable(backend)
     protocol = s.suite.protocol(s.protocol)
     if s.max_steps is not None:
         if s.max_steps < 1:

@@ -78,6 +78,9 @@ class Backend(Protocol):
     packages: tuple[str, ...]
     """Distributions whose versions are the simulator fingerprint (envs/fingerprint.py)."""
 
+    def missing_assets(self) -> list[str]:
+        """Asset folders (models, meshes, task files) that are missing or empty; ``lerobench doctor`` lists them."""
+
     def check_installed(self) -> None:
         """Raise ``MissingDependencyError`` naming the extra if the simulator cannot be imported."""
 
@@ -86,7 +89,8 @@ class Backend(Protocol):
 
 
 BACKEND_ATTRIBUTES = ("name", "extra", "state_dim", "action_dim", "n_init_states", "max_episode_steps",
-                      "unrendered_step_ms", "preload_modules", "packages", "check_installed", "make_simulator")
+                      "unrendered_step_ms", "preload_modules", "packages", "missing_assets", "check_installed",
+                      "make_simulator")
 """Everything a ``Backend`` declares (``registry.get_backend`` checks them once)."""
 
 
@@ -98,6 +102,17 @@ class BackendDefaults:
     unrendered_step_ms: float | None = None
     preload_modules: tuple[str, ...] = ()
     packages: tuple[str, ...] = ("mujoco", "gymnasium")
+
+    def missing_assets(self) -> list[str]:
+        """No asset folders to check (a backend whose simulator ships files overrides this)."""
+        return []
+
+
+def missing_folders(folders: Sequence[Any]) -> list[str]:
+    """The folders of ``folders`` that do not exist or are empty, as strings (for ``missing_assets``)."""
+    from pathlib import Path
+
+    return [str(f) for f in map(Path, folders) if not f.is_dir() or not any(f.iterdir())]
 
 
 @dataclass(frozen=True)

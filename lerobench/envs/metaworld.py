@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from lerobench.envs.base import BackendDefaults, EnvSpec
+from lerobench.envs.base import BackendDefaults, EnvSpec, missing_folders
 from lerobench.errors import MissingDependencyError
 
 CAMERAS = ("corner", "corner2", "corner3", "topview", "behindGripper", "gripperPOV")
@@ -151,6 +151,16 @@ class MetaWorldBackend(BackendDefaults):
             raise MissingDependencyError(
                 f"Meta-World is not installed ({exc}). Install it with: pip install 'lerobench[metaworld]'"
             ) from exc
+
+    def missing_assets(self) -> list[str]:
+        """Meta-World's MuJoCo models (``metaworld/assets``), without importing metaworld."""
+        import importlib.util
+        from pathlib import Path
+
+        found = importlib.util.find_spec("metaworld")
+        if found is None or not found.submodule_search_locations:
+            return ["metaworld"]
+        return missing_folders([Path(next(iter(found.submodule_search_locations))) / "assets"])
 
     def make_simulator(self, spec: EnvSpec) -> MetaWorldSimulator:
         """Build the task's simulator (in the worker process)."""

@@ -1,0 +1,117 @@
+"""``lerobench doctor``: what a user pastes into a bug report, and whether a run would work on this machine.
+
+Each check is one row (name, status, value). ``fail`` rows are things a run needs that are broken (offscreen
+rendering, an installed backend's assets or golden-state check); ``warn`` rows are worth knowing (a simulator
+version other than the pinned one whose golden state still matches); ``missing`` is an optional backend that is
+not installed. The CLI prints the rows (``cli/doctor.py``) and exits non-zero when any row failed.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from lerobench import __version__
+from lerobench.errors import LerobenchError
+
+STATUSES = ("ok", "info", "warn", "missing", "fail")
+DOCTOR_EPISODES = 50
+"""Episodes per task assumed for the auto batch size shown (the community protocol's count)."""
+
+
+@dataclass(frozen=True)
+class Check:
+    """One row of the doctor's table."""
+
+    name: str
+    status: str
+    value: str
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form (``--json``)."""
+        return asdict(self)
+
+
+def _render_checks() -> list[Check]:
+    from lerobench.envs.fingerprint import SimulatorCheckError, offscreen_render
+
+    gl = os.environ.get("MUJOCO_GL")
+    rows = [Check("MUJOCO_GL", "info" if gl else "warn", gl or "unset (set MUJOCO_GL=egl for headless rendering)")]
+    try:
+        info = offscreen_render()
+    except SimulatorCheckError as exc:
+        rows.append(Check("offscreen render", "fail", f"MUJOCO_GL={gl}: a real offscreen render failed ({exc}); "
+                                                      f"try MUJOCO_GL=egl (GPU or Mesa EGL)"))
+    else:
+        rows.append(Check("offscreen render", "ok", f"{info.get('gl_renderer')} ({info.get('gl_vendor')}, OpenGL "
+                                                    f"{info.get('gl_version')})"))
+    return rows
+
+
+def _backend_checks(name: str, fresh: bool) -> list[Check]:
+    from lerobench.envs.fingerprint import fingerprint
+    from lerobench.errors import MissingDependencyError
+    from lerobench.plan import check_importable
+    from lerobench.registry import get_backend
+
+    try:
+        backend = get_backend(name)
+        check_importable(backend)
+    except MissingDependencyError as exc:
+        broken = exc.__cause__ is not None and not isinstance(exc.__cause__, ImportError)
+        return [Check(name, "fail" if broken else "missing", str(exc))]
+    except (LerobenchError, ImportError) as exc:
+        return [Check(name, "fail", f"cannot load the backend ({exc})")]
+    found = fingerprint(name, backend.packages, use_cache=not fresh)
+    pinned = found.get("pinned") or {}
+    versions = found["versions"]
+    off_pin = [f"{k} {v} (pinned {pinned[k]})" for k, v in versions.items() if k in pinned and pinned[k] != v]
+    rows = [Check(f"{name} versions", "warn" if off_pin else "ok",
+                  "; ".join(off_pin) if off_pin else ", ".join(f"{k} {v}" for k, v in versions.items()))]
+    missing = backend.missing_assets()
+    rows.append(Check(f"{name} assets", "fail" if missing else "ok",
+                      f"missing or empty: {', '.join(missing)}" if missing else "present"))
+    golden = found["golden"]
+    status = {"pass": "ok", "drifted": "fail"}.get(golden["status"], "info")
+    detail = golden.get("reason") or (f"matches the pinned stack (state within {golden.get('max_state_diff'):.2g}, "
+                                      f"image within {golden.get('max_image_mad'):.2g} grey levels"
+                                      f"{', cached' if golden.get('cached') else ''})")
+    rows.append(Check(f"{name} golden state", status, detail))
+    return rows
+
+
+def _machine_checks() -> list[Check]:
+    from lerobench.registry import list_suites
+    from lerobench.system import auto_batch_size, available_memory_mb, usable_cores
+
+    cores, memory = usable_cores(), available_memory_mb()
+    rows = [Check("usable cores", "info", str(cores)),
+            Check("available memory", "info", f"{memory} MB" if memory is not None else "unknown")]
+    seen: set[str] = set()
+    for suite in list_suites():
+        if suite.backend in seen:
+            continue
+        seen.add(suite.backend)
+        choice = auto_batch_size(DOCTOR_EPISODES, suite.worker_memory_mb, cores=cores, memory_mb=memory)
+        rows.append(Check(f"auto batch size ({suite.backend})", "info",
+                          f"{choice.batch_size}: {choice.explain()} (suite {suite.name})"))
+    return rows
+
+
+def run_doctor(fresh: bool = False) -> list[Check]:
+    """Every check, in the table's order; ``fresh`` reruns golden-state checks instead of using the cache."""
+    from lerobench.registry import backend_names
+
+    rows = [Check("python", "info", f"{platform.python_version()} ({platform.platform()})"),
+            Check("lerobench", "info", __version__)]
+    rows += _render_checks()
+    for name in backend_names():
+        rows += _backend_checks(name, fresh)
+    return rows + _machine_checks()
+
+
+def failures(rows: list[Check]) -> list[Check]:
+    """The rows that make ``doctor`` exit non-zero."""
+    return [r for r in rows if r.status == "fail"]
