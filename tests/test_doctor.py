@@ -1,0 +1,43 @@
+"""`lerobench doctor` on this machine: it passes with a working renderer and fails in one line with a broken one."""
+
+from __future__ import annotations
+
+import ctypes.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _doctor(tmp_path: Path, gl: str, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "MUJOCO_GL": gl, "PYTHONPATH": str(ROOT), "LEROBENCH_CACHE_DIR": str(tmp_path / "cache")}
+    return subprocess.run([sys.executable, "-m", "lerobench", "doctor", *args], env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_doctor_passes_here_and_reports_every_check(tmp_path):
+    pytest.importorskip("metaworld")
+    done = _doctor(tmp_path, "egl", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    checks = {c["name"]: c for c in report["checks"]}
+    assert report["ok"] is True and checks["offscreen render"]["status"] == "ok"
+    assert checks["metaworld golden state"]["status"] == "ok" and checks["metaworld assets"]["value"] == "present"
+    assert "mujoco 3.3.0" in checks["metaworld versions"]["value"]
+    assert {"python", "lerobench", "usable cores", "available memory", "auto batch size (metaworld)"} <= set(checks)
+    table = _doctor(tmp_path, "egl")  # the table, now from the cache
+    assert table.returncode == 0 and "golden state" in table.stdout and "cached" in table.stdout
+
+
+@pytest.mark.skipif(ctypes.util.find_library("OSMesa") is not None, reason="OSMesa works on this machine")
+def test_doctor_fails_in_one_line_when_mujoco_gl_names_a_renderer_that_does_not_work(tmp_path):
+    done = _doctor(tmp_path, "osmesa")
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: offscreen render: MUJOCO_GL=osmesa"), done.stderr
+    assert "fail" in done.stdout and "Traceback" not in done.stdout + done.stderr

@@ -1,0 +1,104 @@
+"""No import circles in lerobench: every ``import`` of a lerobench module is an edge, wherever it is written.
+
+Function-level (lazy) imports and ``if TYPE_CHECKING:`` imports count too: a lazy import inside a circle still
+ties the two modules together (either can only be understood, tested or moved with the other), and a type
+checker follows TYPE_CHECKING imports.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "lerobench"
+
+
+def module_names(root: Path) -> dict[str, Path]:
+    """Dotted module name -> source file, for every module under the package directory ``root``."""
+    found = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = (root.name, *path.relative_to(root).with_suffix("").parts)
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """Module -> the package modules it imports (``from a import b`` is an edge to ``a.b`` when that is a module)."""
+    modules = module_names(root)
+
+    def owner(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        edges = set()
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                edges |= {owner(a.name) for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:  # relative import
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*anchor, base] if base else anchor)
+                for a in node.names:
+                    full = f"{base}.{a.name}"
+                    edges.add(full if full in modules else owner(base))
+        graph[name] = {e for e in edges if e and e != name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_lerobench_has_no_import_circles():
+    graph = import_graph(PACKAGE)
+    assert "lerobench.envs.base" in graph["lerobench.plan"]  # the walk sees real edges
+    assert "lerobench.analysis.stats" in graph["lerobench.analysis.trials"]
+    found = cycles(graph)
+    assert found == [], "import circles: " + "; ".join(
+        " <-> ".join(f"{m} (imports {sorted(graph[m] & set(c))})" for m in c) for c in found)
+
+
+def test_the_walk_finds_a_lazy_circle(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from pkg.b import x\n")
+    (pkg / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import c\n")
+    (pkg / "c.py").write_text("def f():\n    from . import a\n")
+    assert cycles(import_graph(pkg)) == [["pkg.a", "pkg.b", "pkg.c"]]
