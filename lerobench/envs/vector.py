@@ -6,6 +6,7 @@ import functools
 import multiprocessing
 import os
 from dataclasses import replace
+from typing import Any
 
 import gymnasium as gym
 from gymnasium.vector import AutoresetMode
@@ -50,6 +51,61 @@ def _make_env(spec: EnvSpec, render_threads: int | None = None) -> LazyTaskEnv:
     return LazyTaskEnv(spec, get_backend(spec.backend))
 
 
+class InProcessVectorEnv(gym.vector.SyncVectorEnv):
+    """Envs stepped in this process: no workers to lose, nothing to time out.
+
+    It has the same three worker methods as ``WorkerVectorEnv``, so the rollout and executors call them on any
+    vector env instead of probing gymnasium's internals (``processes``, ``parent_pipes``, ``step_wait``).
+    """
+
+    def step_within(self, actions: Any, timeout: float | None) -> Any:
+        """``step``; an in-process simulator cannot be timed out (``timeout`` is ignored)."""
+        return self.step(actions)
+
+    def failed_slots(self, active: list[int], hung: bool) -> list[int]:
+        """A failure in-process cannot be pinned on one slot: every active one."""
+        return list(active)
+
+    def close_after_failure(self) -> None:
+        """Close the envs (there are no workers to kill)."""
+        self.close()
+
+
+class WorkerVectorEnv(gym.vector.AsyncVectorEnv):
+    """One worker process per env; the only place lerobench reads gymnasium's worker internals.
+
+    Workers can die (a simulator segfault) or hang (``--episode-timeout``): these methods say which slots'
+    workers failed and shut them down, so callers never touch ``processes`` or ``parent_pipes`` themselves.
+    """
+
+    def step_within(self, actions: Any, timeout: float | None) -> Any:
+        """``step``, raising ``multiprocessing.TimeoutError`` if the workers do not answer within ``timeout`` s."""
+        if timeout is None:
+            return self.step(actions)
+        self.step_async(actions)
+        return self.step_wait(timeout=timeout)
+
+    def failed_slots(self, active: list[int], hung: bool) -> list[int]:
+        """Which ``active`` slots' workers are dead (or, after a timeout, have not answered); all if unclear."""
+        for i in active:
+            self.processes[i].join(timeout=0 if hung else 0.5)
+        dead = [i for i in active if not self.processes[i].is_alive()]
+        if not dead and hung:
+            dead = [i for i in active if not self.parent_pipes[i].poll()]
+        return dead or list(active)
+
+    def close_after_failure(self) -> None:
+        """Terminate the workers (dead or hung ones cannot be asked to close); kill any that survive."""
+        try:
+            self.close(terminate=True)
+        except Exception:  # noqa: BLE001 - closing after a failure: the workers are killed below anyway
+            for proc in self.processes:
+                if proc.is_alive():
+                    proc.kill()
+            for proc in self.processes:
+                proc.join(timeout=5)
+
+
 def make_vector_env(spec: EnvSpec, batch_size: int, in_process: bool | None = None) -> gym.vector.VectorEnv:
     """``batch_size`` lazy envs of one task: in-process for 1, one worker process each otherwise.
 
@@ -57,14 +113,15 @@ def make_vector_env(spec: EnvSpec, batch_size: int, in_process: bool | None = No
     that runs with workers keeps its crash isolation and timeout).
 
     Autoreset is disabled: the rollout decides which slot starts which episode, so the init-state
-    order never depends on which episode finished first.
+    order never depends on which episode finished first. Both kinds have ``step_within``, ``failed_slots``
+    and ``close_after_failure`` (``InProcessVectorEnv``, ``WorkerVectorEnv``).
     """
     in_process = in_process if in_process is not None else batch_size == 1
     threads = None if in_process else max(1, usable_cores() // batch_size)
     fns = [functools.partial(_make_env, replace(spec, slot=i), threads) for i in range(batch_size)]
     if in_process:
-        return gym.vector.SyncVectorEnv(fns, autoreset_mode=AutoresetMode.DISABLED)
+        return InProcessVectorEnv(fns, autoreset_mode=AutoresetMode.DISABLED)
     _preload(spec.backend)
-    return gym.vector.AsyncVectorEnv(
+    return WorkerVectorEnv(
         fns, shared_memory=True, context=START_METHOD, autoreset_mode=AutoresetMode.DISABLED
     )
