@@ -19,6 +19,8 @@ from lerobench.analysis.results import EpisodeRecord
 from lerobench.config import Protocol, Suite, TaskSpec
 from lerobench.envs.base import EnvSpec, episode_seed
 from lerobench.errors import ConfigError, LerobenchError, MissingDependencyError, unknown
+from lerobench.execution.registry import CHOICES
+from lerobench.execution.registry import EXECUTORS as EXECUTOR_ENTRIES
 from lerobench.policies.base import ObservationNeeds, PolicyContext
 from lerobench.rollout import TaskRun
 from lerobench.shards import Shard, shard_episodes
@@ -27,8 +29,8 @@ from lerobench.trajectories import check_record_mode
 FORMATS = ("lerobot",)
 """Result formats written besides lerobench's own files."""
 
-EXECUTORS = ("auto", "inline", "vector", "processes", "ray")
-"""Values of ``--executor`` (see docs/scaling.md)."""
+EXECUTORS = CHOICES
+"""Values of ``--executor`` (see docs/scaling.md; the executors are ``execution/registry.py``'s entries)."""
 
 EXTENT = ("episodes_per_task", "shard")
 """Config keys that say how much of a run a directory holds: ``--resume`` requires them equal besides the run's
@@ -247,20 +249,22 @@ def make_plan(settings: RunSettings) -> RunPlan:
             raise unknown("--format", fmt, FORMATS)
     if s.executor not in EXECUTORS:
         raise unknown("--executor", s.executor, EXECUTORS)
+    entry = EXECUTOR_ENTRIES.get(s.executor)  # None: auto, which only picks what the flags allow
     if check_record_mode(s.record) != "none":
         if importlib.util.find_spec("h5py") is None:
             raise MissingDependencyError("--record needs h5py: pip install h5py")
-        if s.executor in ("processes", "ray"):
+        if entry is not None and entry.own_policy:
             raise ConfigError(f"--record is written by the driver's writer: use --executor vector or inline, "
                               f"not {s.executor}")
-    if s.executor in ("inline", "processes", "ray"):  # vector-only flags would be ignored: say so instead
+    if entry is not None and not entry.batched:  # vector-only flags would be ignored: say so instead
         for name, value in (("--batch-size", s.batch_size), ("--parallel-tasks", s.parallel_tasks)):
             if value > 1:
                 raise ConfigError(f"{name} {value} applies to the vector executor (envs or task threads sharing "
                                   f"one policy), not --executor {s.executor}"
-                                  + ("; use --workers for episode workers" if s.executor != "inline" else ""))
-    if s.executor == "ray" and importlib.util.find_spec("ray") is None:
-        raise MissingDependencyError("--executor ray needs Ray: pip install 'lerobench[ray]'")
+                                  + ("; use --workers for episode workers" if entry.own_policy else ""))
+    if entry is not None and entry.requires and importlib.util.find_spec(entry.requires) is None:
+        raise MissingDependencyError(f"--executor {s.executor} needs {entry.requires}: "
+                                     f"pip install 'lerobench[{entry.extra}]'")
     for name, value, least in (("--episodes", s.episodes, 1), ("--replan-steps", s.replan_steps, 1),
                                ("--trials", s.trials, 1),
                                ("--parallel-tasks", s.parallel_tasks, 1), ("--batch-size", s.batch_size, 0),

@@ -13,6 +13,7 @@ from typing import Any
 from lerobench.analysis.results import EpisodeRecord, check_output_dir
 from lerobench.envs.fingerprint import checked_fingerprint
 from lerobench.execution.base import ExecutionChoice, Executor
+from lerobench.execution.registry import EXECUTORS
 from lerobench.plan import FORMATS, RunPlan, RunSettings, make_plan
 from lerobench.policies.loading import load_policy, observation_needs
 from lerobench.registry import get_backend
@@ -62,12 +63,13 @@ class Evaluation:
                                       "per task); here the simulator runs in the process that steps it and cannot "
                                       "be timed out")
             executor = self._executor(choice)
-            if choice.executor in ("processes", "ray"):
+            entry = EXECUTORS[choice.executor]
+            if entry.own_policy:
                 self._close_policy()  # every worker builds its own copy; the driver's is not used
             sink.execution = {"executor_used": choice.executor, "workers_used": choice.workers,
-                              "batch_size_used": choice.workers if choice.executor in ("inline", "vector") else 1,
+                              "batch_size_used": 1 if entry.own_policy else choice.workers,
                               "parallel_tasks_used": choice.parallel_tasks}
-            units = plan.work_units(done, size=1 if choice.executor == "processes" else None)
+            units = plan.work_units(done, size=1 if entry.one_episode_units else None)
             sink.expect(units)
             sink.open()
             ok = False
@@ -87,23 +89,7 @@ class Evaluation:
             self._close_policy()
 
     def _executor(self, choice: ExecutionChoice) -> Executor:
-        s = self.s
-        if choice.executor == "inline":
-            from lerobench.execution.inline import InlineExecutor
-
-            return InlineExecutor(self.policy)
-        if choice.executor == "vector":
-            from lerobench.execution.vector import VectorExecutor
-
-            return VectorExecutor(self.policy, choice.workers, choice.parallel_tasks)
-        if choice.executor == "processes":
-            from lerobench.execution.processes import ProcessExecutor
-            from lerobench.system import usable_cores
-
-            return ProcessExecutor(choice.workers, usable_cores())
-        from lerobench.execution.ray_cluster import RayExecutor
-
-        return RayExecutor(s.ray_address, s.ray_gpus_per_worker, choice.workers)
+        return EXECUTORS[choice.executor].load().create(self.plan, choice, self.policy)
 
     def _close_policy(self) -> None:
         policy, self.policy = self.policy, None

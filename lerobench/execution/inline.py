@@ -18,3 +18,8 @@ class InlineExecutor(VectorExecutor):
 
     def __init__(self, policy: Any):
         super().__init__(policy, batch=1, parallel=1, in_process=True)
+
+    @classmethod
+    def create(cls, plan: Any, choice: Any, policy: Any) -> InlineExecutor:
+        """Registry factory (``execution/registry.py``)."""
+        return cls(policy)

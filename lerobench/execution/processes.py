@@ -88,6 +88,13 @@ class ProcessExecutor:
         self.workers = workers
         self.cores = cores or workers
 
+    @classmethod
+    def create(cls, plan: RunPlan, choice: Any, policy: Any) -> ProcessExecutor:
+        """Registry factory (``execution/registry.py``): each worker builds its own policy, ``policy`` is unused."""
+        from lerobench.system import usable_cores
+
+        return cls(choice.workers, usable_cores())
+
     def run(self, plan: RunPlan, units: list[WorkUnit], sink: RecordSink) -> None:
         """Hand units to idle workers until every episode is recorded; terminate workers on the way out."""
         from lerobench.envs.vector import _preload

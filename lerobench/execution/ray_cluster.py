@@ -38,6 +38,12 @@ class RayExecutor:
         self.gpus_per_worker = gpus_per_worker
         self.workers = workers
 
+    @classmethod
+    def create(cls, plan: RunPlan, choice: Any, policy: Any) -> RayExecutor:
+        """Registry factory (``execution/registry.py``): each Ray task builds its own policy."""
+        s = plan.settings
+        return cls(s.ray_address, s.ray_gpus_per_worker, choice.workers)
+
     def run(self, plan: RunPlan, units: list[WorkUnit], sink: RecordSink) -> None:
         """Run ``units`` on Ray; stream each unit's records to the sink as it completes."""
         import ray

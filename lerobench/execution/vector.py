@@ -33,6 +33,11 @@ class VectorExecutor:
         self.in_process = in_process if in_process is not None else batch == 1
         self._stop = threading.Event()
 
+    @classmethod
+    def create(cls, plan: RunPlan, choice: Any, policy: Any) -> VectorExecutor:
+        """Registry factory (``execution/registry.py``): ``choice.workers`` envs per task."""
+        return cls(policy, choice.workers, choice.parallel_tasks)
+
     def run(self, plan: RunPlan, units: list[WorkUnit], sink: RecordSink) -> None:
         """Run units one task at a time (or ``parallel`` task threads); stop every thread on failure."""
         self._stop.clear()
