@@ -75,9 +75,15 @@ def _backend_checks(name: str, fresh: bool) -> list[Check]:
                       f"missing or empty: {', '.join(missing)}" if missing else "present"))
     golden = found["golden"]
     status = {"pass": "ok", "drifted": "fail"}.get(golden["status"], "info")
-    detail = golden.get("reason") or (f"matches the pinned stack (state within {golden.get('max_state_diff'):.2g}, "
-                                      f"image within {golden.get('max_image_mad'):.2g} grey levels"
-                                      f"{', cached' if golden.get('cached') else ''})")
+    if golden.get("reason"):
+        detail = golden["reason"]
+    elif golden["status"] == "pass":
+        image = (f"image within {golden['max_image_mad']:.2g} grey levels" if golden.get("images_checked") else
+                 f"image NOT checked: rendering failed ({golden.get('render_error')})")
+        detail = (f"matches the pinned stack (state within {golden['max_state_diff']:.2g}, {image}"
+                  f"{', cached' if golden.get('cached') else ''})")
+    else:
+        detail = golden["status"]
     rows.append(Check(f"{name} golden state", status, detail))
     return rows
 

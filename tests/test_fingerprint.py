@@ -83,3 +83,13 @@ def test_eval_on_a_drifted_stack_is_refused_unless_allowed_and_then_marked(isola
     warned = runner.invoke(app, ["compare", str(tmp_path / "reference"), str(tmp_path / "drifted"),
                                  "--allow-different"])
     assert warned.exit_code == 0 and "failed its golden-state check" in warned.output
+
+
+def test_without_a_renderer_the_state_is_still_checked(isolated):
+    from lerobench.envs.fingerprint import run_check
+
+    result = run_check("metaworld", golden_path("metaworld"), render=False)  # what a crashed render falls back to
+    assert result["status"] == "pass" and result["images_checked"] is False and result["max_image_mad"] is None
+    isolated(lambda case: case["state_after"].__setitem__(1, case["state_after"][1] - 0.5))
+    drifted = run_check("metaworld", golden_path("metaworld"), render=False)
+    assert drifted["status"] == "drifted" and "state differs by 0.5" in drifted["reason"]

@@ -11,7 +11,6 @@ from typer.testing import CliRunner
 
 from lerobench.analysis.merge import MergeError, merge, missing_units
 from lerobench.analysis.results import EpisodeRecord
-from lerobench.analysis.rundir import RunDirError
 from lerobench.cli import app
 from lerobench.errors import ConfigError
 from lerobench.shards import Shard, all_units, parse_shard, shard_episodes, shard_units
@@ -247,5 +246,5 @@ def test_merge_skips_an_unterminated_last_line_and_names_a_broken_one(tmp_path):
     assert any("unterminated last line" in note for note in results["merge_notes"])
     assert (shard / "episodes.jsonl").read_text().endswith(json.dumps(_record("reach-v3", 1, 0, True).to_json())[:40])
     (shard / "episodes.jsonl").write_text(text.replace("\n", "\nnot json\n", 1))
-    with pytest.raises(RunDirError, match=r".*a/episodes.jsonl: line 2 is not JSON"):
+    with pytest.raises(MergeError, match=r"cannot merge: .*a/episodes.jsonl: line 2 is not JSON"):
         merge(tmp_path / "merged2", [shard])

@@ -34,7 +34,7 @@ from lerobench.analysis.results import (
     summarize,
     write_json_atomic,
 )
-from lerobench.analysis.rundir import RunDir
+from lerobench.analysis.rundir import RunDir, RunDirError
 from lerobench.analysis.trials import group_episodes, is_whole, whole_episodes
 from lerobench.config import Suite
 from lerobench.errors import LerobenchError
@@ -61,7 +61,10 @@ ShardRun = RunDir
 
 def read_shard(path: Path) -> RunDir:
     """Read and validate one shard directory without modifying it (an unterminated last line is flagged)."""
-    return RunDir.load(path)
+    try:
+        return RunDir.load(path)
+    except RunDirError as exc:
+        raise MergeError(f"cannot merge: {exc}") from exc
 
 
 def check_compatible(shards: Sequence[RunDir]) -> None:

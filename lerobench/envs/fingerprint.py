@@ -38,7 +38,7 @@ from typing import Any
 GOLDEN_DIR_ENV = "LEROBENCH_GOLDEN_DIR"
 """Directory of golden files to use instead of the shipped ones (tests point it at a perturbed copy)."""
 CACHE_DIR_ENV = "LEROBENCH_CACHE_DIR"
-CHECK_VERSION = 1
+CHECK_VERSION = 2
 """Bump when the check itself changes, so cached results of the old check are not reused."""
 CHECK_TIMEOUT_S = 300
 
@@ -118,8 +118,12 @@ def _downsample(image: Any, block: int) -> Any:
     return img.reshape(h // block, block, w // block, block, c).mean(axis=(1, 3))
 
 
-def observe_case(backend_name: str, case: dict[str, Any]) -> dict[str, Any]:
-    """Build one golden case's simulator and return its first state, its state after the steps, and the image."""
+def observe_case(backend_name: str, case: dict[str, Any], render: bool = True) -> dict[str, Any]:
+    """Build one golden case's simulator and return its first state, its state after the steps, and the image.
+
+    ``render=False`` (or a render that raises) leaves the image out: a machine without a renderer can still run
+    state-only evaluations, so their state is checked.
+    """
     import numpy as np
 
     from lerobench.config import Protocol, TaskSpec
@@ -131,18 +135,27 @@ def observe_case(backend_name: str, case: dict[str, Any]) -> dict[str, Any]:
     task = TaskSpec(name=case["task"], description="", index=case["task_index"])
     spec = EnvSpec(suite="golden", backend=backend_name, task=task, protocol=Protocol(max_steps=10, image_size=(h, w)),
                    seed=case["seed"], state_dim=backend.state_dim, action_dim=backend.action_dim,
-                   record_camera=case["camera"], backend_options=dict(case.get("backend_options") or {}))
+                   record_camera=case["camera"] if render else None,
+                   backend_options=dict(case.get("backend_options") or {}))
     sim = backend.make_simulator(spec)
+    image, render_error = None, None if render else "not attempted (a render crashed the check)"
     try:
         sim.reset_to(case["episode"], episode_seed(case["seed"], case["task_index"], case["episode"]))
         first = np.asarray(sim.state(), dtype=np.float64)
-        image = _downsample(sim.render(case["camera"], h, w), case["block"])
+        try:
+            if not render:
+                raise _NoRender
+            image = np.rint(_downsample(sim.render(case["camera"], h, w), case["block"])).astype(int).tolist()
+        except _NoRender:
+            pass
+        except Exception as exc:  # noqa: BLE001 - no renderer here: state-only runs still work, so check the state
+            render_error = f"{type(exc).__name__}: {exc}"
         for _ in range(case["steps"]):
             sim.step(np.asarray(case["action"], dtype=np.float32))
         after = np.asarray(sim.state(), dtype=np.float64)
     finally:
         sim.close()
-    return {"state": first.tolist(), "state_after": after.tolist(), "image": np.rint(image).astype(int).tolist()}
+    return {"state": first.tolist(), "state_after": after.tolist(), "image": image, "render_error": render_error}
 
 
 def compare_case(case: dict[str, Any], seen: dict[str, Any], state_atol: float, image_mad: float) -> dict[str, Any]:
@@ -153,28 +166,45 @@ def compare_case(case: dict[str, Any], seen: dict[str, Any], state_atol: float, 
     for key in ("state", "state_after"):
         want, got = np.asarray(case[key], dtype=np.float64), np.asarray(seen[key], dtype=np.float64)
         state_diff = max(state_diff, float("inf") if want.shape != got.shape else float(np.max(np.abs(want - got))))
-    want, got = np.asarray(case["image"], dtype=np.float64), np.asarray(seen["image"], dtype=np.float64)
-    mad = float("inf") if want.shape != got.shape else float(np.mean(np.abs(want - got)))
-    ok = state_diff <= state_atol and mad <= image_mad
-    return {"task": case["task"], "episode": case["episode"], "state_diff": state_diff, "image_mad": round(mad, 3),
-            "ok": ok}
+    mad = None
+    if seen["image"] is not None:
+        want, got = np.asarray(case["image"], dtype=np.float64), np.asarray(seen["image"], dtype=np.float64)
+        mad = round(float("inf") if want.shape != got.shape else float(np.mean(np.abs(want - got))), 3)
+    ok = state_diff <= state_atol and (mad is None or mad <= image_mad)
+    return {"task": case["task"], "episode": case["episode"], "state_diff": state_diff, "image_mad": mad,
+            "render_error": seen.get("render_error"), "ok": ok}
 
 
-def run_check(backend: str, path: Path) -> dict[str, Any]:
+class _NoRender(Exception):
+    pass
+
+
+def run_check(backend: str, path: Path, render: bool = True) -> dict[str, Any]:
     """The golden-state check itself (run in the child process): every case observed and compared."""
     golden = json.loads(path.read_text(encoding="utf-8"))
-    results = [compare_case(case, observe_case(backend, case), golden["state_atol"], golden["image_mad"])
+    results = [compare_case(case, observe_case(backend, case, render), golden["state_atol"], golden["image_mad"])
                for case in golden["cases"]]
     bad = [r for r in results if not r["ok"]]
     reason = None
     if bad:
         r = bad[0]
+        image = ("not rendered" if r["image_mad"] is None else
+                 f"{r['image_mad']:.3g} grey levels (tolerance {golden['image_mad']:g})")
         reason = (f"{r['task']} episode {r['episode']}: state differs by {r['state_diff']:.3g} (tolerance "
-                  f"{golden['state_atol']:g}), image by {r['image_mad']:.3g} grey levels (tolerance "
-                  f"{golden['image_mad']:g})")
+                  f"{golden['state_atol']:g}), image by {image}")
+    mads = [r["image_mad"] for r in results if r["image_mad"] is not None]
+    unrendered = next((r["render_error"] for r in results if r["render_error"]), None)
+    try:
+        if not render:
+            raise _NoRender
+        renderer: dict[str, Any] = gl_info()
+    except _NoRender:
+        renderer = {"MUJOCO_GL": os.environ.get("MUJOCO_GL"), "error": "not attempted"}
+    except Exception as exc:  # noqa: BLE001 - recorded: no GL here
+        renderer = {"MUJOCO_GL": os.environ.get("MUJOCO_GL"), "error": f"{type(exc).__name__}: {exc}"}
     return {"status": "drifted" if bad else "pass", "reason": reason, "cases": results,
-            "max_state_diff": max(r["state_diff"] for r in results),
-            "max_image_mad": max(r["image_mad"] for r in results), "renderer": gl_info()}
+            "max_state_diff": max(r["state_diff"] for r in results), "max_image_mad": max(mads) if mads else None,
+            "images_checked": unrendered is None, "render_error": unrendered, "renderer": renderer}
 
 
 def _file_hash(path: Path) -> str:
@@ -207,10 +237,10 @@ def _write_cache(path: Path, data: dict[str, Any]) -> None:
         pass  # a read-only home only costs the next run another check
 
 
-def _run_child(argument: str) -> dict[str, Any]:
+def _run_child(*arguments: str) -> dict[str, Any]:
     """Run the check (a backend name, or ``--render-probe``) in a fresh interpreter; its last error line if it fails."""
     try:
-        done = subprocess.run([sys.executable, "-m", "lerobench.envs.fingerprint", argument], capture_output=True,
+        done = subprocess.run([sys.executable, "-m", "lerobench.envs.fingerprint", *arguments], capture_output=True,
                               text=True, timeout=CHECK_TIMEOUT_S, env=os.environ.copy())
     except subprocess.TimeoutExpired as exc:
         raise SimulatorCheckError(f"timed out after {CHECK_TIMEOUT_S} s") from exc
@@ -252,15 +282,20 @@ def fingerprint(backend: str, packages: tuple[str, ...], use_cache: bool = True)
         try:
             result = _run_child(backend)
         except SimulatorCheckError as exc:
-            result = {"status": "drifted", "reason": f"the check could not run: {exc}", "cases": [],
-                      "renderer": {"MUJOCO_GL": os.environ.get("MUJOCO_GL")}}
-        else:
+            try:  # a renderer that aborts the process (no display for glfw): the state can still be checked
+                result = _run_child(backend, "--state-only")
+                result["render_error"] = f"rendering crashed the check: {exc}"
+            except SimulatorCheckError as again:
+                result = {"status": "drifted", "reason": f"the check could not run: {again}", "cases": [],
+                          "renderer": {"MUJOCO_GL": os.environ.get("MUJOCO_GL")}}
+        if result.get("cases"):
             _write_cache(cached, result)
     pinned = json.loads(path.read_text(encoding="utf-8")).get("recorded_with", {})
     out["pinned"] = {k: v for k, v in pinned.items() if k in versions}
     out["renderer"] = result.get("renderer") or {}
     out["golden"] = {"status": result["status"], "reason": result.get("reason"), "reference": reference,
                      "max_state_diff": result.get("max_state_diff"), "max_image_mad": result.get("max_image_mad"),
+                     "images_checked": result.get("images_checked", False), "render_error": result.get("render_error"),
                      "cached": from_cache, "seconds": round(time.perf_counter() - started, 3)}
     return out
 
@@ -284,7 +319,12 @@ def checked_fingerprint(backend: str, packages: tuple[str, ...], allow_drift: bo
 def record(backend: str, cases: list[dict[str, Any]], packages: tuple[str, ...], state_atol: float,
            image_mad: float) -> dict[str, Any]:
     """Observe ``cases`` on this machine and return the golden document for them (``--record``)."""
-    observed = [{**case, **observe_case(backend, case)} for case in cases]
+    observed = []
+    for case in cases:
+        seen = observe_case(backend, case)
+        if seen.pop("render_error"):
+            raise RuntimeError(f"cannot record {case['task']} episode {case['episode']}: rendering failed")
+        observed.append({**case, **seen})
     return {"backend": backend, "recorded_with": {**package_versions(packages), **gl_info()},
             "state_atol": state_atol, "image_mad": image_mad, "cases": observed}
 
@@ -309,7 +349,7 @@ def _main(argv: list[str]) -> int:
         doc = record(backend, cases, get_backend(backend).packages, golden["state_atol"], golden["image_mad"])
         golden_path(backend).write_text(_golden_text(doc), encoding="utf-8")
         return 0
-    print(json.dumps(run_check(backend, golden_path(backend))))
+    print(json.dumps(run_check(backend, golden_path(backend), render="--state-only" not in argv)))
     return 0
 
 
