@@ -15,7 +15,8 @@ their first observation compared with values stored in the repository for the pi
 The check runs in a child process (a broken ``MUJOCO_GL`` cannot take the caller down, and LIBERO's ~2 GB env is
 freed with it) and its result is cached per environment under ``~/.cache/lerobench`` (``LEROBENCH_CACHE_DIR``),
 keyed by the backend's package versions, ``MUJOCO_GL``, the golden file's hash, the Python prefix and the host.
-Measured on a 2-core box: Meta-World ~3 s the first time, LIBERO ~9 s (one 32x32 render), then ~10 ms cached.
+Measured on a 2-core box (``benchmarks/golden_check.py``): Meta-World 1.9 s the first time, LIBERO 3.9 s (one
+32x32 render; 4-9 s while other jobs load the box), then 1.4 ms from the cache.
 
 ``python -m lerobench.envs.fingerprint BACKEND`` prints one check as JSON (what the parent runs);
 ``--record`` rewrites the golden file from this machine (only on the pinned stack).
