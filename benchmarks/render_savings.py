@@ -23,7 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # fixture_policies
 
-from lerobench.analysis.results import EPISODES_FILE, read_episodes  # noqa: E402
+from lerobench.analysis.results import EPISODES_FILE  # noqa: E402
+from lerobench.analysis.rundir import read_episodes  # noqa: E402
 from lerobench.registry import load_suite  # noqa: E402
 from lerobench.runner import Evaluation, RunSettings  # noqa: E402
 

@@ -3,7 +3,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from lerobench.analysis.results import EpisodeRecord, ResultsWriter, read_episodes
+from lerobench.analysis.results import EpisodeRecord, ResultsWriter
+from lerobench.analysis.rundir import RunDir, read_episodes
 from lerobench.cli import app
 from lerobench.errors import RunError
 
@@ -44,12 +45,16 @@ def test_nan_is_refused_before_it_reaches_disk(tmp_path):
     writer.close()
 
 
-def test_truncated_last_line_is_cut_and_complete_lines_kept(tmp_path):
+def test_truncated_last_line_is_skipped_flagged_and_left_for_resume_to_cut(tmp_path):
     path = tmp_path / "episodes.jsonl"
     good = json.dumps(record(0).to_json())
     path.write_text(good + "\n" + good[:20])
     assert [r.episode for r in read_episodes(path)] == [0]
-    assert path.read_text() == good + "\n"
+    (tmp_path / "results.json").write_text(json.dumps({"config": {
+        "suite": "s", "policy": "p", "tasks": ["t"], "episodes_per_task": 1, "seed": 0}}))
+    run = RunDir.load(tmp_path)
+    assert [r.episode for r in run.records] == [0] and run.cut_tail
+    assert path.read_text() == good + "\n" + good[:20]  # readers never truncate (a run may still be writing)
 
 
 def test_unwritable_output_is_refused_before_any_env(tmp_path):

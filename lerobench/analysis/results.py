@@ -20,7 +20,7 @@ from typing import Any
 from lerobench.analysis.records import EpisodeRecord
 from lerobench.analysis.stats import wilson_interval
 from lerobench.config import Suite
-from lerobench.errors import ConfigError, ResumeError, RunError
+from lerobench.errors import ConfigError, RunError
 
 EPISODES_FILE = "episodes.jsonl"
 RESULTS_FILE = "results.json"
@@ -183,39 +183,6 @@ def check_output_dir(output: Path) -> None:
         probe.close()
     except OSError as exc:
         raise ConfigError(f"output directory {output} is not writable ({exc.strerror or exc})") from exc
-
-
-def parse_episodes(raw: bytes, path: Path) -> tuple[list[EpisodeRecord], bytes]:
-    """The records of the complete lines of ``raw`` (read from ``path``) and its unterminated tail, if any.
-
-    A line that is not an episode record raises ``ResumeError`` naming ``path`` and the line number.
-    """
-    complete, newline, tail = raw.rpartition(b"\n")
-    records = []
-    for number, line in enumerate(complete.split(b"\n") if newline else [], start=1):
-        if not line.strip():
-            continue
-        try:
-            records.append(EpisodeRecord.from_json(json.loads(line)))
-        except (ValueError, TypeError, KeyError) as exc:
-            raise ResumeError(f"{path}: line {number} is not a valid episode record ({exc})") from exc
-    return records, tail
-
-
-def read_episodes(path: Path, repair: bool = True) -> list[EpisodeRecord]:
-    """Read ``episodes.jsonl``; an unterminated last line (killed mid-write) is cut from the file.
-
-    ``repair=False`` only skips that line and leaves the file alone: readers of a run that may still be
-    writing (``compare``, ``report``) must never truncate under the writer.
-    """
-    if not path.exists():
-        return []
-    raw = path.read_bytes()
-    records, tail = parse_episodes(raw, path)
-    if tail and repair:
-        with open(path, "r+b") as f:
-            f.truncate(len(raw) - len(tail))
-    return records
 
 
 class ResultsWriter:

@@ -110,6 +110,17 @@ def parse_lines(raw: bytes, path: Path) -> tuple[list[tuple[int, EpisodeRecord]]
     return found, bool(tail.strip())
 
 
+def read_episodes(path: Path) -> list[EpisodeRecord]:
+    """The records of one ``episodes.jsonl`` on its own, validated as ``RunDir.load`` does; never modifies it.
+
+    An unterminated last line (still being written, or killed mid-write) is skipped. For a whole run directory
+    use ``RunDir.load``.
+    """
+    if not path.exists():
+        return []
+    return [r for _, r in parse_lines(path.read_bytes(), path)[0]]
+
+
 def _outcome(r: EpisodeRecord) -> tuple[Any, ...]:
     return (r.seed, r.init_state, r.success, r.success_at_end, r.steps, r.error is not None)
 
