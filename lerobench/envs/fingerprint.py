@@ -248,7 +248,11 @@ def _run_child(*arguments: str) -> dict[str, Any]:
     if done.returncode != 0:
         lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
         raise SimulatorCheckError(lines[-1].strip() if lines else f"exit code {done.returncode}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    lines = done.stdout.strip().splitlines()
+    try:
+        return json.loads(lines[-1])
+    except (IndexError, ValueError) as exc:
+        raise SimulatorCheckError(f"the check printed no result ({done.stdout[-200:]!r})") from exc
 
 
 def offscreen_render() -> dict[str, Any]:
