@@ -30,6 +30,9 @@ FORMATS = ("lerobot",)
 EXECUTORS = ("auto", "inline", "vector", "processes", "ray")
 """Values of ``--executor`` (see docs/scaling.md)."""
 
+MAX_SEED = 2**32 - 1
+"""Largest ``--seed``: simulators seed NumPy's legacy global RNG, which takes 32-bit unsigned seeds."""
+
 RESULT_DEFINING = ("suite", "policy", "protocol", "protocol_settings", "seed", "episodes_per_task",
                    "stop_on_success", "tasks", "replan_steps", "trials", "shard")
 """Config keys that change results (or, for ``shard``, which of them a directory holds): ``--resume``
@@ -245,6 +248,8 @@ def make_plan(settings: RunSettings) -> RunPlan:
                                ("--ray-gpus-per-worker", s.ray_gpus_per_worker, 0)):
         if value is not None and value < least:
             raise ConfigError(f"{name} must be >= {least}, got {value}")
+    if not 0 <= s.seed <= MAX_SEED:  # NumPy's SeedSequence and the simulators' seeding take 32-bit unsigned seeds
+        raise ConfigError(f"--seed must be between 0 and {MAX_SEED}, got {s.seed}")
     if not re.fullmatch(r"cpu|auto|cuda(:\d+)?", s.device):
         raise ConfigError(f"--device must be cpu, cuda, cuda:N or auto, got {s.device!r}")
     if s.episode_timeout is not None and s.episode_timeout <= 0:

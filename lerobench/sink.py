@@ -29,7 +29,7 @@ from lerobench.config import TaskSpec
 from lerobench.errors import ResumeError
 from lerobench.plan import RESULT_DEFINING, RunPlan, WorkUnit
 from lerobench.provenance import provenance
-from lerobench.recorder import TaskRecorder
+from lerobench.recorder import TaskRecorder, with_videos_on_disk
 from lerobench.reporting import Reporter, SilentReporter
 from lerobench.trajectories import TrajectoryRecorder
 from lerobench.videos import NullVideoEncoder, VideoEncoder
@@ -59,8 +59,8 @@ def load_previous(plan: RunPlan) -> list[EpisodeRecord]:
                               f"now {shown(key, current.get(key))})")
     wanted = {t.name for t in plan.suite.tasks}
     stored = read_episodes(out / EPISODES_FILE)
-    whole = whole_episodes(stored, plan.settings.trials_per_episode)
-    if len(whole) != len(stored):  # half an episode (killed between trials) or a duplicate: rerun it whole
+    whole = with_videos_on_disk(out, whole_episodes(stored, plan.settings.trials_per_episode))
+    if len(whole) != len(stored):  # half an episode, a duplicate or a lost video: rerun that episode whole
         rewrite_episodes(out / EPISODES_FILE, whole)
     return [r for r in whole if r.task in wanted and r.episode < plan.episodes_per_task]
 

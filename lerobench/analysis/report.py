@@ -146,6 +146,27 @@ def _videos(run: Run, folder: Path) -> str:
     return f"<div class='thumbs'>{''.join(items)}</div>"
 
 
+def check_one_suite(runs: Sequence[Run]) -> None:
+    """Refuse runs of different suites: their tasks would be mixed on one chart as if comparable."""
+    suites = {str(run.results.get("suite")) for run in runs}
+    if len(suites) > 1:
+        named = ", ".join(f"{run.path} ({run.results.get('suite')})" for run in runs)
+        raise ConfigError(f"the runs are of different suites: {named}; a report covers one suite (write one "
+                          f"report per suite)")
+
+
+def task_labels(runs: Sequence[Run], tasks: Sequence[str]) -> list[str]:
+    """Short, unique labels: the task's index in its suite, then its name (LIBERO names run to 90 characters)."""
+    index: dict[str, int] = {}
+    for run in runs:  # the suite-local index (results.json's "index"; older runs: the position in config.tasks)
+        for entry in run.results.get("tasks", []):
+            if isinstance(entry.get("index"), int):
+                index.setdefault(entry["task"], entry["index"])
+        for i, name in enumerate(run.config.get("tasks") or []):
+            index.setdefault(name, i)
+    return [f"{index[t]}: {t}" if t in index else t for t in tasks]
+
+
 def render_report(runs: Sequence[Run], folder: Path, alpha: float = 0.05) -> str:
     """The report's HTML; ``folder`` is where it will be saved (video links are relative to it)."""
     labels = [_label(run, i) for i, run in enumerate(runs)]
@@ -164,10 +185,13 @@ def render_report(runs: Sequence[Run], folder: Path, alpha: float = 0.05) -> str
     parts = [f"<h1>lerobench report: {_e(', '.join(sorted({str(r.results.get('suite')) for r in runs})))}</h1>",
              "<div class='cards'>" + "".join(_headline(run, i) for i, run in enumerate(runs)) + "</div>"]
     if tasks:
-        chart = charts.task_bar_chart(tasks, [r.results for r in runs], labels, significant)
-        parts.append("<h2>Success per task</h2><p class='dim'>Bars: success rate with its 95% Wilson interval. "
-                     "*: differs significantly from the first run (exact test, Holm-adjusted across tasks, "
-                     f"alpha {alpha}).</p><div class='chart' id='task-chart'>{chart}</div>")
+        chart = charts.task_bar_chart(tasks, [r.results for r in runs], labels, significant,
+                                      task_labels(runs, tasks))
+        star = ("*: differs significantly from the first run (exact test, Holm-adjusted across tasks, "
+                f"alpha {alpha}). " if len(runs) > 1 else "")
+        parts.append("<h2>Success per task</h2><p class='dim'>Bars: success rate with its 95% interval. "
+                     f"{star}Tasks by their index in the suite (the tables list them the same way; hover a "
+                     f"label for the full name).</p><div class='chart' id='task-chart'>{chart}</div>")
     multi = [(run.results, label) for run, label in zip(runs, labels, strict=True) if run.trials > 1]
     if multi:
         curves = charts.trial_curves([m[0] for m in multi], [m[1] for m in multi])
@@ -182,6 +206,19 @@ def render_report(runs: Sequence[Run], folder: Path, alpha: float = 0.05) -> str
             f"<style>{CSS}</style></head><body>{''.join(parts)}</body></html>\n")
 
 
+def check_report_path(output: Path) -> None:
+    """Refuse, before any work, an ``-o`` that is a directory, not HTML, or in a folder that cannot be written."""
+    if output.is_dir():
+        raise ConfigError(f"cannot write the report to {output}: it is a directory (give a file, e.g. "
+                          f"{output / 'report.html'})")
+    if output.exists() and output.suffix.lower() not in (".html", ".htm"):
+        raise ConfigError(f"cannot write the report to {output}: the file exists and is not an HTML file "
+                          f"(not overwritten; choose a .html path)")
+    folder = next((p for p in (output.parent, *output.parent.parents) if p.exists()), Path("."))
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(f"cannot write the report to {output}: {folder} is not a writable directory")
+
+
 def write_report(run_dirs: Sequence[Path], output: Path, alpha: float = 0.05) -> Path:
     """Read the runs, render the report and write it atomically to ``output``; return its path."""
     if not run_dirs:
@@ -190,8 +227,13 @@ def write_report(run_dirs: Sequence[Path], output: Path, alpha: float = 0.05) ->
 
     if importlib.util.find_spec("matplotlib") is None:
         raise MissingDependencyError("lerobench report needs matplotlib: pip install 'lerobench[report]'")
+    check_report_path(output)
     runs = [load_run(Path(p)) for p in run_dirs]
-    output.parent.mkdir(parents=True, exist_ok=True)
+    check_one_suite(runs)
     text = render_report(runs, output.parent, alpha=alpha)
-    write_text_atomic(output, text)
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(output, text)
+    except OSError as exc:  # a race with the checks above, a full disk, a read-only mount
+        raise ConfigError(f"cannot write the report to {output}: {exc.strerror or exc}") from exc
     return output
