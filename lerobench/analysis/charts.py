@@ -45,21 +45,28 @@ LABEL_WIDTH = 38
 """Characters per line of a task label in the horizontal chart (two lines at most, elided in the middle)."""
 
 
-def short_label(label: str, width: int = LABEL_WIDTH, lines: int = 2) -> str:
-    """``label`` wrapped to at most ``lines`` lines of ``width`` characters, elided in the middle when longer.
+def short_label(label: str, width: int = LABEL_WIDTH) -> str:
+    """``label`` on at most two lines of about ``width`` characters, elided in the middle when longer.
 
     LIBERO task names run to 90 characters and differ at both ends ("KITCHEN_SCENE3_turn_on_the_stove..."):
-    the start names the scene and the end the goal, so the middle is what goes.
+    the start names the scene and the end the goal, so the middle is what goes. Snake_case names break
+    after underscores, like words.
     """
-    import textwrap
-
-    budget = width * lines
-    if len(label) > budget:
-        keep = budget - 1
-        label = label[: keep - keep // 2] + "…" + label[len(label) - keep // 2:]
-    # LIBERO names are snake_case: break at underscores as well as spaces
-    wrapped = textwrap.wrap(label.replace("_", "_\u200b"), width + 1, break_long_words=True)
-    return "\n".join(line.replace("\u200b", "") for line in wrapped[:lines])
+    lines = [""]
+    for token in re.findall(r"[^_ ]+[_ ]*|[_ ]+", label):  # words with their trailing separator
+        if lines[-1] and len(lines[-1]) + len(token.rstrip()) > width:
+            lines.append("")
+        lines[-1] += token
+    half = width // 2
+    lines = [line if len(line) <= width + 8 else f"{line[:half]}…{line[-half:]}" for line in map(str.rstrip, lines)]
+    if len(lines) <= 2:
+        return "\n".join(lines)
+    rest = label[len(lines[0]):]
+    tail = rest[-(width - 1):]
+    cut = tail.find("_")
+    if 0 <= cut < width // 3:  # start the tail at a word
+        tail = tail[cut + 1:]
+    return f"{lines[0]}\n…{tail}"
 
 
 def _hover_titles(svg: str, titles: Sequence[str]) -> str:
@@ -117,14 +124,15 @@ def task_bar_chart(tasks: Sequence[str], runs: Sequence[dict[str, Any]], labels:
                 else:
                     ax.text(xi, top + 2, "*", ha="center", va="bottom", fontsize=14, fontweight="bold")
     if horizontal:
-        ax.set_yticks(x, [short_label(t) for t in ticks], fontsize=8)
+        ax.set_yticks(x, [short_label(t) for t in ticks], fontsize=9)
         ax.set_ylim(len(tasks) - 0.5, -0.5)  # suite order from the top, as in the tables
         ax.set_xlim(0, 108)
         ax.set_xlabel("success rate (%)")
         ax.grid(axis="x", alpha=0.3)
         ax.xaxis.set_ticks_position("both")
         ax.tick_params(axis="x", labeltop=True)  # a 90-row chart is tall: read the scale at either end
-        ax.legend(fontsize=8, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncols=min(4, len(runs)), frameon=False)
+        ax.legend(fontsize=9, loc="lower right", bbox_to_anchor=(1.0, 1.0), ncols=min(4, len(runs)), frameon=False,
+                  borderaxespad=1.6)
         tick_texts = ax.get_yticklabels()
     else:
         ax.set_xticks(x, ticks, rotation=30 if len(tasks) > 4 else 0, ha="right" if len(tasks) > 4 else "center")
