@@ -6,6 +6,7 @@ benchmark config (``max_step = 220``) that is silently ignored changes published
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -94,14 +95,29 @@ class Suite:
         return self.protocols[name]
 
     def select_tasks(self, names: list[str] | None) -> Suite:
-        """Narrow the suite to ``names`` (order of the suite kept); unknown names are errors."""
+        """Narrow the suite to ``names`` (order of the suite kept); unknown names are errors.
+
+        Each entry is a task name, a suite-local index (``3``, as ``lerobench show`` lists them) or an
+        inclusive range of indices (``0-4``); Meta-World names hold dashes too, so only digits make a range.
+        """
         if not names:
             return self
         by_name = {t.name: t for t in self.tasks}
+        wanted: set[str] = set()
         for n in names:
-            if n not in by_name:
-                raise unknown("task", n, by_name, where=f"in suite {self.name!r}")
-        wanted = set(names)
+            match = re.fullmatch(r"(\d+)(?:-(\d+))?", n.strip())
+            if n in by_name or match is None:
+                if n not in by_name:
+                    error = unknown("task", n, by_name, where=f"in suite {self.name!r}")
+                    raise UnknownNameError(f"{error} Tasks can also be given by index or range (0-"
+                                           f"{len(self.tasks) - 1}, see `lerobench show {self.name}`).")
+                wanted.add(n)
+                continue
+            first, last = int(match[1]), int(match[2] if match[2] is not None else match[1])
+            if first > last or last >= len(self.tasks):
+                raise UnknownNameError(f"--tasks {n}: suite {self.name!r} has tasks 0-{len(self.tasks) - 1}"
+                                       + (" (a range goes low-high)" if first > last else ""))
+            wanted.update(t.name for t in self.tasks[first:last + 1])
         return replace(self, tasks=tuple(t for t in self.tasks if t.name in wanted))
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from lerobench.analysis import charts
-from lerobench.analysis.compare import Run, compare_runs, load_run
+from lerobench.analysis.compare import Run, compare_runs, load_run, suite_indices
 from lerobench.analysis.results import write_text_atomic
 from lerobench.errors import CompareError, ConfigError, MissingDependencyError
 
@@ -159,13 +159,7 @@ def check_one_suite(runs: Sequence[Run]) -> None:
 
 def task_labels(runs: Sequence[Run], tasks: Sequence[str]) -> list[str]:
     """Short, unique labels: the task's index in its suite, then its name (LIBERO names run to 90 characters)."""
-    index: dict[str, int] = {}
-    for run in runs:  # the suite-local index (results.json's "index"; older runs: the position in config.tasks)
-        for entry in run.results.get("tasks", []):
-            if isinstance(entry.get("index"), int):
-                index.setdefault(entry["task"], entry["index"])
-        for i, name in enumerate(run.config.get("tasks") or []):
-            index.setdefault(name, i)
+    index = suite_indices(*runs)
     return [f"{index[t]}: {t}" if t in index else t for t in tasks]
 
 
