@@ -75,7 +75,7 @@ def test_every_task_label_is_legible_in_chromium_at_1280_px(tmp_path, n_tasks):
     names = json.loads((run / "results.json").read_text())["config"]["tasks"]
     assert [b["title"] for b in boxes] == names  # hover: the full name
     assert [b["text"].split(":")[0] for b in boxes] == [str(i) for i in range(n_tasks)]  # index first
-    for above, below in zip(boxes, boxes[1:]):
+    for above, below in zip(boxes, boxes[1:], strict=False):
         assert above["bottom"] <= below["top"] + 0.5, (above, below)  # no two labels overlap
     assert all(b["left"] >= 0 and b["right"] <= 1280 for b in boxes)  # inside the page
     assert min(b["bottom"] - b["top"] for b in boxes) >= 10  # a line of text at least 10 px high

@@ -78,19 +78,22 @@ command: <code>{_e(' '.join(prov.get('command') or []))}</code></div></div>"""
 def _task_table(run: Run) -> str:
     position = {name: i for i, name in enumerate(run.config.get("tasks") or [])}
     rows = "".join(
-        f"<tr><td>{_e(t.get('index', position.get(t['task'], '')))}</td><td>{_e(t['task'])}</td><td>{_e(t.get('group') or '')}</td><td>{t['n_episodes']}</td>"
+        f"<tr><td>{_e(t.get('index', position.get(t['task'], '')))}</td><td>{_e(t['task'])}</td>"
+        f"<td>{_e(t.get('group') or '')}</td><td>{t['n_episodes']}</td>"
         f"<td>{_pct(t['success_rate'])}</td><td>{_ci(t['ci95'])}</td><td>{t['n_errors']}</td>"
         f"<td>{_steps(t.get('mean_steps'))}</td></tr>"
         for t in run.results.get("tasks", []))
     groups = "".join(
-        f"<tr><td></td><td><i>group {_e(g)}</i></td><td></td><td>{b['n_episodes']}</td><td>{_pct(b['success_rate'])}</td>"
+        f"<tr><td></td><td><i>group {_e(g)}</i></td><td></td><td>{b['n_episodes']}</td>"
+        f"<td>{_pct(b['success_rate'])}</td>"
         f"<td>{_ci(b['ci95'])}</td><td>{b['n_errors']}</td><td></td></tr>"
         for g, b in run.results.get("groups", {}).items())
     o = run.results.get("overall", {})
     overall = (f"<tr><td></td><td><b>overall</b></td><td></td><td>{o.get('n_episodes', 0)}</td>"
                f"<td><b>{_pct(o.get('success_rate'))}</b></td><td>{_ci(o.get('ci95', [0, 1]))}</td>"
                f"<td>{o.get('n_errors', 0)}</td><td></td></tr>")
-    return ("<table class='tasks'><tr><th>#</th><th>task</th><th>group</th><th>episodes</th><th>success</th><th>95% CI</th>"
+    return ("<table class='tasks'><tr><th>#</th><th>task</th><th>group</th><th>episodes</th><th>success</th>"
+            "<th>95% CI</th>"
             f"<th>errors</th><th>mean steps</th></tr>{rows}{groups}{overall}</table>")
 
 

@@ -96,7 +96,9 @@ def evaluate(
         help="random | zero | metaworld-expert | metaworld-adaptive-reach | module.path:factory | ws://host:port | "
              "lerobot:<dir>. Default: the suite's default policy."),
     episodes: int | None = typer.Option(None, "--episodes", "-n", help="Episodes per task (default: suite's)."),
-    tasks: str | None = typer.Option(None, "--tasks", help="Tasks to run: names, suite-local indices or ranges, comma-separated (reach-v3,push-v3 or 0-4,7)."),
+    tasks: str | None = typer.Option(
+        None, "--tasks", help="Tasks to run: names, suite-local indices or ranges, comma-separated "
+                              "(reach-v3,push-v3 or 0-4,7)."),
     batch_size: int = typer.Option(0, "--batch-size", "-b", help="Envs per task; 0 = auto (cores, memory)."),
     seed: int = typer.Option(0, "--seed", help="Run seed: episode i of a task is fixed by (seed, task, i)."),
     output: Path | None = typer.Option(None, "--output", "-o",
