@@ -63,8 +63,8 @@ class Suite:
     backend: str
     tasks: tuple[TaskSpec, ...]
     episodes_per_task: int
-    control_fps: float
-    """Simulator control frequency: the fps of recorded videos."""
+    control_fps: float | None
+    """Simulator control frequency: the fps of recorded videos; None: the backend's own rate (its ``control_fps``)."""
     worker_memory_mb: int
     """Resident memory of one simulator worker; caps the auto batch size."""
     protocols: dict[str, Protocol]
@@ -230,9 +230,10 @@ def parse_suite(data: dict[str, Any], source: Path | str) -> Suite:
     if trials < 1:
         raise _fail(source, "trials", f"must be >= 1, got {trials}")
     memory = _typed(source, "worker_memory_mb", data.get("worker_memory_mb", 500), int)
-    fps = float(_typed(source, "control_fps", data.get("control_fps", 20), (int, float)))
-    if fps <= 0 or memory <= 0:
-        raise _fail(source, "control_fps" if fps <= 0 else "worker_memory_mb", "must be positive")
+    raw_fps = _typed(source, "control_fps", data.get("control_fps"), (int, float, type(None)))
+    fps = None if raw_fps is None else float(raw_fps)
+    if (fps is not None and fps <= 0) or memory <= 0:
+        raise _fail(source, "control_fps" if fps is not None and fps <= 0 else "worker_memory_mb", "must be positive")
     return Suite(
         name=_typed(source, "name", data["name"], str),
         description=_typed(source, "description", data.get("description", ""), str),

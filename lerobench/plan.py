@@ -115,6 +115,8 @@ class RunPlan:
     n_init_states: int
     unrendered_step_ms: float | None
     """The backend's declared cost of a step without rendering (None: unknown)."""
+    control_fps: float = 20.0
+    """Frames per second of videos: the suite's ``control_fps`` or its backend's control rate."""
 
     @property
     def suite(self) -> Suite:
@@ -194,7 +196,7 @@ class RunPlan:
         """Every effective setting, JSON-ready (the sink adds what the executor chose)."""
         s = self.settings
         return {
-            "suite": s.suite.name, "suite_file": str(s.suite.source) if s.suite.source else None,
+            "suite": s.suite.name, "suite_file": str(s.suite.source.resolve()) if s.suite.source else None,
             "policy": s.policy, "protocol": s.protocol, "protocol_settings": asdict(self.protocol),
             "tasks": [t.name for t in s.suite.tasks], "episodes_per_task": s.episodes_per_task,
             "seed": s.seed, "stop_on_success": s.stop_on_success, "replan_steps": s.replan_steps,
@@ -208,7 +210,7 @@ class RunPlan:
 
 def make_plan(settings: RunSettings) -> RunPlan:
     """Validate every flag against the suite and backend; raise ``ConfigError`` naming the bad one."""
-    from lerobench.registry import get_backend
+    from lerobench.registry import control_fps, get_backend
 
     s = settings
     backend = get_backend(s.suite.backend)
@@ -252,8 +254,12 @@ def make_plan(settings: RunSettings) -> RunPlan:
         raise ConfigError(f"--seed must be between 0 and {MAX_SEED}, got {s.seed}")
     if not re.fullmatch(r"cpu|auto|cuda(:\d+)?", s.device):
         raise ConfigError(f"--device must be cpu, cuda, cuda:N or auto, got {s.device!r}")
+    fps = control_fps(s.suite)
+    if fps is None and s.videos > 0 and s.suite.video_camera is not None:
+        raise ConfigError(f"{s.suite.source or s.suite.name}: field 'control_fps': missing, and backend "
+                          f"{s.suite.backend!r} does not declare its control rate (needed for the videos' fps)")
     if s.episode_timeout is not None and s.episode_timeout <= 0:
         raise ConfigError(f"--episode-timeout must be > 0 seconds, got {s.episode_timeout}")
     return RunPlan(settings=s, protocol=protocol, action_dim=backend.action_dim, state_dim=backend.state_dim,
                    n_init_states=getattr(backend, "n_init_states", 50),
-                   unrendered_step_ms=getattr(backend, "unrendered_step_ms", None))
+                   unrendered_step_ms=getattr(backend, "unrendered_step_ms", None), control_fps=fps or 20.0)

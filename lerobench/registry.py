@@ -54,6 +54,14 @@ def list_suites() -> list[Suite]:
     return [load_suite(name) for name in shipped_suite_paths()]
 
 
+def control_fps(suite: Suite) -> float | None:
+    """The fps of a suite's videos: its ``control_fps``, else its backend's declared control rate (None: unknown)."""
+    if suite.control_fps is not None:
+        return suite.control_fps
+    rate = getattr(get_backend(suite.backend), "control_fps", None)
+    return float(rate) if rate else None
+
+
 def backend_names() -> dict[str, str]:
     """Backend name -> 'module:attr', built-ins first, then third-party entry points."""
     found = dict(_BUILTIN_BACKENDS)

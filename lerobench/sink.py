@@ -171,7 +171,7 @@ class RecordSink:
     def recorder(self, task: TaskSpec) -> TaskRecorder:
         """Which of ``task``'s episodes get videos, encoded by the driver's encoder."""
         s = self.plan.settings
-        return TaskRecorder(self.encoder, s.output, s.videos, s.suite.video_camera, s.suite.control_fps, task.name)
+        return TaskRecorder(self.encoder, s.output, s.videos, s.suite.video_camera, self.plan.control_fps, task.name)
 
     def trajectories(self) -> TrajectoryRecorder:
         """``--record`` HDF5 rollouts, written by the sink's writer."""

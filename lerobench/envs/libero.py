@@ -247,6 +247,8 @@ class LiberoBackend:
     action_dim: int = 7
     n_init_states: int = 50
     """Fixed initial states per task (all 130 tasks of the shipped suites have 50)."""
+    control_fps: float = 20.0
+    """LIBERO's control rate: the fps of its videos."""
     unrendered_step_ms: float = 15.0
     """Measured cost of a camera-less step: far above IPC cost, so worker processes pay off."""
 

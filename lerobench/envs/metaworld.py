@@ -137,6 +137,8 @@ class MetaWorldBackend:
     cameras = CAMERAS
     n_init_states = 50
     max_episode_steps = MAX_PATH_LENGTH
+    control_fps = 80.0
+    """Meta-World's control rate (frame_skip 5 at a 2.5 ms timestep): the fps of its videos."""
     unrendered_step_ms = 0.3
     """Measured; cheaper than a worker round trip, so state-only runs stay in-process."""
     preload_modules = ("metaworld", "metaworld.policies")
