@@ -59,7 +59,8 @@ class Backend(Protocol):
 
     Optional attributes read when present (plan.py, envs/vector.py): ``n_init_states`` (init state = episode mod
     this, default 50), ``max_episode_steps`` (step limit the simulator enforces; larger suites are
-    refused up front), ``control_fps`` (the simulator's control rate: videos' fps where a suite sets none), ``unrendered_step_ms`` (below ~1 ms, state-only runs stay in-process), and
+    refused up front), ``control_fps`` (the simulator's control rate: videos' fps where a suite sets none),
+    ``unrendered_step_ms`` (below ~1 ms, state-only runs stay in-process), and
     ``preload_modules`` (imported once in the forkserver so workers start faster).
     """
 
