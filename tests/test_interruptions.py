@@ -108,3 +108,21 @@ def test_resume_reruns_an_episode_whose_video_was_lost(tmp_path):
     assert result.exit_code == 0, result.output
     assert lost.is_file() and not list(out.glob("videos/*/.*"))
     assert len(_episodes(out)) == 2
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupting_the_vector_executor_prints_one_clean_line(tmp_path, sig):
+    cmd = [sys.executable, "-m", "lerobench", "eval", "--suite", "smoke", "--policy", "random", "--episodes", "20",
+           "--max-steps", "40", "--videos", "2", "--executor", "vector", "--batch-size", "2",
+           "--output", str(tmp_path / "o")]
+    proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    start = time.time()
+    while not _episodes(tmp_path / "o") and proc.poll() is None and time.time() - start < 120:
+        time.sleep(0.05)
+    time.sleep(0.3)  # in the middle of a step
+    os.killpg(proc.pid, sig)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig, stderr
+    assert "\x1b[" not in stderr and "Warning" not in stderr, stderr
+    assert "continue with --resume" in stderr.splitlines()[-1]
