@@ -215,6 +215,9 @@ def make_plan(settings: RunSettings) -> RunPlan:
     s = settings
     backend = get_backend(s.suite.backend)
     backend.check_installed()
+    check_suite = getattr(backend, "check_suite", None)  # optional: typos in a suite file, named before any work
+    if check_suite is not None:
+        check_suite(s.suite)
     protocol = s.suite.protocol(s.protocol)
     if s.max_steps is not None:
         if s.max_steps < 1:

@@ -98,6 +98,33 @@ class EnvSpec:
     backend_options: Mapping[str, Any] = field(default_factory=dict)
 
 
+def check_suite_names(suite: Any, offered_cameras: Sequence[str], known_tasks: Sequence[str] | None,
+                      backend: str) -> None:
+    """Catch a suite file's typos at load time; raise ``ConfigError`` naming the suite file and the key.
+
+    Its ``video_camera``, its protocols' ``cameras`` and its task names must be ones the backend offers.
+    Called by backends' optional ``check_suite`` (plan.py runs it before any worker starts); ``known_tasks``
+    None skips the task check.
+    """
+    from lerobench.errors import ConfigError, did_you_mean
+
+    where = suite.source or suite.name
+    if suite.video_camera is not None and suite.video_camera not in offered_cameras:
+        raise ConfigError(f"{where}: field 'video_camera': {backend} has no camera {suite.video_camera!r}."
+                          f"{did_you_mean(suite.video_camera, offered_cameras)}")
+    for name, protocol in suite.protocols.items():
+        key = "protocol.cameras" if name == "standard" else f"protocols.{name}.cameras"
+        for camera in protocol.cameras:
+            if camera not in offered_cameras:
+                raise ConfigError(f"{where}: field {key!r}: {backend} has no camera {camera!r}."
+                                  f"{did_you_mean(camera, offered_cameras)}")
+    if known_tasks is not None:
+        for task in suite.tasks:
+            if task.name not in known_tasks:
+                raise ConfigError(f"{where}: field 'tasks[{task.index}]': {backend} has no task {task.name!r}."
+                                  f"{did_you_mean(task.name, known_tasks)}")
+
+
 def episode_seed(run_seed: int, task_index: int, episode: int) -> int:
     """Seed of one episode: a pure function of (run seed, task, episode), never of worker or timing."""
     return int(np.random.SeedSequence([run_seed, task_index, episode]).generate_state(1)[0])

@@ -44,13 +44,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lerobench.errors import MissingDependencyError, unknown
+from lerobench.errors import ConfigError, LerobenchError, MissingDependencyError, unknown
 
 if TYPE_CHECKING:
     from lerobench.envs.base import EnvSpec
 
 STANDARD_SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_10", "libero_90")
 """The LIBERO suites lerobench ships; used to find a task when ``backend_options.suite`` is missing."""
+
+CAMERAS = ("agentview", "robot0_eye_in_hand", "frontview", "birdview", "sideview", "galleryview", "paperview",
+           "canonical_agentview", "robot0_robotview")
+"""Cameras of LIBERO's scenes and robot (``_image`` suffixed names are accepted too): catches typos in suites."""
 
 _INSTALL_HINT = "install lerobench[libero] (pip install 'lerobench[libero]')"
 
@@ -265,6 +269,18 @@ class LiberoBackend:
         for module in ("robosuite", "mujoco", "bddl"):
             if importlib.util.find_spec(module) is None:
                 raise MissingDependencyError(f"the LIBERO backend needs {module}: {_INSTALL_HINT}")
+
+    def check_suite(self, suite: Any) -> None:
+        """Refuse unknown cameras and task names in a suite file before any worker starts (``ConfigError``)."""
+        from lerobench.envs.base import check_suite_names
+
+        cameras = [*CAMERAS, *(f"{c}_image" for c in CAMERAS)]
+        check_suite_names(suite, cameras, None, "LIBERO")
+        for task in suite.tasks:
+            try:
+                _find_task(suite.backend_options.get("suite"), task.name)
+            except LerobenchError as exc:
+                raise ConfigError(f"{suite.source or suite.name}: field 'tasks[{task.index}]': {exc}") from exc
 
     def make_simulator(self, spec: EnvSpec) -> LiberoSimulator:
         """Build the task's simulator (in the worker process)."""

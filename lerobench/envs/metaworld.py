@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from lerobench.envs.base import EnvSpec
+from lerobench.envs.base import EnvSpec, check_suite_names
 from lerobench.errors import MissingDependencyError
 
 CAMERAS = ("corner", "corner2", "corner3", "topview", "behindGripper", "gripperPOV")
@@ -151,6 +151,22 @@ class MetaWorldBackend:
             raise MissingDependencyError(
                 f"Meta-World is not installed ({exc}). Install it with: pip install 'lerobench[metaworld]'"
             ) from exc
+
+    def check_suite(self, suite: Any) -> None:
+        """Refuse unknown cameras and task names in a suite file before any worker starts (``ConfigError``)."""
+        import metaworld
+
+        options = dict(suite.backend_options)
+        benchmark = options.get("benchmark", "MT1")
+        split = options.get("split", "train" if benchmark == "MT1" else "test")
+        known: Any = None
+        if benchmark in ("MT1", "ML1"):
+            known = list(metaworld.ALL_V3_ENVIRONMENTS)
+        elif benchmark in ("ML10", "ML45") and split in ("train", "test"):
+            from metaworld import _env_dict
+
+            known = list(getattr(_env_dict, f"{benchmark}_V3")[split])
+        check_suite_names(suite, CAMERAS, known, f"Meta-World {benchmark}" if benchmark != "MT1" else "Meta-World")
 
     def make_simulator(self, spec: EnvSpec) -> MetaWorldSimulator:
         """Build the task's simulator (in the worker process)."""
