@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lerobench.config import Suite, load_suite_file
 from lerobench.errors import ConfigError, unknown
@@ -70,6 +70,28 @@ def backend_names() -> dict[str, str]:
     return found
 
 
+def import_module_here(module_name: str) -> Any:
+    """Import ``module_name``; if it is not importable, try once more with the working directory on ``sys.path``.
+
+    ``python -m lerobench`` finds a ``my_policy.py`` beside the user, the ``lerobench`` console script does not
+    (its ``sys.path[0]`` is the script's folder): without this, the docs' examples (a policy or backend
+    module in the current folder) needed ``PYTHONPATH=.``.
+    The working directory goes last, so an installed module of the same name still wins.
+    """
+    import os
+    import sys
+
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        here = os.getcwd()
+        top = module_name.partition(".")[0]
+        if exc.name != top or here in sys.path or "" in sys.path:
+            raise
+        sys.path.append(here)
+        return importlib.import_module(module_name)
+
+
 def get_backend(name: str) -> Backend:
     """Import a backend by registered name or ``module:attr`` (its simulator import stays lazy)."""
     names = backend_names()
@@ -80,5 +102,5 @@ def get_backend(name: str) -> Backend:
     else:
         raise unknown("backend", name, names)
     module_name, _, attr = target.partition(":")
-    module = importlib.import_module(module_name)
+    module = import_module_here(module_name)
     return getattr(module, attr)
