@@ -171,11 +171,10 @@ def test_resumed_progress_counts_the_whole_run_and_fits_80_columns(monkeypatch):
 
 def _policy_examples():
     text = (ROOT / "docs" / "policies.md").read_text()
-    for block in re.findall(r"```python\n(# (\w+)\.py — run with: (lerobench eval [^\n]+)\n.*?)```", text, re.S):
-        yield block
+    return re.findall(r"```python\n(# (\w+)\.py — run with: (lerobench eval [^\n]+)\n.*?)```", text, re.S)
 
 
-@pytest.mark.parametrize("example", list(_policy_examples()), ids=lambda e: e[1])
+@pytest.mark.parametrize("example", _policy_examples(), ids=lambda e: e[1])
 def test_docs_policy_examples_run_as_written_from_their_folder(tmp_path, example):
     code, module, command = example
     if module == "my_torch_policy":
