@@ -21,23 +21,22 @@ def _suite_summary(s: Any) -> dict[str, Any]:
 @app.command("list")
 def list_suites(as_json: bool = JSON_OPTION) -> None:
     """List the shipped suites."""
-    from lerobench.registry import list_suites as load_all
+    from lerobench.registry import suite_summaries
 
     try:
-        suites = load_all()
+        suites = suite_summaries()
     except LerobenchError as exc:
         _fail(exc)
     if as_json:
-        _print_json([_suite_summary(s) for s in suites])
+        _print_json(suites)
         return
     table = Table(title="lerobench suites", box=box.SIMPLE_HEAD, pad_edge=False)
     for col in ("suite", "backend", "tasks", "eps/task", "steps"):  # names are never wrapped or cut
         table.add_column(col, no_wrap=True)
     table.add_column("description", overflow="fold")  # the description wraps instead, even in 80 columns
     for s in suites:
-        p = s.protocol()
-        table.add_row(s.name, s.backend, str(len(s.tasks)), str(s.episodes_per_task), str(p.max_steps),
-                      s.description)
+        table.add_row(s["name"], s["backend"], str(s["tasks"]), str(s["episodes_per_task"]), str(s["max_steps"]),
+                      s["description"])
     _print_names_table(table)
 
 
