@@ -110,7 +110,7 @@ class Suite:
                 if n not in by_name:
                     error = unknown("task", n, by_name, where=f"in suite {self.name!r}")
                     raise UnknownNameError(f"{error} Tasks can also be given by index or range (0-"
-                                           f"{len(self.tasks) - 1}, see `lerobench show {self.name}`).")
+                                           f"{len(self.tasks) - 1}, as `lerobench show` numbers them).")
                 wanted.add(n)
                 continue
             first, last = int(match[1]), int(match[2] if match[2] is not None else match[1])
