@@ -10,7 +10,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from lerobench.cli.common import _fail, _print_json, _rate, app, console, err_console
+from lerobench.cli.common import _fail, _print_json, _rate, app, console, elide_middle, err_console
 from lerobench.errors import LerobenchError
 
 
@@ -20,14 +20,6 @@ def _signed(value: float | None) -> str:
 
 def _p(value: float) -> str:
     return f"{value:.2g}" if value < 0.001 else f"{value:.3f}"
-
-
-def elide_middle(text: str, width: int) -> str:
-    """``text`` cut to ``width`` characters by dropping its middle: both ends of a LIBERO name tell tasks apart."""
-    if len(text) <= width:
-        return text
-    keep = max(2, width - 1)
-    return text[: keep - keep // 2] + "…" + text[len(text) - keep // 2:]
 
 
 def task_label(task: dict[str, Any], width: int) -> str:

@@ -24,18 +24,11 @@ from lerobench.cli.common import (
     _rate,
     app,
     console,
+    elide_middle,
     err_console,
 )
 from lerobench.cli.summary import _print_summary
 from lerobench.errors import LerobenchError
-
-
-def elide_middle(text: str, width: int) -> str:
-    """``text`` cut to ``width`` characters by dropping its middle (LIBERO names differ at both ends)."""
-    if len(text) <= width:
-        return text
-    keep = max(2, width - 1)
-    return text[: keep - keep // 2] + "…" + text[len(text) - keep // 2:]
 
 
 class RichReporter:
