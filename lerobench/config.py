@@ -6,6 +6,7 @@ benchmark config (``max_step = 220``) that is silently ignored changes published
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -62,8 +63,8 @@ class Suite:
     backend: str
     tasks: tuple[TaskSpec, ...]
     episodes_per_task: int
-    control_fps: float
-    """Simulator control frequency: the fps of recorded videos."""
+    control_fps: float | None
+    """Simulator control frequency: the fps of recorded videos; None: the backend's own rate (its ``control_fps``)."""
     worker_memory_mb: int
     """Resident memory of one simulator worker; caps the auto batch size."""
     protocols: dict[str, Protocol]
@@ -94,14 +95,29 @@ class Suite:
         return self.protocols[name]
 
     def select_tasks(self, names: list[str] | None) -> Suite:
-        """Narrow the suite to ``names`` (order of the suite kept); unknown names are errors."""
+        """Narrow the suite to ``names`` (order of the suite kept); unknown names are errors.
+
+        Each entry is a task name, a suite-local index (``3``, as ``lerobench show`` lists them) or an
+        inclusive range of indices (``0-4``); Meta-World names hold dashes too, so only digits make a range.
+        """
         if not names:
             return self
         by_name = {t.name: t for t in self.tasks}
+        wanted: set[str] = set()
         for n in names:
-            if n not in by_name:
-                raise unknown("task", n, by_name, where=f"in suite {self.name!r}")
-        wanted = set(names)
+            match = re.fullmatch(r"(\d+)(?:-(\d+))?", n.strip())
+            if n in by_name or match is None:
+                if n not in by_name:
+                    error = unknown("task", n, by_name, where=f"in suite {self.name!r}")
+                    raise UnknownNameError(f"{error} Tasks can also be given by index or range (0-"
+                                           f"{len(self.tasks) - 1}, as `lerobench show` numbers them).")
+                wanted.add(n)
+                continue
+            first, last = int(match[1]), int(match[2] if match[2] is not None else match[1])
+            if first > last or last >= len(self.tasks):
+                raise UnknownNameError(f"--tasks {n}: suite {self.name!r} has tasks 0-{len(self.tasks) - 1}"
+                                       + (" (a range goes low-high)" if first > last else ""))
+            wanted.update(t.name for t in self.tasks[first:last + 1])
         return replace(self, tasks=tuple(t for t in self.tasks if t.name in wanted))
 
 
@@ -214,9 +230,10 @@ def parse_suite(data: dict[str, Any], source: Path | str) -> Suite:
     if trials < 1:
         raise _fail(source, "trials", f"must be >= 1, got {trials}")
     memory = _typed(source, "worker_memory_mb", data.get("worker_memory_mb", 500), int)
-    fps = float(_typed(source, "control_fps", data.get("control_fps", 20), (int, float)))
-    if fps <= 0 or memory <= 0:
-        raise _fail(source, "control_fps" if fps <= 0 else "worker_memory_mb", "must be positive")
+    raw_fps = _typed(source, "control_fps", data.get("control_fps"), (int, float, type(None)))
+    fps = None if raw_fps is None else float(raw_fps)
+    if (fps is not None and fps <= 0) or memory <= 0:
+        raise _fail(source, "control_fps" if fps is not None and fps <= 0 else "worker_memory_mb", "must be positive")
     return Suite(
         name=_typed(source, "name", data["name"], str),
         description=_typed(source, "description", data.get("description", ""), str),

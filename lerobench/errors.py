@@ -49,15 +49,26 @@ class CompareError(LerobenchError):
 
 
 def did_you_mean(name: str, valid: Iterable[str]) -> str:
-    """Return a ' Did you mean ...?' hint (or a list of valid names) for an unknown ``name``."""
-    valid = sorted(valid)
-    close = difflib.get_close_matches(name, valid, n=3, cutoff=0.5)
-    if close:
-        return " Did you mean " + " or ".join(repr(c) for c in close) + "?"
+    """Return a ' Did you mean ...?' hint (or a list of valid names) for an unknown ``name``.
+
+    Candidates are ranked by similarity, best first: a name containing what was typed ("bowl", "drawer")
+    counts as close, so a fragment of a 70-character LIBERO name still finds it.
+    """
+    valid = list(dict.fromkeys(valid))
     if not valid:
         return ""
+    wanted = name.lower()
+
+    def score(candidate: str) -> float:
+        ratio = difflib.SequenceMatcher(None, wanted, candidate.lower()).ratio()
+        return ratio + (1.0 if wanted and wanted in candidate.lower() else 0.0)
+
+    ranked = sorted(valid, key=lambda c: (-score(c), c))
+    close = [c for c in ranked[:3] if score(c) >= 0.5]
+    if close:
+        return " Did you mean " + " or ".join(repr(c) for c in close) + "?"
     limit = 20  # a complete list up to here; beyond it, say how many are not shown rather than "..."
-    shown = ", ".join(valid[:limit])
+    shown = ", ".join(valid[:limit])  # in the order given (a suite's task order), as `lerobench show` lists them
     more = f", and {len(valid) - limit} more" if len(valid) > limit else ""
     return f" Valid names: {shown}{more}."
 

@@ -36,6 +36,9 @@ EXTENT = ("episodes_per_task", "shard")
 """Config keys that say how much of a run a directory holds: ``--resume`` requires them equal besides the run's
 identity (``lerobench/identity.py``)."""
 
+MAX_SEED = 2**32 - 1
+"""Largest ``--seed``: simulators seed NumPy's legacy global RNG, which takes 32-bit unsigned seeds."""
+
 
 @dataclass(frozen=True)
 class RunSettings:
@@ -117,6 +120,8 @@ class RunPlan:
     """The backend's declared cost of a step without rendering (None: unknown)."""
     simulator: dict[str, Any] | None = None
     """The simulator fingerprint checked at start (``lerobench/envs/fingerprint.py``); part of the identity."""
+    control_fps: float = 20.0
+    """Frames per second of videos: the suite's ``control_fps`` or its backend's control rate."""
 
     @property
     def suite(self) -> Suite:
@@ -196,7 +201,7 @@ class RunPlan:
         """Every effective setting, JSON-ready (the sink adds what the executor chose)."""
         s = self.settings
         return {
-            "suite": s.suite.name, "suite_file": str(s.suite.source) if s.suite.source else None,
+            "suite": s.suite.name, "suite_file": str(s.suite.source.resolve()) if s.suite.source else None,
             "backend": s.suite.backend, "backend_options": dict(s.suite.backend_options),
             "policy": s.policy, "protocol": s.protocol, "protocol_settings": asdict(self.protocol),
             "tasks": [t.name for t in s.suite.tasks], "episodes_per_task": s.episodes_per_task,
@@ -230,11 +235,12 @@ def check_importable(backend: Any) -> None:
 
 def make_plan(settings: RunSettings) -> RunPlan:
     """Validate every flag against the suite and backend; raise ``ConfigError`` naming the bad one."""
-    from lerobench.registry import get_backend
+    from lerobench.registry import control_fps, get_backend
 
     s = settings
     backend = get_backend(s.suite.backend)
     check_importable(backend)
+    backend.check_suite(s.suite)  # typos in a suite file, named before any work
     protocol = s.suite.protocol(s.protocol)
     if s.max_steps is not None:
         if s.max_steps < 1:
@@ -272,9 +278,16 @@ def make_plan(settings: RunSettings) -> RunPlan:
                                ("--ray-gpus-per-worker", s.ray_gpus_per_worker, 0)):
         if value is not None and value < least:
             raise ConfigError(f"{name} must be >= {least}, got {value}")
+    if not 0 <= s.seed <= MAX_SEED:  # NumPy's SeedSequence and the simulators' seeding take 32-bit unsigned seeds
+        raise ConfigError(f"--seed must be between 0 and {MAX_SEED}, got {s.seed}")
     if not re.fullmatch(r"cpu|auto|cuda(:\d+)?", s.device):
         raise ConfigError(f"--device must be cpu, cuda, cuda:N or auto, got {s.device!r}")
+    fps = control_fps(s.suite)
+    if fps is None and s.videos > 0 and s.suite.video_camera is not None:
+        raise ConfigError(f"{s.suite.source or s.suite.name}: field 'control_fps': missing, and backend "
+                          f"{s.suite.backend!r} does not declare its control rate (needed for the videos' fps)")
     if s.episode_timeout is not None and s.episode_timeout <= 0:
         raise ConfigError(f"--episode-timeout must be > 0 seconds, got {s.episode_timeout}")
     return RunPlan(settings=s, protocol=protocol, action_dim=backend.action_dim, state_dim=backend.state_dim,
-                   n_init_states=backend.n_init_states, unrendered_step_ms=backend.unrendered_step_ms)
+                   n_init_states=backend.n_init_states, unrendered_step_ms=backend.unrendered_step_ms,
+                   control_fps=fps or 20.0)

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
+
+    from lerobench.analysis.results import EpisodeRecord
 
 
 class EpisodeRecording:
@@ -58,3 +63,34 @@ class TaskRecorder:
 def video_stem(episode: int, trial: int | None) -> str:
     """``episode_<i>``, or ``episode_<i>_trial_<k>`` when a run has several trials per episode (one file each)."""
     return f"episode_{episode}" if trial is None else f"episode_{episode}_trial_{trial}"
+
+
+PARTIAL_GLOB = "videos/*/.*.partial.mp4"
+"""Videos being encoded (``VideoHandle.partial``); renamed to their final name when the episode's video is done."""
+
+
+def remove_partial_videos(output: Path) -> int:
+    """Delete the partial videos under ``output`` (call only when nothing is encoding there); return how many.
+
+    A process killed mid-episode (SIGKILL, the OOM killer, a terminated worker) cannot delete its own.
+    """
+    removed = 0
+    for path in output.glob(PARTIAL_GLOB):
+        with contextlib.suppress(OSError):
+            path.unlink()
+            removed += 1
+    return removed
+
+
+def with_videos_on_disk(output: Path, records: Iterable[EpisodeRecord]) -> list[EpisodeRecord]:
+    """The records of episodes whose every named video is on disk, in order (for ``--resume``).
+
+    A worker sends an episode's line when the episode ends and encodes its video after: a run stopped in
+    between has the line but not the video. Resume drops such an episode so it runs again (same seed, same
+    outcome) and its video is recorded, instead of keeping a line that names a file that does not exist.
+    Stale partial files are deleted here too.
+    """
+    records = list(records)
+    remove_partial_videos(output)
+    lost = {(r.task, r.episode) for r in records if r.video and not (output / r.video).is_file()}
+    return [r for r in records if (r.task, r.episode) not in lost]

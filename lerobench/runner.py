@@ -12,9 +12,11 @@ from typing import Any
 
 from lerobench.analysis.results import EpisodeRecord, check_output_dir
 from lerobench.envs.fingerprint import checked_fingerprint
+from lerobench.errors import RunError
 from lerobench.execution.base import ExecutionChoice, Executor
 from lerobench.execution.registry import EXECUTORS
 from lerobench.plan import FORMATS, RunPlan, RunSettings, make_plan
+from lerobench.policies.builtin import BUILTIN
 from lerobench.policies.loading import load_policy, observation_needs
 from lerobench.registry import get_backend
 from lerobench.reporting import Reporter, SilentReporter
@@ -39,6 +41,12 @@ class Evaluation:
         self.policy = load_policy(settings.policy, self.plan.context())
         observation_needs(self.policy).executed_steps(settings.replan_steps)  # a conflict fails before any work
         self.choice: ExecutionChoice | None = None
+        self.notes: list[str] = []
+        """Warnings about settings that have no effect, shown by ``run`` through the reporter."""
+        if settings.device != "cpu" and settings.policy in BUILTIN:
+            self.notes.append(f"warning: --device {settings.device} has no effect: the built-in policy "
+                              f"{settings.policy!r} computes its actions with NumPy on the CPU")
+        self._ran = False
         self.errored_episodes = 0
         """Episodes (at any trial) that ended in an error, set by ``run``; results' ``n_errors`` counts trial 0 only."""
 
@@ -46,6 +54,12 @@ class Evaluation:
         """Evaluate every task; write results as they come; return the final results."""
         from lerobench.execution.auto import choose
 
+        if self._ran:  # its policy is closed and its output directory now holds the run's episodes
+            raise RunError("this Evaluation has already run; build a new Evaluation(settings) to run again "
+                           "(with resume=True and the same output to continue that run)")
+        self._ran = True
+        for note in self.notes:
+            self.reporter.message(note)
         plan, policy = self.plan, self.policy
         sink = RecordSink(plan, self.reporter, self.previous)
         done = sink.done()

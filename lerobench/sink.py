@@ -30,7 +30,7 @@ from lerobench.errors import ResumeError
 from lerobench.identity import diff
 from lerobench.plan import EXTENT, RunPlan, WorkUnit
 from lerobench.provenance import provenance
-from lerobench.recorder import TaskRecorder
+from lerobench.recorder import TaskRecorder, with_videos_on_disk
 from lerobench.reporting import Reporter, SilentReporter
 from lerobench.trajectories import TrajectoryRecorder
 from lerobench.videos import NullVideoEncoder, VideoEncoder
@@ -64,9 +64,9 @@ def load_previous(plan: RunPlan) -> list[EpisodeRecord]:
     if found:
         raise ResumeError(f"cannot resume {out}: it is another run ({'; '.join(found)})")
     wanted = {t.name for t in plan.suite.tasks}
-    whole = run.whole_records()
+    whole = with_videos_on_disk(out, run.whole_records())
     if run.cut_tail or len(whole) != len(run.records) or run.notes:
-        # half an episode (killed between trials), a duplicate or a line cut mid-write: rerun it whole
+        # half an episode (killed between trials), a duplicate, a line cut mid-write or a lost video: rerun it
         rewrite_episodes(out / EPISODES_FILE, whole)
     return [r for r in whole if r.task in wanted and r.episode < plan.episodes_per_task]
 
@@ -177,7 +177,7 @@ class RecordSink:
     def recorder(self, task: TaskSpec) -> TaskRecorder:
         """Which of ``task``'s episodes get videos, encoded by the driver's encoder."""
         s = self.plan.settings
-        return TaskRecorder(self.encoder, s.output, s.videos, s.suite.video_camera, s.suite.control_fps, task.name)
+        return TaskRecorder(self.encoder, s.output, s.videos, s.suite.video_camera, self.plan.control_fps, task.name)
 
     def trajectories(self) -> TrajectoryRecorder:
         """``--record`` HDF5 rollouts, written by the sink's writer."""

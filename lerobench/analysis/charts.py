@@ -38,17 +38,65 @@ def _svg(fig: Any) -> str:
     return re.sub(r"<metadata>.*?</metadata>", "", text[text.index("<svg"):], flags=re.S)
 
 
+HORIZONTAL_ABOVE = 10
+"""Above this many tasks (or with long names) the task chart turns horizontal: one labelled row per task."""
+
+LABEL_WIDTH = 38
+"""Characters per line of a task label in the horizontal chart (two lines at most, elided in the middle)."""
+
+
+def short_label(label: str, width: int = LABEL_WIDTH) -> str:
+    """``label`` on at most two lines of about ``width`` characters, elided in the middle when longer.
+
+    LIBERO task names run to 90 characters and differ at both ends ("KITCHEN_SCENE3_turn_on_the_stove..."):
+    the start names the scene and the end the goal, so the middle is what goes. Snake_case names break
+    after underscores, like words.
+    """
+    lines = [""]
+    for token in re.findall(r"[^_ ]+[_ ]*|[_ ]+", label):  # words with their trailing separator
+        if lines[-1] and len(lines[-1]) + len(token.rstrip()) > width:
+            lines.append("")
+        lines[-1] += token
+    half = width // 2
+    lines = [line if len(line) <= width + 8 else f"{line[:half]}…{line[-half:]}" for line in map(str.rstrip, lines)]
+    if len(lines) <= 2:
+        return "\n".join(lines)
+    rest = label[len(lines[0]):]
+    tail = rest[-(width - 1):]
+    cut = tail.find("_")
+    if 0 <= cut < width // 3:  # start the tail at a word
+        tail = tail[cut + 1:]
+    return f"{lines[0]}\n…{tail}"
+
+
+def _hover_titles(svg: str, titles: Sequence[str]) -> str:
+    """Give each task label (``<g id="task-label-i">``) an SVG ``<title>``: the full name shows on hover."""
+    import html
+
+    for i, title in enumerate(titles):
+        svg = svg.replace(f'<g id="task-label-{i}">', f'<g id="task-label-{i}"><title>{html.escape(title)}</title>', 1)
+    return svg
+
+
 def task_bar_chart(tasks: Sequence[str], runs: Sequence[dict[str, Any]], labels: Sequence[str],
-                   significant: Sequence[set[str]]) -> str:
+                   significant: Sequence[set[str]], tick_labels: Sequence[str] | None = None) -> str:
     """Per-task success rates of every run side by side, with 95% CI whiskers, as inline SVG.
 
     ``runs[i]`` is run i's ``results.json``; ``significant[i]`` names the tasks where run i differs
-    significantly from run 0 (marked with a star above its bar).
+    significantly from run 0 (marked with a star beside its bar). ``tick_labels`` (default: the names) label
+    the tasks; hovering one shows the full name. Up to ``HORIZONTAL_ABOVE`` short-named tasks are columns;
+    more (a LIBERO suite: 10 to 90 names of 60-90 characters) are rows, one per task, top to bottom in
+    suite order, so labels never overlap and the plot keeps its width whatever the task count.
     """
     import numpy as np
 
+    ticks = list(tick_labels or tasks)
+    horizontal = len(tasks) > HORIZONTAL_ABOVE or max(len(t) for t in ticks) > 24
     width = 0.8 / len(runs)
-    fig = _figure(max(6.0, 0.45 * len(tasks) * len(runs) + 1.5), 3.8)
+    if horizontal:
+        fig = _figure(11.0, 1.2 + len(tasks) * (0.22 + 0.1 * len(runs)))
+    else:
+        fig = _figure(max(6.0, 0.45 * len(tasks) * len(runs) + 1.5), 3.8)
     ax = fig.add_subplot()
     x = np.arange(len(tasks))
     for i, (results, label) in enumerate(zip(runs, labels, strict=True)):
@@ -63,17 +111,39 @@ def task_bar_chart(tasks: Sequence[str], runs: Sequence[dict[str, Any]], labels:
             high.append(100 * (hi - rate))
             stars.append(100 * hi if name in significant[i] else None)
         xs = x - 0.4 + width * (i + 0.5)
-        ax.bar(xs, rates, width * 0.92, yerr=[low, high], capsize=3, color=COLORS[i % len(COLORS)], label=label,
-               error_kw={"elinewidth": 1, "ecolor": "#333333"})
+        style = {"color": COLORS[i % len(COLORS)], "label": label, "capsize": 3,
+                 "error_kw": {"elinewidth": 1, "ecolor": "#333333"}}
+        if horizontal:
+            ax.barh(xs, rates, width * 0.92, xerr=[low, high], **style)
+        else:
+            ax.bar(xs, rates, width * 0.92, yerr=[low, high], **style)
         for xi, top in zip(xs, stars, strict=True):
             if top is not None:
-                ax.text(xi, top + 2, "*", ha="center", va="bottom", fontsize=14, fontweight="bold")
-    ax.set_xticks(x, tasks, rotation=30 if len(tasks) > 4 else 0, ha="right" if len(tasks) > 4 else "center")
-    ax.set_ylim(0, 112)
-    ax.set_ylabel("success rate (%)")
-    ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    return _svg(fig)
+                if horizontal:
+                    ax.text(top + 1.5, xi, "*", ha="left", va="center", fontsize=12, fontweight="bold")
+                else:
+                    ax.text(xi, top + 2, "*", ha="center", va="bottom", fontsize=14, fontweight="bold")
+    if horizontal:
+        ax.set_yticks(x, [short_label(t) for t in ticks], fontsize=9)
+        ax.set_ylim(len(tasks) - 0.5, -0.5)  # suite order from the top, as in the tables
+        ax.set_xlim(0, 108)
+        ax.set_xlabel("success rate (%)")
+        ax.grid(axis="x", alpha=0.3)
+        ax.xaxis.set_ticks_position("both")
+        ax.tick_params(axis="x", labeltop=True)  # a 90-row chart is tall: read the scale at either end
+        ax.legend(fontsize=9, loc="lower right", bbox_to_anchor=(1.0, 1.0), ncols=min(4, len(runs)), frameon=False,
+                  borderaxespad=1.6)
+        tick_texts = ax.get_yticklabels()
+    else:
+        ax.set_xticks(x, ticks, rotation=30 if len(tasks) > 4 else 0, ha="right" if len(tasks) > 4 else "center")
+        ax.set_ylim(0, 112)
+        ax.set_ylabel("success rate (%)")
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        tick_texts = ax.get_xticklabels()
+    for i, text in enumerate(tick_texts):
+        text.set_gid(f"task-label-{i}")
+    return _hover_titles(_svg(fig), tasks)
 
 
 def trial_curves(runs: Sequence[dict[str, Any]], labels: Sequence[str]) -> str:

@@ -151,6 +151,21 @@ def _task_order(a: Run, b: Run) -> tuple[list[str], dict[str, str | None]]:
     return order, groups
 
 
+def suite_indices(*runs: Run) -> dict[str, int]:
+    """Each task's index in its suite (results.json's ``index``; older runs: its position in ``config.tasks``).
+
+    LIBERO names run to 90 characters and share long prefixes: tables and charts label tasks by index + name.
+    """
+    index: dict[str, int] = {}
+    for run in runs:
+        for entry in run.results.get("tasks", []):
+            if isinstance(entry.get("index"), int):
+                index.setdefault(entry["task"], entry["index"])
+        for i, name in enumerate(run.config.get("tasks") or []):
+            index.setdefault(name, i)
+    return index
+
+
 def compare_runs(a: Run, b: Run, alpha: float = 0.05, allow_different: bool = False) -> dict[str, Any]:
     """The full comparison of run B against run A (``difference`` = rate(B) - rate(A)).
 
@@ -214,6 +229,9 @@ def compare_runs(a: Run, b: Run, alpha: float = 0.05, allow_different: bool = Fa
     if trials > 1:
         result["per_trial"] = [{"trial": k, **_compare_trial(strata_for(k), groups, paired, alpha)}
                                for k in range(trials)]
+    index = suite_indices(a, b)
+    for task in result["tasks"]:
+        task["index"] = index.get(task["task"])
     overall = result["overall"]
     worse_tasks = [t["task"] for t in result["tasks"] if t["significant"] and t["difference"] < 0]
     result["worse_tasks"] = worse_tasks

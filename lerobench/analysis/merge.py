@@ -123,14 +123,24 @@ def missing_units(records: Sequence[EpisodeRecord], tasks: Sequence[str], episod
     return [unit for unit in all_units(tasks, episodes) if unit not in finished]
 
 
-def load_run_suite(config: dict[str, Any]) -> Suite:
-    """The suite the shards ran, narrowed to their tasks: by name if shipped, else from ``suite_file``."""
+def load_run_suite(config: dict[str, Any], shard_dirs: Sequence[Path] = ()) -> Suite:
+    """The suite the shards ran, narrowed to their tasks: from their ``suite_file`` first, else the shipped one.
+
+    A custom suite may share a shipped suite's name (an edited ``libero_spatial.toml``): the shards' own file
+    defines their tasks, descriptions and groups. A relative ``suite_file`` (runs before paths were stored
+    absolute) is tried from here, then from beside each shard directory.
+    """
     from lerobench.registry import load_suite, shipped_suite_paths
 
     name, source = config.get("suite"), config.get("suite_file")
-    candidates = [name] if name in shipped_suite_paths() else []
+    candidates: list[str] = []
     if source:
-        candidates.append(source)
+        path = Path(source)
+        tried = [path] if path.is_absolute() else [path, *(d.parent / path for d in shard_dirs),
+                                                      *(d / path for d in shard_dirs)]
+        candidates += [str(p) for p in tried if p.is_file()]
+    if name in shipped_suite_paths():
+        candidates.append(name)
     for candidate in candidates:
         try:
             suite = load_suite(candidate)
@@ -187,7 +197,7 @@ def merge(output: Path, inputs: Sequence[Path], command: Sequence[str] | None = 
     shards = [read_shard(Path(p)) for p in inputs]
     check_compatible(shards)
     config = shards[0].config
-    suite = load_run_suite(config)
+    suite = load_run_suite(config, [Path(p) for p in inputs])
     tasks = [t.name for t in suite.tasks]
     if tasks != config.get("tasks"):
         raise MergeError(f"cannot merge: suite {suite.name!r} on this machine has tasks {tasks}, the shards ran "

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from lerobench.analysis import charts
-from lerobench.analysis.compare import Run, compare_runs, differences, load_run
+from lerobench.analysis.compare import Run, compare_runs, differences, load_run, suite_indices
 from lerobench.analysis.results import write_text_atomic
 from lerobench.errors import CompareError, ConfigError, MissingDependencyError
 
@@ -26,6 +26,7 @@ h3{font-size:15px;margin-bottom:6px}
 table{border-collapse:collapse;margin:8px 0;font-size:13px}
 th,td{border:1px solid #ddd;padding:3px 8px;text-align:right}th{background:#f4f4f4}
 td:first-child,th:first-child{text-align:left}
+.tasks td:nth-child(2),.tasks th:nth-child(2){text-align:left}
 .cards{display:flex;flex-wrap:wrap;gap:12px}
 .card{border:1px solid #ddd;border-radius:6px;padding:10px 14px;min-width:260px;flex:1}
 .big{font-size:26px;font-weight:600}.dim{color:#666;font-size:12px}.bad{color:#b00020}.good{color:#1b7a1b}
@@ -75,20 +76,24 @@ command: <code>{_e(' '.join(prov.get('command') or []))}</code></div></div>"""
 
 
 def _task_table(run: Run) -> str:
+    position = {name: i for i, name in enumerate(run.config.get("tasks") or [])}
     rows = "".join(
-        f"<tr><td>{_e(t['task'])}</td><td>{_e(t.get('group') or '')}</td><td>{t['n_episodes']}</td>"
+        f"<tr><td>{_e(t.get('index', position.get(t['task'], '')))}</td><td>{_e(t['task'])}</td>"
+        f"<td>{_e(t.get('group') or '')}</td><td>{t['n_episodes']}</td>"
         f"<td>{_pct(t['success_rate'])}</td><td>{_ci(t['ci95'])}</td><td>{t['n_errors']}</td>"
         f"<td>{_steps(t.get('mean_steps'))}</td></tr>"
         for t in run.results.get("tasks", []))
     groups = "".join(
-        f"<tr><td><i>group {_e(g)}</i></td><td></td><td>{b['n_episodes']}</td><td>{_pct(b['success_rate'])}</td>"
+        f"<tr><td></td><td><i>group {_e(g)}</i></td><td></td><td>{b['n_episodes']}</td>"
+        f"<td>{_pct(b['success_rate'])}</td>"
         f"<td>{_ci(b['ci95'])}</td><td>{b['n_errors']}</td><td></td></tr>"
         for g, b in run.results.get("groups", {}).items())
     o = run.results.get("overall", {})
-    overall = (f"<tr><td><b>overall</b></td><td></td><td>{o.get('n_episodes', 0)}</td>"
+    overall = (f"<tr><td></td><td><b>overall</b></td><td></td><td>{o.get('n_episodes', 0)}</td>"
                f"<td><b>{_pct(o.get('success_rate'))}</b></td><td>{_ci(o.get('ci95', [0, 1]))}</td>"
                f"<td>{o.get('n_errors', 0)}</td><td></td></tr>")
-    return ("<table class='tasks'><tr><th>task</th><th>group</th><th>episodes</th><th>success</th><th>95% CI</th>"
+    return ("<table class='tasks'><tr><th>#</th><th>task</th><th>group</th><th>episodes</th><th>success</th>"
+            "<th>95% CI</th>"
             f"<th>errors</th><th>mean steps</th></tr>{rows}{groups}{overall}</table>")
 
 
@@ -151,6 +156,21 @@ def _videos(run: Run, folder: Path) -> str:
     return f"<div class='thumbs'>{''.join(items)}</div>"
 
 
+def check_one_suite(runs: Sequence[Run]) -> None:
+    """Refuse runs of different suites: their tasks would be mixed on one chart as if comparable."""
+    suites = {str(run.results.get("suite")) for run in runs}
+    if len(suites) > 1:
+        named = ", ".join(f"{run.path} ({run.results.get('suite')})" for run in runs)
+        raise ConfigError(f"the runs are of different suites: {named}; a report covers one suite (write one "
+                          f"report per suite)")
+
+
+def task_labels(runs: Sequence[Run], tasks: Sequence[str]) -> list[str]:
+    """Short, unique labels: the task's index in its suite, then its name (LIBERO names run to 90 characters)."""
+    index = suite_indices(*runs)
+    return [f"{index[t]}: {t}" if t in index else t for t in tasks]
+
+
 def render_report(runs: Sequence[Run], folder: Path, alpha: float = 0.05) -> str:
     """The report's HTML; ``folder`` is where it will be saved (video links are relative to it)."""
     labels = [_label(run, i) for i, run in enumerate(runs)]
@@ -169,10 +189,13 @@ def render_report(runs: Sequence[Run], folder: Path, alpha: float = 0.05) -> str
     parts = [f"<h1>lerobench report: {_e(', '.join(sorted({str(r.results.get('suite')) for r in runs})))}</h1>",
              "<div class='cards'>" + "".join(_headline(run, i) for i, run in enumerate(runs)) + "</div>"]
     if tasks:
-        chart = charts.task_bar_chart(tasks, [r.results for r in runs], labels, significant)
-        parts.append("<h2>Success per task</h2><p class='dim'>Bars: success rate with its 95% Wilson interval. "
-                     "*: differs significantly from the first run (exact test, Holm-adjusted across tasks, "
-                     f"alpha {alpha}).</p><div class='chart' id='task-chart'>{chart}</div>")
+        chart = charts.task_bar_chart(tasks, [r.results for r in runs], labels, significant,
+                                      task_labels(runs, tasks))
+        star = ("*: differs significantly from the first run (exact test, Holm-adjusted across tasks, "
+                f"alpha {alpha}). " if len(runs) > 1 else "")
+        parts.append("<h2>Success per task</h2><p class='dim'>Bars: success rate with its 95% interval. "
+                     f"{star}Tasks by their index in the suite (the tables list them the same way; hover a "
+                     f"label for the full name).</p><div class='chart' id='task-chart'>{chart}</div>")
     multi = [(run.results, label) for run, label in zip(runs, labels, strict=True) if run.trials > 1]
     if multi:
         curves = charts.trial_curves([m[0] for m in multi], [m[1] for m in multi])
@@ -187,6 +210,19 @@ def render_report(runs: Sequence[Run], folder: Path, alpha: float = 0.05) -> str
             f"<style>{CSS}</style></head><body>{''.join(parts)}</body></html>\n")
 
 
+def check_report_path(output: Path) -> None:
+    """Refuse, before any work, an ``-o`` that is a directory, not HTML, or in a folder that cannot be written."""
+    if output.is_dir():
+        raise ConfigError(f"cannot write the report to {output}: it is a directory (give a file, e.g. "
+                          f"{output / 'report.html'})")
+    if output.exists() and output.suffix.lower() not in (".html", ".htm"):
+        raise ConfigError(f"cannot write the report to {output}: the file exists and is not an HTML file "
+                          f"(not overwritten; choose a .html path)")
+    folder = next((p for p in (output.parent, *output.parent.parents) if p.exists()), Path("."))
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(f"cannot write the report to {output}: {folder} is not a writable directory")
+
+
 def write_report(run_dirs: Sequence[Path], output: Path, alpha: float = 0.05, allow_different: bool = False) -> Path:
     """Read the runs, render the report and write it atomically to ``output``; return its path.
 
@@ -199,13 +235,18 @@ def write_report(run_dirs: Sequence[Path], output: Path, alpha: float = 0.05, al
 
     if importlib.util.find_spec("matplotlib") is None:
         raise MissingDependencyError("lerobench report needs matplotlib: pip install 'lerobench[report]'")
+    check_report_path(output)
     runs = [load_run(Path(p)) for p in run_dirs]
+    check_one_suite(runs)
     for run in runs[1:]:
         found = differences(runs[0], run)
         if found and not allow_different:
             raise CompareError(f"{runs[0].path} and {run.path} ran different episodes ({'; '.join(found)}); "
                                f"pass --allow-different to report them together anyway")
-    output.parent.mkdir(parents=True, exist_ok=True)
     text = render_report(runs, output.parent, alpha=alpha)
-    write_text_atomic(output, text)
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(output, text)
+    except OSError as exc:  # a race with the checks above, a full disk, a read-only mount
+        raise ConfigError(f"cannot write the report to {output}: {exc.strerror or exc}") from exc
     return output

@@ -71,7 +71,7 @@ def summarize(suite: Suite, records: Iterable[EpisodeRecord], trials: int = 1) -
     for spec in suite.tasks:
         if spec.name not in by_task:
             continue
-        tasks.append({"task": spec.name, "description": spec.description, "group": spec.group,
+        tasks.append({"task": spec.name, "index": spec.index, "description": spec.description, "group": spec.group,
                       **block(by_task[spec.name])})
     for group in suite.groups:
         members = [r for t in suite.tasks if t.group == group for r in by_task.get(t.name, [])]

@@ -21,23 +21,22 @@ def _suite_summary(s: Any) -> dict[str, Any]:
 @app.command("list")
 def list_suites(as_json: bool = JSON_OPTION) -> None:
     """List the shipped suites."""
-    from lerobench.registry import list_suites as load_all
+    from lerobench.registry import suite_summaries
 
     try:
-        suites = load_all()
+        suites = suite_summaries()
     except LerobenchError as exc:
         _fail(exc)
     if as_json:
-        _print_json([_suite_summary(s) for s in suites])
+        _print_json(suites)
         return
     table = Table(title="lerobench suites", box=box.SIMPLE_HEAD, pad_edge=False)
     for col in ("suite", "backend", "tasks", "eps/task", "steps"):  # names are never wrapped or cut
         table.add_column(col, no_wrap=True)
     table.add_column("description", overflow="fold")  # the description wraps instead, even in 80 columns
     for s in suites:
-        p = s.protocol()
-        table.add_row(s.name, s.backend, str(len(s.tasks)), str(s.episodes_per_task), str(p.max_steps),
-                      s.description)
+        table.add_row(s["name"], s["backend"], str(s["tasks"]), str(s["episodes_per_task"]), str(s["max_steps"]),
+                      s["description"])
     _print_names_table(table)
 
 
@@ -47,21 +46,22 @@ def show(suite: str = typer.Argument(..., metavar="SUITE", help="Suite name or p
     """Show a suite's tasks (with their language descriptions) and protocols."""
     from dataclasses import asdict
 
-    from lerobench.registry import load_suite
+    from lerobench.registry import control_fps, load_suite
 
     try:
         s = load_suite(suite)
+        fps = control_fps(s)
     except LerobenchError as exc:
         _fail(exc)
     if as_json:
-        _print_json({**_suite_summary(s), "control_fps": s.control_fps, "worker_memory_mb": s.worker_memory_mb,
+        _print_json({**_suite_summary(s), "control_fps": fps, "worker_memory_mb": s.worker_memory_mb,
                      "source": str(s.source), "notes": s.notes,
                      "protocols": {name: asdict(p) for name, p in s.protocols.items()},
                      "task_list": [{"index": t.index, "name": t.name, "group": t.group,
                                     "description": t.description} for t in s.tasks]})
         return
     console.print(f"[bold]{s.name}[/] ({s.backend}): {s.description}")
-    console.print(f"episodes/task {s.episodes_per_task}, control {s.control_fps:g} Hz, "
+    console.print(f"episodes/task {s.episodes_per_task}, control {'?' if fps is None else f'{fps:g}'} Hz, "
                   f"{s.worker_memory_mb} MB per worker, source {s.source}", soft_wrap=True)  # path kept whole
     if s.trials > 1:
         console.print(f"trials/episode {s.trials} (--trials): attempts from the same start, policy memory kept; "

@@ -81,6 +81,14 @@ def _plural(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
+def elide_middle(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters by dropping its middle: LIBERO names differ at both ends."""
+    if len(text) <= width:
+        return text
+    keep = max(2, width - 1)
+    return text[: keep - keep // 2] + "…" + text[len(text) - keep // 2:]
+
+
 def _print_json(data: Any) -> None:
     import json
 

@@ -6,10 +6,11 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from lerobench.cli.common import _fail, _print_json, _rate, app, console, err_console
+from lerobench.cli.common import _fail, _print_json, _rate, app, console, elide_middle, err_console
 from lerobench.errors import LerobenchError
 
 
@@ -21,6 +22,12 @@ def _p(value: float) -> str:
     return f"{value:.2g}" if value < 0.001 else f"{value:.3f}"
 
 
+def task_label(task: dict[str, Any], width: int) -> str:
+    """A task's row label: its suite index, then its name elided in the middle to fit ``width`` (unique)."""
+    prefix = f"{task['index']}: " if task.get("index") is not None else ""
+    return prefix + elide_middle(task["task"], max(12, width - len(prefix)))
+
+
 def _print_comparison(c: dict[str, Any]) -> None:
     a, b = c["a"], c["b"]
     kind = f"paired on {c['matched_episodes']} episodes" if c["paired"] else "UNPAIRED: no episode matches"
@@ -29,9 +36,10 @@ def _print_comparison(c: dict[str, Any]) -> None:
         err_console.print(f"[bold yellow]differs:[/] {escape(note)} (--allow-different)", highlight=False)
     if c["treatment"]:
         console.print(f"compared: {escape('; '.join(c['treatment']))}", highlight=False)
-    table = Table(title=f"B − A, {kind}")
+    table = Table(title=f"B − A, {kind}", box=box.SIMPLE_HEAD, pad_edge=False)
     for col in ("task", "n", "A", "B", "B − A", "95% CI", "p", "Holm p", ""):
-        table.add_column(col, justify="left" if col == "task" else "right", no_wrap=col != "task")
+        table.add_column(col, justify="left" if col == "task" else "right", no_wrap=True)
+    name_width = max(20, console.width - 62)  # what the 8 number columns leave in the terminal
 
     def row(label: str, block: dict[str, Any], holm: str) -> list[str]:
         lo, hi = block["ci95"]
@@ -41,7 +49,7 @@ def _print_comparison(c: dict[str, Any]) -> None:
                 f"{100 * lo:+.0f}…{100 * hi:+.0f}", _p(block["p_value"]), holm, mark]
 
     for t in c["tasks"]:
-        table.add_row(*row(t["task"], t, _p(t["p_holm"])))
+        table.add_row(*row(escape(task_label(t, name_width)), t, _p(t["p_holm"])))
     for name, g in c["groups"].items():
         table.add_row(*row(f"[italic]{name}[/]", g, ""))
     table.add_row(*row("[bold]overall[/]", c["overall"], ""))

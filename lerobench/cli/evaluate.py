@@ -24,6 +24,7 @@ from lerobench.cli.common import (
     _rate,
     app,
     console,
+    elide_middle,
     err_console,
 )
 from lerobench.cli.summary import _print_summary
@@ -31,7 +32,11 @@ from lerobench.errors import LerobenchError
 
 
 class RichReporter:
-    """Live progress: the running task(s) and the whole suite with ETA and env-steps/s."""
+    """Live progress: the running task(s) and the whole suite (finished before a resume included), ETA, env-steps/s.
+
+    Every row stays one line in an 80-column terminal: task names are elided in the middle to what the
+    other columns leave, and the counts column is cut rather than wrapped.
+    """
 
     def __init__(self, total_episodes: int, suite: str):
         from rich.progress import (
@@ -42,13 +47,24 @@ class RichReporter:
             TimeElapsedColumn,
             TimeRemainingColumn,
         )
+        from rich.table import Column
 
+        narrow = console.width < 120  # then: no elapsed-time column, a short bar, the counts cut to fit
+        counts = len(f"{total_episodes}/{total_episodes}")
+        info = 20 if narrow else 36
+        times: list[Any] = [TimeRemainingColumn()] if narrow else [TimeElapsedColumn(), TextColumn("ETA"),
+                                                                    TimeRemainingColumn()]
+        fixed = (10 if narrow else 30) + counts + (7 if narrow else 19) + info + len(times) + 3  # + separators
+        self._name_width = max(16, console.width - fixed - 1)
         self.progress = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+            TextColumn("[bold]{task.description}", table_column=Column(no_wrap=True)),
+            BarColumn(bar_width=10 if narrow else 30), MofNCompleteColumn(), *times,
+            TextColumn("{task.fields[info]}", table_column=Column(no_wrap=True, overflow="ellipsis", max_width=info)),
             console=console, transient=False,
         )
-        self.suite_bar = self.progress.add_task(suite, total=total_episodes, info="")
+        self.suite_bar = self.progress.add_task(escape(elide_middle(suite, self._name_width)), total=total_episodes,
+                                                info="")
+        self._credited: dict[str, int] = {}
         self._bars: dict[str, Any] = {}
         self._successes: dict[str, int] = {}
         self._steps = 0
@@ -56,15 +72,28 @@ class RichReporter:
         self._lock = threading.Lock()
         self._all_successes = 0
 
+    def resumed(self, records: Any) -> None:
+        """Count the episodes a ``--resume`` keeps, so the suite bar and the solved counts cover the whole run."""
+        with self._lock:
+            for r in records:
+                if r.trial == 0:
+                    self._credited[r.task] = self._credited.get(r.task, 0) + 1
+                    self._successes[r.task] = self._successes.get(r.task, 0) + int(r.success)
+                    self._all_successes += int(r.success)
+            self.progress.update(self.suite_bar, advance=sum(self._credited.values()),
+                                 info=f"{self._all_successes} solved")
+
     def message(self, text: str) -> None:  # noqa: D102
         self.progress.console.print(f"[dim]{escape(text)}[/]", highlight=False, soft_wrap=True)  # one line in logs
 
     def task_started(self, task: Any, total: int, done: int) -> None:  # noqa: D102
         with self._lock:
-            self._successes[task.name] = 0
-            self._bars[task.name] = self.progress.add_task(f"  {task.name}", total=total, completed=done,
-                                                           info="")
-            self.progress.update(self.suite_bar, advance=done)
+            solved = self._successes.setdefault(task.name, 0)
+            label = escape(elide_middle(task.name, self._name_width - 2))
+            self._bars[task.name] = self.progress.add_task(f"  {label}", total=total, completed=done,
+                                                           info=f"{solved} solved" if done else "")
+            self.progress.update(self.suite_bar, advance=max(0, done - self._credited.get(task.name, 0)))
+            self._credited[task.name] = max(done, self._credited.get(task.name, 0))
 
     def steps(self, task: Any, n: int) -> None:  # noqa: D102
         with self._lock:
@@ -96,7 +125,9 @@ def evaluate(
         help="random | zero | metaworld-expert | metaworld-adaptive-reach | module.path:factory | ws://host:port | "
              "lerobot:<dir>. Default: the suite's default policy."),
     episodes: int | None = typer.Option(None, "--episodes", "-n", help="Episodes per task (default: suite's)."),
-    tasks: str | None = typer.Option(None, "--tasks", help="Comma-separated task names to run."),
+    tasks: str | None = typer.Option(
+        None, "--tasks", help="Tasks to run: names, suite-local indices or ranges, comma-separated "
+                              "(reach-v3,push-v3 or 0-4,7)."),
     batch_size: int = typer.Option(0, "--batch-size", "-b", help="Envs per task; 0 = auto (cores, memory)."),
     seed: int = typer.Option(0, "--seed", help="Run seed: episode i of a task is fixed by (seed, task, i)."),
     output: Path | None = typer.Option(None, "--output", "-o",
@@ -164,6 +195,7 @@ def evaluate(
                       f"protocol {protocol}"
                       + (f", shard {settings.shard}: {len(units)} episodes" if settings.shard else "")
                       + f") -> {out}", highlight=False, soft_wrap=True)  # one line, the path whole
+        reporter.resumed(evaluation.previous)
         if resume:
             kept = len({(r.task, r.episode) for r in evaluation.previous})
             console.print(f"resuming: {_plural(kept, 'finished episode')} kept from {out / 'episodes.jsonl'}",

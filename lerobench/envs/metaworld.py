@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from lerobench.envs.base import BackendDefaults, EnvSpec, missing_folders
+from lerobench.envs.base import BackendDefaults, EnvSpec, check_suite_names, missing_folders
 from lerobench.errors import MissingDependencyError
 
 CAMERAS = ("corner", "corner2", "corner3", "topview", "behindGripper", "gripperPOV")
@@ -137,6 +137,8 @@ class MetaWorldBackend(BackendDefaults):
     cameras = CAMERAS
     n_init_states = 50
     max_episode_steps = MAX_PATH_LENGTH
+    control_fps = 80.0
+    """Meta-World's control rate (frame_skip 5 at a 2.5 ms timestep): the fps of its videos."""
     unrendered_step_ms = 0.3
     """Measured; cheaper than a worker round trip, so state-only runs stay in-process."""
     preload_modules = ("metaworld", "metaworld.policies")
@@ -161,6 +163,21 @@ class MetaWorldBackend(BackendDefaults):
         if found is None or not found.submodule_search_locations:
             return ["metaworld"]
         return missing_folders([Path(next(iter(found.submodule_search_locations))) / "assets"])
+    def check_suite(self, suite: Any) -> None:
+        """Refuse unknown cameras and task names in a suite file before any worker starts (``ConfigError``)."""
+        import metaworld
+
+        options = dict(suite.backend_options)
+        benchmark = options.get("benchmark", "MT1")
+        split = options.get("split", "train" if benchmark == "MT1" else "test")
+        known: Any = None
+        if benchmark in ("MT1", "ML1"):
+            known = list(metaworld.ALL_V3_ENVIRONMENTS)
+        elif benchmark in ("ML10", "ML45") and split in ("train", "test"):
+            from metaworld import _env_dict
+
+            known = list(getattr(_env_dict, f"{benchmark}_V3")[split])
+        check_suite_names(suite, CAMERAS, known, f"Meta-World {benchmark}" if benchmark != "MT1" else "Meta-World")
 
     def make_simulator(self, spec: EnvSpec) -> MetaWorldSimulator:
         """Build the task's simulator (in the worker process)."""

@@ -19,6 +19,7 @@ from typing import Any
 from lerobench.errors import LerobenchError, PolicyError, RunError
 from lerobench.execution.base import MAX_WORKER_REBUILDS
 from lerobench.plan import RunPlan, WorkUnit
+from lerobench.recorder import remove_partial_videos
 from lerobench.sink import RecordSink
 
 START_METHOD = "forkserver"
@@ -28,6 +29,7 @@ START_METHOD = "forkserver"
 def _worker_main(conn: Connection, plan: RunPlan, workers: int, cores: int) -> None:
     """Worker process: build the runner, then run units until the driver sends None or goes away."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver handles Ctrl-C and terminates us
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)  # ... with SIGTERM: unwind, so videos in progress are deleted
     from lerobench.execution.worker import UnitRunner, limit_render_threads
 
     limit_render_threads(workers, cores)
@@ -49,6 +51,10 @@ def _worker_main(conn: Connection, plan: RunPlan, workers: int, cores: int) -> N
     finally:
         if runner is not None:
             runner.close()
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
 
 
 @dataclass
@@ -136,6 +142,7 @@ class ProcessExecutor:
                             pool[pool.index(w)] = self._replace(plan, w, pending, deaths, sink, spawn)
         finally:
             _stop_all(pool)
+            remove_partial_videos(plan.output)  # of workers that were killed (OOM) and could not unwind
 
     def _drain(self, w: _Worker, sink: RecordSink) -> bool:
         """Take every message ``w`` sent; False when its process has died."""

@@ -47,7 +47,7 @@ class UnitRunner:
         s = self.plan.settings
         recording = s.videos > 0 and s.suite.video_camera is not None and min(unit.episodes) < s.videos
         encoder = VideoEncoder(workers=1) if recording else NullVideoEncoder()
-        recorder = TaskRecorder(encoder, s.output, s.videos, s.suite.video_camera, s.suite.control_fps,
+        recorder = TaskRecorder(encoder, s.output, s.videos, s.suite.video_camera, self.plan.control_fps,
                                 unit.task.name)
         ok = False
         try:

@@ -8,6 +8,7 @@ from typing import Any
 from lerobench.errors import ConfigError, PolicyError, unknown
 from lerobench.policies.base import ObservationNeeds, PolicyContext
 from lerobench.policies.builtin import BUILTIN
+from lerobench.registry import import_module_here
 
 
 def load_policy(spec: str, context: PolicyContext) -> Any:
@@ -36,7 +37,7 @@ def load_policy(spec: str, context: PolicyContext) -> Any:
 def _from_factory(spec: str, context: PolicyContext) -> Any:
     module_name, _, attr = spec.partition(":")
     try:
-        module = importlib.import_module(module_name)
+        module = import_module_here(module_name)
     except ImportError as exc:
         raise ConfigError(f"policy {spec!r}: cannot import module {module_name!r} ({exc})") from exc
     factory = getattr(module, attr, None)
