@@ -31,7 +31,7 @@ EXECUTORS = ("auto", "inline", "vector", "processes", "ray")
 """Values of ``--executor`` (see docs/scaling.md)."""
 
 RESULT_DEFINING = ("suite", "policy", "protocol", "protocol_settings", "seed", "episodes_per_task",
-                   "stop_on_success", "tasks", "replan_steps", "trials", "shard")
+                   "stop_on_success", "tasks", "replan_steps", "trials", "shard", "perturb")
 """Config keys that change results (or, for ``shard``, which of them a directory holds): ``--resume``
 refuses a directory where any of them differ. ``lerobench merge`` checks its own list (merge.py)."""
 
@@ -79,6 +79,9 @@ class RunSettings:
     """Ray cluster to join (``auto``, ``ray://host:port``); None starts a local Ray."""
     ray_gpus_per_worker: float = 0.0
     """GPUs Ray reserves for each work unit (for GPU policies)."""
+    perturb: tuple[tuple[str, float], ...] = ()
+    """``--perturb``: sorted (name, value) pairs applied to every env (``lerobench.envs.perturb``); starts and
+    seeds stay those of the unperturbed run, so the two pair episode by episode."""
     command: tuple[str, ...] = field(default_factory=lambda: tuple(sys.argv))
 
     @property
@@ -143,7 +146,7 @@ class RunPlan:
         return EnvSpec(
             suite=s.suite.name, backend=s.suite.backend, task=task, protocol=self.protocol, seed=s.seed,
             state_dim=self.state_dim, action_dim=self.action_dim, cameras=cameras, record_camera=record_camera,
-            stop_on_success=s.stop_on_success, backend_options=dict(s.suite.backend_options),
+            stop_on_success=s.stop_on_success, backend_options=dict(s.suite.backend_options), perturb=s.perturb,
         )
 
     def task_run(self, task: TaskSpec, needs: ObservationNeeds, stop: Any = None) -> TaskRun:
@@ -200,6 +203,7 @@ class RunPlan:
             "workers": s.workers, "ray_address": s.ray_address, "ray_gpus_per_worker": s.ray_gpus_per_worker,
             "episode_timeout": s.episode_timeout, "device": s.device, "output": str(s.output),
             "shard": str(s.shard) if s.shard else None,
+            "perturb": dict(s.perturb) or None,
         }
 
 
@@ -250,5 +254,5 @@ def make_plan(settings: RunSettings) -> RunPlan:
     if s.episode_timeout is not None and s.episode_timeout <= 0:
         raise ConfigError(f"--episode-timeout must be > 0 seconds, got {s.episode_timeout}")
     return RunPlan(settings=s, protocol=protocol, action_dim=backend.action_dim, state_dim=backend.state_dim,
-                   n_init_states=getattr(backend, "n_init_states", 50),
+                   n_init_states=s.suite.init_states or getattr(backend, "n_init_states", 50),
                    unrendered_step_ms=getattr(backend, "unrendered_step_ms", None))

@@ -127,6 +127,9 @@ def evaluate(
     ray_address: str | None = typer.Option(None, "--ray-address",
                                            help="Ray cluster to join (auto, ray://host:10001); default: local Ray."),
     ray_gpus_per_worker: float = typer.Option(0.0, "--ray-gpus-per-worker", help="GPUs reserved per Ray task."),
+    perturb: list[str] = typer.Option(
+        [], "--perturb", help="Perturb every episode, same starts and seeds: obs_noise=S, action_noise=S, "
+        "action_delay=K, camera_shift=M, light=S (comma-separated or repeated; docs/perturbations.md)."),
 ) -> None:
     """Evaluate a policy on every task of a suite and write per-episode and per-task results."""
     from lerobench.registry import load_suite
@@ -136,6 +139,7 @@ def evaluate(
         if resume and output is None:
             raise LerobenchError("--resume needs --output DIR (the directory of the run to continue)")
         out = output or Path("outputs") / s.name / datetime.now().strftime("%Y%m%d-%H%M%S")
+        from lerobench.envs.perturb import parse_perturbations
         from lerobench.runner import Evaluation, RunSettings
         from lerobench.shards import parse_shard, shard_units
 
@@ -145,7 +149,7 @@ def evaluate(
             resume=resume, videos=videos, episode_timeout=episode_timeout, replan_steps=replan_steps,
             parallel_tasks=parallel_tasks, trials=trials, device=device, record=record, formats=tuple(formats),
             executor=executor, workers=workers, ray_address=ray_address, ray_gpus_per_worker=ray_gpus_per_worker,
-            command=tuple(sys.argv), shard=parse_shard(shard),
+            command=tuple(sys.argv), shard=parse_shard(shard), perturb=parse_perturbations(perturb),
         )
         units = shard_units([t.name for t in s.tasks], settings.episodes_per_task, settings.shard)
         reporter = RichReporter(len(units), s.name)

@@ -206,6 +206,14 @@ class LiberoSimulator:
             ]
         ).astype(np.float32)
 
+    def physics_state(self) -> np.ndarray:
+        """robosuite's flattened MuJoCo state (time, qpos, qvel): what LIBERO's init states are, hashed as the digest."""
+        return np.asarray(self._live().sim.get_state().flatten(), dtype=np.float64)
+
+    def mujoco_model(self) -> Any:
+        """The raw MuJoCo model under robosuite's wrapper (cameras and lights edited by ``--perturb``)."""
+        return self._live().sim.model._model
+
     def render(self, camera: str, height: int, width: int) -> np.ndarray:
         """Return the camera image robosuite rendered in the last step, or render it now (videos)."""
         name = _robosuite_camera(camera)
