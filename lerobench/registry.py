@@ -28,9 +28,22 @@ def suites_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "suites"
 
 
+FAMILY_DIRS = ("libero_pro",)
+"""Subfolders of ``suites/`` holding a family of suites (``lerobench list --family``), kept out of the main list."""
+
+
 def shipped_suite_paths() -> dict[str, Path]:
-    """Map suite name (file stem) to its shipped TOML file."""
-    return {p.stem: p for p in sorted(suites_dir().glob("*.toml"))}
+    """Map suite name (file stem) to its shipped TOML file: the main suites, then each family's."""
+    root = suites_dir()
+    paths = {p.stem: p for p in sorted(root.glob("*.toml"))}
+    for folder in FAMILY_DIRS:
+        paths.update({p.stem: p for p in sorted((root / folder).glob("*.toml")) if p.stem not in paths})
+    return paths
+
+
+def main_suite_names() -> list[str]:
+    """Names of the shipped suites outside a family folder (what ``lerobench list`` shows by default)."""
+    return sorted(p.stem for p in suites_dir().glob("*.toml"))
 
 
 def load_suite(name_or_path: str) -> Suite:
@@ -46,12 +59,20 @@ def load_suite(name_or_path: str) -> Suite:
         if not path.is_file():
             raise ConfigError(f"suite file {path} does not exist")
         return load_suite_file(path)
-    raise unknown("suite", name_or_path, shipped)
+    # Close matches among every suite; otherwise the main list (the LIBERO-PRO family alone has 50 names).
+    close = unknown("suite", name_or_path, shipped)
+    if "Did you mean" in str(close):
+        raise close
+    error = unknown("suite", name_or_path, main_suite_names())
+    raise type(error)(f"{error} Suite families: lerobench list --family libero-pro.")
 
 
-def list_suites() -> list[Suite]:
-    """All shipped suites, validated."""
-    return [load_suite(name) for name in shipped_suite_paths()]
+def list_suites(family: str | None = None) -> list[Suite]:
+    """The shipped suites, validated: the main ones, or those of ``family`` (``all``: every one)."""
+    if family is None:
+        return [load_suite(name) for name in main_suite_names()]
+    suites = [load_suite(name) for name in shipped_suite_paths()]
+    return suites if family == "all" else [s for s in suites if s.family == family]
 
 
 def backend_names() -> dict[str, str]:
