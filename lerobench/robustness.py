@@ -71,12 +71,30 @@ class Family:
     """Why the family is unpaired (None when paired)."""
 
 
-def _select_like(suite: Suite, base: Suite) -> Suite:
-    """``suite`` narrowed to the task positions of ``base`` (a perturbed suite keeps the original's task order)."""
-    if len(suite.tasks) < max((t.index for t in base.tasks), default=-1) + 1:
-        raise ConfigError(f"suite {suite.name!r} has {len(suite.tasks)} tasks, fewer than {base.name!r}: "
-                          f"its tasks cannot be matched by position")
-    return suite.select_tasks([suite.tasks[t.index].name for t in base.tasks])
+def _matching(perturbed: Suite, control: Suite | None, base: Suite) -> tuple[Suite, Suite | None]:
+    """The perturbed (and control) suite narrowed to ``base``'s tasks, in the same order as each other.
+
+    A control suite lists, at position i, the original task of the perturbed suite's task i (``with_*`` suites
+    rename and reorder tasks), so positions found in it select both. Without one, the perturbed suite's tasks
+    are matched by name (LIBERO-PRO keeps the original file names), else by index.
+    """
+    wanted = {t.name for t in base.tasks}
+    if control is not None:
+        if len(control.tasks) != len(perturbed.tasks):
+            raise ConfigError(f"suite {control.name!r} has {len(control.tasks)} tasks and {perturbed.name!r} "
+                              f"{len(perturbed.tasks)}: a control suite lists one task per perturbed task")
+        positions = [i for i, t in enumerate(control.tasks) if t.name in wanted]
+    elif wanted & {t.name for t in perturbed.tasks}:
+        positions = [i for i, t in enumerate(perturbed.tasks) if t.name in wanted]
+    else:
+        positions = [t.index for t in base.tasks if t.index < len(perturbed.tasks)]
+    if not positions:
+        raise ConfigError(f"suite {perturbed.name!r} has none of the selected tasks of {base.name!r}")
+
+    def narrowed(suite: Suite) -> Suite:
+        return suite.select_tasks([suite.tasks[i].name for i in positions])
+
+    return narrowed(perturbed), narrowed(control) if control is not None else None
 
 
 def plan_families(base: Suite, full_base: Suite, families: Sequence[str], output: Path,
@@ -105,17 +123,20 @@ def plan_families(base: Suite, full_base: Suite, families: Sequence[str], output
         except UnknownNameError:
             raise ConfigError(f"--families {name}: no suite {full_base.name}_{name} ships and it is not a "
                               f"perturbation NAME=VALUE ({', '.join(PERTURBATIONS)})") from None
-        perturbed = Arm(_select_like(suite, base), (), output / name / "perturbed")
         try:
-            control_suite = _select_like(load(f"{suite.name}{CONTROL_SUFFIX}"), base)
+            control: Suite | None = load(f"{suite.name}{CONTROL_SUFFIX}")
         except UnknownNameError:
+            control = None
+        perturbed_suite, control_suite = _matching(suite, control, base)
+        perturbed = Arm(perturbed_suite, (), output / name / "perturbed")
+        if control_suite is None:
             reason = UNPAIRED_REASONS.get(name, f"no control suite {suite.name}{CONTROL_SUFFIX} ships: compared "
                                                 f"with the original suite's own starts (unpaired)")
             planned.append(Family(name, suite.family or "suite", perturbed, Arm(base, (), output / name / "control"),
                                   paired=False, reason=reason))
             continue
-        planned.append(Family(name, suite.family or "suite", perturbed, Arm(control_suite, (), output / name /
-                                                                              "control"), paired=True))
+        planned.append(Family(name, suite.family or "suite", perturbed,
+                              Arm(control_suite, (), output / name / "control"), paired=True))
     names = [f.name for f in planned]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:

@@ -23,7 +23,12 @@ def _print_robustness(data: dict[str, Any], path: Path) -> None:
         table.add_column(col, justify="left" if col in ("family", "pairing") else "right", no_wrap=True)
     for f in data["families"]:
         ci = f["drop_ci95"]
-        pairing = f"{f['start_digests_equal']}/{f['n_pairs']} same start" if f["paired"] else "UNPAIRED"
+        if not f["paired"]:
+            pairing = "UNPAIRED"
+        elif f["start_digests_equal"] == f["n_pairs"]:
+            pairing = "same starts"
+        else:  # a distractor's joints dropped: the same placements, not the same state vector
+            pairing = f"projected starts ({f['start_digests_equal']}/{f['n_pairs']} identical)"
         table.add_row(f["family"], str(f["perturbed"]["n"]), _rate(f["control"]["rate"]),
                       _rate(f["perturbed"]["rate"]), _points(f["drop"]),
                       "-" if ci is None else f"{100 * ci[0]:+.0f}…{100 * ci[1]:+.0f}",
@@ -33,8 +38,8 @@ def _print_robustness(data: dict[str, Any], path: Path) -> None:
     for f in data["families"]:
         if f["unpaired_reason"]:
             err_console.print(f"[yellow]note:[/] {f['family']}: {f['unpaired_reason']}", highlight=False)
-    console.print(f"drop: control − perturbed success, points; CI and p paired (exact McNemar) where the starts "
-                  f"match; Holm across families", highlight=False, soft_wrap=True)
+    console.print("drop: control − perturbed success, points; CI and p paired (exact McNemar) where the starts "
+                  "match; Holm across families", highlight=False, soft_wrap=True)
     console.print(f"Per-task drops and the arms' run directories: [bold]{path}[/]", highlight=False, soft_wrap=True)
 
 

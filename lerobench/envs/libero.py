@@ -221,7 +221,7 @@ class LiberoSimulator:
         ).astype(np.float32)
 
     def physics_state(self) -> np.ndarray:
-        """robosuite's flattened MuJoCo state (time, qpos, qvel): what LIBERO's init states are, hashed as the digest."""
+        """The flattened MuJoCo state (time, qpos, qvel) LIBERO's init states are made of (the start digest)."""
         return np.asarray(self._live().sim.get_state().flatten(), dtype=np.float64)
 
     def mujoco_model(self) -> Any:
