@@ -223,7 +223,7 @@ def write_pro_suites(out: Path) -> None:
                 continue
             tasks, count, notes = pro_tasks(name, base)
             original = _load(base)
-            head = f"LIBERO-PRO {name}: {SUITES[base][0].split(':', 1)[0]} with {what}."
+            head = f"LIBERO-PRO: {SUITES[base][0].split(':', 1)[0]} with {what}."
             (out / f"{name}.toml").write_text(pro_suite_text(
                 name, base, head, [(t["name"], t["description"]) for t in tasks], count,
                 [*notes, f"LIBERO-PRO family {family!r}: {what}; instructions from the task files' (:language) where "
@@ -240,8 +240,8 @@ def write_pro_suites(out: Path) -> None:
             control = [(original.get_task(t["original"]).name, original.get_task(t["original"]).language)
                        for t in tasks]
             (out / f"{name}_control.toml").write_text(pro_suite_text(
-                f"{name}_control", base, f"Control arm of {name}: the original {base} tasks run from {name}'s "
-                f"init states (same starts, same seeds).", control, count,
+                f"{name}_control", base, f"Control arm of {name}: the original tasks from its starts and seeds.",
+                control, count,
                 [*notes, f"Control arm of {name}: task i is the original task of {name}'s task i, with the standard "
                  f"instruction, started from {name}'s init states projected onto the original scene (a distractor's "
                  f"joints dropped by name)."], options, 0))
