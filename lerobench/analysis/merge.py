@@ -43,7 +43,7 @@ from lerobench.provenance import provenance
 from lerobench.shards import all_units
 
 MUST_MATCH = ("suite", "protocol", "protocol_settings", "policy", "seed", "episodes_per_task", "trials",
-              "stop_on_success", "replan_steps", "tasks")
+              "stop_on_success", "replan_steps", "tasks", "perturb")
 """Config keys every shard must share (max steps live in ``protocol_settings``); ``shard`` may differ."""
 
 DEFAULTS = {"trials": 1}
