@@ -9,7 +9,17 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from lerobench.cli.common import _fail, _print_json, _print_names_table, _rate, app, console, err_console
+from lerobench.cli.common import (
+    EXIT_INTERRUPTED,
+    _fail,
+    _print_json,
+    _print_names_table,
+    _rate,
+    app,
+    console,
+    err_console,
+)
+from lerobench.cli.evaluate import RichReporter
 from lerobench.errors import LerobenchError
 
 
@@ -68,6 +78,7 @@ def robustness(
     from lerobench.registry import load_suite
     from lerobench.robustness import ROBUSTNESS_FILE, analyze, plan_families, unique_arms
     from lerobench.runner import Evaluation, RunSettings
+    from lerobench.shards import shard_units
 
     try:
         full = load_suite(base)
@@ -84,12 +95,19 @@ def robustness(
                           + (f" --perturb {','.join(f'{k}={v:g}' for k, v in arm.perturb)}" if arm.perturb else "")
                           + f" -> {arm.output}" + (" (resuming)" if settings.resume else ""),
                           highlight=False, soft_wrap=True)
-            Evaluation(settings).run()
+            units = shard_units([t.name for t in arm.suite.tasks], settings.episodes_per_task, None)
+            reporter = RichReporter(len(units), arm.suite.name)
+            evaluation = Evaluation(settings, reporter)
+            with reporter.progress:
+                evaluation.run()
         data = analyze(planned, narrowed, chosen, alpha=alpha)
         output.mkdir(parents=True, exist_ok=True)
         write_json_atomic(output / ROBUSTNESS_FILE, data)
     except LerobenchError as exc:
         _fail(exc)
+    except KeyboardInterrupt:
+        err_console.print("[bold red]interrupted:[/] finished episodes are saved; run the same command to resume")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     if as_json:
         _print_json(data)
     else:
