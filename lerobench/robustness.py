@@ -182,14 +182,15 @@ def _drop(control: list[bool], perturbed: list[bool], paired: bool) -> dict[str,
     """Control minus perturbed success, its 95% CI and exact p (McNemar when paired, Boschloo otherwise)."""
     if paired:
         result = compare_paired(control, perturbed)  # difference = perturbed - control
-        return {"drop": -result.delta if result.delta is not None else None,
-                "drop_ci95": [round(-result.ci95[1], 6), round(-result.ci95[0], 6)],
+        return {"drop": 0.0 - result.delta if result.delta is not None else None,  # 0.0 - x: never -0.0
+                "drop_ci95": [round(0.0 - result.ci95[1], 6), round(0.0 - result.ci95[0], 6)],
                 "p_value": result.p_value, "test": "exact McNemar",
                 "lost": result.lost, "gained": result.gained}
     sc, nc, sp, np_ = sum(control), len(control), sum(perturbed), len(perturbed)
     ci = unpaired_difference_ci(sp, np_, sc, nc)  # perturbed - control
     p_value, test = unpaired_exact(sc, nc, sp, np_)
-    return {"drop": sc / nc - sp / np_ if nc and np_ else None, "drop_ci95": [round(-ci[1], 6), round(-ci[0], 6)],
+    return {"drop": sc / nc - sp / np_ if nc and np_ else None,
+            "drop_ci95": [round(0.0 - ci[1], 6), round(0.0 - ci[0], 6)],
             "p_value": p_value, "test": {"boschloo": "Boschloo exact", "fisher": "Fisher exact"}.get(test, test)}
 
 

@@ -135,7 +135,7 @@ def drop_heatmap(tasks: Sequence[str], families: Sequence[str], drops: Sequence[
                       aspect="auto")
     for (i, j), value in np.ndenumerate(grid):
         if np.isfinite(value):
-            ax.text(j, i, f"{value:+.0f}", ha="center", va="center", fontsize=8,
+            ax.text(j, i, f"{round(value):+d}", ha="center", va="center", fontsize=8,
                     color="white" if abs(value) > 60 else "black")
     ax.set_xticks(range(len(families)), families, rotation=30 if len(families) > 3 else 0,
                   ha="right" if len(families) > 3 else "center")
