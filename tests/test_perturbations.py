@@ -156,3 +156,28 @@ def test_robustness_command_writes_drops_resumes_and_reports(tmp_path):
 def test_robustness_rejects_unknown_families(tmp_path):
     result = CliRunner().invoke(app, ["robustness", "--base", "smoke", "--families", "lan", "-o", str(tmp_path)])
     assert result.exit_code == 2 and "no suite smoke_lan ships" in result.output
+
+
+def test_unpaired_family_uses_the_exact_unconditional_test(tmp_path):
+    from scipy.stats import boschloo_exact
+
+    from lerobench.analysis.compare import Run
+    from lerobench.analysis.results import EpisodeRecord
+    from lerobench.registry import load_suite
+    from lerobench.robustness import Arm, Family, analyze_family
+
+    def run(successes, seed_offset):
+        records = [EpisodeRecord(task="reach-v3", episode=e, trial=0, seed=e + seed_offset, init_state=e,
+                                 success=e < successes, success_at_end=e < successes, steps=1, return_=0.0,
+                                 elapsed_s=0.0, start_digest=f"{e + seed_offset:016x}") for e in range(12)]
+        return Run(path=tmp_path, results={"config": {"tasks": ["reach-v3"], "trials": 1}}, records=records)
+
+    smoke = load_suite("smoke")
+    family = Family("swap", "libero-pro", Arm(smoke, (), tmp_path / "p"), Arm(smoke, (), tmp_path / "c"),
+                    paired=False, reason="the swapped pair is not recorded")
+    block = analyze_family(family, run(3, 100), run(10, 0))
+    assert not block["paired"] and block["unpaired_reason"] == "the swapped pair is not recorded"
+    assert block["drop"] == pytest.approx(7 / 12) and block["test"] == "Boschloo exact"
+    expected = boschloo_exact([[10, 2], [3, 9]], alternative="two-sided").pvalue
+    assert block["p_value"] == pytest.approx(expected, rel=1e-6)
+    assert block["tasks"][0]["drop"] == pytest.approx(7 / 12)
