@@ -191,6 +191,38 @@ def pro_tasks(name: str, base: str | None) -> tuple[list[dict[str, Any]], int, l
     return tasks, common, notes
 
 
+def _placements(path: str) -> tuple[dict[str, str], list[str], list[tuple[str, str]]]:
+    """(object -> the region or object it starts On/In, fixture names, every (thing, support)) of a task file."""
+    text = Path(path).read_text(encoding="utf-8")
+    init = re.search(r"\(:init(.*?)\)\s*\(:goal", text, re.S)
+    fixtures = re.search(r"\(:fixtures(.*?)\)", text, re.S)
+    pairs = re.findall(r"\((?:On|In)\s+(\S+)\s+(\S+)\)", init.group(1) if init else "")
+    names = [w for w in (fixtures.group(1).split() if fixtures else []) if w != "-"]
+    return dict(pairs), names, pairs
+
+
+def swapped_pair(original: str, swapped: str) -> tuple[str, str] | str:
+    """The two objects whose start regions a ``_swap`` task file exchanged, or why the swap cannot be undone.
+
+    Undoing it exchanges the two objects' x, y in each start, which is only the original layout when exactly
+    two objects traded regions on the same fixture (same surface height) and nothing starts on either of them.
+    """
+    before, fixtures, pairs = _placements(original)
+    after, _, _ = _placements(swapped)
+    changed = sorted(o for o in before if after.get(o) != before[o])
+    if len(changed) != 2 or set(after) != set(before):
+        return f"{len(changed)} objects moved, not one pair"
+    a, b = changed
+    if (after[a], after[b]) != (before[b], before[a]):
+        return f"{a} and {b} did not trade places"
+    surfaces = [{f for f in fixtures if before[o].startswith(f"{f}_")} for o in (a, b)]
+    if not surfaces[0] or surfaces[0] != surfaces[1]:
+        return f"{a} and {b} start on different surfaces"
+    if any(support in (a, b) for _, support in pairs):
+        return f"something starts on {a} or {b}"
+    return a, b
+
+
 def _task_lines(tasks: list[tuple[str, str]]) -> str:
     # json.dumps gives valid TOML basic strings (quotes and backslashes escaped)
     lines = "\n".join(f"  {{ name = {json.dumps(n)}, description = {json.dumps(d)} }}," for n, d in tasks)
@@ -223,28 +255,44 @@ def write_pro_suites(out: Path) -> None:
                 continue
             tasks, count, notes = pro_tasks(name, base)
             original = _load(base)
+            swaps: dict[str, tuple[str, str]] = {}
+            unswappable = []
+            if family == "swap":
+                bench = _load(name)
+                for t in tasks:
+                    i = [bench.get_task(k).name for k in range(bench.get_num_tasks())].index(t["name"])
+                    found = swapped_pair(original.get_task_bddl_file_path(t["original"]),
+                                         bench.get_task_bddl_file_path(i))
+                    if isinstance(found, str):
+                        unswappable.append(f"{t['name']}: {found}")
+                    else:
+                        swaps[original.get_task(t["original"]).name] = found
+            pairing = (f"Paired control arm: {name}_control." if not unswappable else
+                       "No control arm: the swap cannot be undone for every task (" + "; ".join(unswappable) + ").")
             head = f"LIBERO-PRO: {SUITES[base][0].split(':', 1)[0]} with {what}."
             (out / f"{name}.toml").write_text(pro_suite_text(
                 name, base, head, [(t["name"], t["description"]) for t in tasks], count,
                 [*notes, f"LIBERO-PRO family {family!r}: {what}; instructions from the task files' (:language) where "
-                 f"the family changed them. Paired control arm: {name}_control"
-                 + (" (none for swap: the swapped pair is not recorded)." if family == "swap" else ".")],
+                 f"the family changed them. {pairing}"],
                 f'{{ suite = "{name}" }}', 0))
-            if family == "swap":
+            if unswappable:
                 continue
             renamed = {original.get_task(t["original"]).name: t["name"] for t in tasks
                        if original.get_task(t["original"]).name != t["name"]}
             mapping = ", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in renamed.items())
+            swapped = ", ".join(f"{json.dumps(k)} = {json.dumps(list(v))}" for k, v in swaps.items())
             options = (f'{{ suite = "{base}", init_states_from = "{name}"'
-                       + (f", init_states_tasks = {{ {mapping} }}" if mapping else "") + " }")
+                       + (f", init_states_tasks = {{ {mapping} }}" if mapping else "")
+                       + (f", swap_objects = {{ {swapped} }}" if swapped else "") + " }")
+            how = ("with the two swapped objects' x, y positions exchanged back" if swaps else
+                   "projected onto the original scene (a distractor's joints dropped by name)")
             control = [(original.get_task(t["original"]).name, original.get_task(t["original"]).language)
                        for t in tasks]
             (out / f"{name}_control.toml").write_text(pro_suite_text(
                 f"{name}_control", base, f"Control arm of {name}: the original tasks from its starts and seeds.",
                 control, count,
                 [*notes, f"Control arm of {name}: task i is the original task of {name}'s task i, with the standard "
-                 f"instruction, started from {name}'s init states projected onto the original scene (a distractor's "
-                 f"joints dropped by name)."], options, 0))
+                 f"instruction, started from {name}'s init states {how}."], options, 0))
     for name, description in PRO_STANDALONE.items():
         tasks, count, notes = pro_tasks(name, None)
         (out / f"{name}.toml").write_text(pro_suite_text(

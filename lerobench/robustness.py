@@ -11,8 +11,8 @@ family has two arms, both ordinary runs (resumable, shardable, mergeable) in ``<
   suite's init states, projected onto the original's state layout (``lerobench.envs.libero``).
 
 Episodes pair by (task position, episode index); ``start_digest`` says whether the two starts were bit-identical.
-A family without a control suite (``swap``: which two objects were swapped is not recorded anywhere the
-projection could read) is compared against the base suite's own starts, *unpaired*, and says why.
+A family without a control suite (``swap`` where the swap cannot be undone for every task) is compared
+against the base suite's own starts, *unpaired*, and says why.
 
 The drop is ``control - perturbed`` success, with the paired 95% CI and exact McNemar p of
 ``lerobench.analysis.stats`` (Holm-adjusted across families), or Newcombe / Boschloo for an unpaired family.
@@ -42,8 +42,9 @@ ROBUSTNESS_FILE = "robustness.json"
 CONTROL_SUFFIX = "_control"
 
 UNPAIRED_REASONS = {
-    "swap": "the swapped object pair is not recorded in the suite, so its starts cannot be swapped back onto the "
-            "original's layout: compared with the original suite's own starts (unpaired)",
+    "swap": "the swap cannot be undone for every task of this base (more than one pair moved, objects on different "
+            "surfaces, or something standing on a swapped object; see `lerobench show` of the suite): compared "
+            "with the original suite's own starts (unpaired)",
 }
 """Why a LIBERO-PRO family has no matched control arm (shown in ``robustness.json``)."""
 

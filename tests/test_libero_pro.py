@@ -45,7 +45,7 @@ def test_pro_suites_use_the_task_files_instructions_and_their_init_state_counts(
     milk = load_suite("libero_10_with_milk")
     assert len(milk.tasks) == 8 and "milk_1" in milk.notes  # two broken tasks left out, with the reason
     family = list_suites("libero-pro")
-    assert len(family) == 50 and not {s.name for s in family} & {s.name for s in list_suites()}
+    assert len(family) == 51 and not {s.name for s in family} & {s.name for s in list_suites()}
     for suite in family:
         assert suite.init_states and suite.backend == "libero"
         if suite.name.endswith("_control"):
@@ -103,6 +103,28 @@ def test_with_mug_control_drops_only_the_mug():
                                           state[1 + address:1 + address + width])
     finally:
         control.close()
+
+
+def test_swap_control_exchanges_the_swapped_pair_back():
+    control_suite = load_suite("libero_object_swap_control")
+    first, second = control_suite.backend_options["swap_objects"][control_suite.tasks[0].name]
+    starts = []
+    for name in ("libero_object_swap", "libero_object_swap_control"):
+        sim = _sim(name)
+        try:
+            sim.reset_to(2, 5)
+            model = sim.mujoco_model()
+            addresses = [1 + int(model.joint(f"{o}_joint0").qposadr[0]) for o in (first, second)]
+            starts.append(sim.physics_state().copy())
+        finally:
+            sim.close()
+    swapped, control = starts
+    a, b = addresses
+    np.testing.assert_array_equal(control[a:a + 2], swapped[b:b + 2])
+    np.testing.assert_array_equal(control[b:b + 2], swapped[a:a + 2])
+    rest = np.ones(len(control), dtype=bool)
+    rest[[a, a + 1, b, b + 1]] = False
+    np.testing.assert_array_equal(control[rest], swapped[rest])  # heights, orientations, everything else
 
 
 def test_missing_assets_are_named_at_load(tmp_path):

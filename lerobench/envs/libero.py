@@ -154,6 +154,9 @@ class LiberoSimulator:
             self._init_states = project_init_states(
                 np.asarray(other.get_task_init_states(other_id)), other.get_task_bddl_file_path(other_id),
                 self._env.sim.model._model, f"{source} task {name!r}")
+            swap = dict(options.get("swap_objects", {})).get(spec.task.name)
+            if swap:
+                self._init_states = exchange_positions(self._init_states, self._env.sim.model._model, *swap)
         else:
             self._init_states = np.asarray(bench.get_task_init_states(task_id))
         if len(self._init_states) == 0:
@@ -254,9 +257,10 @@ class LiberoSimulator:
         return self._env
 
 
-OPTIONS = ("suite", "init_states_from", "init_states_tasks")
+OPTIONS = ("suite", "init_states_from", "init_states_tasks", "swap_objects")
 """Keys a LIBERO suite may set in ``backend_options``: the LIBERO suite its tasks are in; for a control arm, the
-suite whose init states it starts from, and its task names where they differ from this suite's (by task)."""
+suite whose init states it starts from, its task names where they differ from this suite's (by task), and the
+two objects whose positions a ``_swap`` suite exchanged (by task), to exchange back."""
 
 
 def _build(factory: Any, bddl: str, suite: str | None, task: str, **kwargs: Any) -> Any:
@@ -312,6 +316,18 @@ def project_init_states(states: np.ndarray, bddl: str, model: Any, where: str) -
         return out
     finally:
         other.close()
+
+
+def exchange_positions(states: np.ndarray, model: Any, first: str, second: str) -> np.ndarray:
+    """``states`` with the x, y of two objects' free joints exchanged (undoing a LIBERO-PRO ``_swap``).
+
+    The objects keep their own height and orientation: the generator only writes a swap it can undo this way
+    (the two objects traded regions on the same fixture and nothing starts on either of them).
+    """
+    out = np.array(states, copy=True)
+    a, b = (1 + int(model.joint(f"{name}_joint0").qposadr[0]) for name in (first, second))
+    out[:, a:a + 2], out[:, b:b + 2] = states[:, b:b + 2], states[:, a:a + 2]
+    return out
 
 
 def _joint_width(kind: int) -> tuple[int, int]:
