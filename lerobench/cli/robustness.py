@@ -13,7 +13,6 @@ from lerobench.cli.common import (
     EXIT_INTERRUPTED,
     _fail,
     _print_json,
-    _print_names_table,
     _rate,
     app,
     console,
@@ -25,6 +24,22 @@ from lerobench.errors import LerobenchError
 
 def _points(value: float | None) -> str:
     return "-" if value is None else f"{100 * value + 0.0:+.1f}"  # + 0.0: no "-0.0"
+
+
+def _print_whole(table: Table) -> None:
+    """Print ``table`` with every cell on one line, wider than the terminal if need be.
+
+    Its cells hold spaces, so ``_print_names_table``'s minimum width (one word per line) would cut them.
+    """
+    from rich.measure import Measurement
+
+    needed = Measurement.get(console, console.options.update_width(10_000), table).maximum
+    width = console.width
+    console.width = max(width, needed)
+    try:
+        console.print(table, crop=False)
+    finally:
+        console.width = width
 
 
 def _print_robustness(data: dict[str, Any], path: Path) -> None:
@@ -44,7 +59,7 @@ def _print_robustness(data: dict[str, Any], path: Path) -> None:
                       "-" if ci is None else f"{100 * ci[0]:+.0f}…{100 * ci[1]:+.0f}",
                       "-" if f["p_value"] is None else f"{f['p_value']:.3g}",
                       "-" if f.get("p_holm") is None else f"{f['p_holm']:.3g}", pairing)
-    _print_names_table(table)
+    _print_whole(table)
     for f in data["families"]:
         if f["unpaired_reason"]:
             err_console.print(f"[yellow]note:[/] {f['family']}: {f['unpaired_reason']}", highlight=False)
