@@ -54,6 +54,14 @@ def test_pro_suites_use_the_task_files_instructions_and_their_init_state_counts(
             assert suite.backend_options["init_states_from"] == perturbed.name
 
 
+def test_list_family_shows_the_pro_suites_apart():
+    listed = CliRunner().invoke(app, ["list", "--family", "libero-pro", "--json"])
+    assert listed.exit_code == 0 and len(json.loads(listed.output)) == 51
+    main = CliRunner().invoke(app, ["list"])
+    assert "libero_spatial_lan" not in main.output and "--family libero-pro" in main.output
+    assert CliRunner().invoke(app, ["list", "--family", "nosuch"]).exit_code == 2
+
+
 def test_generator_reproduces_the_shipped_pro_suites(tmp_path):
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
