@@ -77,6 +77,10 @@ class Suite:
     backend_options: dict[str, Any] = field(default_factory=dict)
     trials: int = 1
     """Default trials per episode (attempts at the same start, policy memory kept); ``--trials`` overrides."""
+    init_states: int | None = None
+    """Fixed start states per task (episode i starts from state i mod this); None: the backend's count."""
+    family: str | None = None
+    """Family of suites this one belongs to (``lerobench list --family``), e.g. ``libero-pro``."""
 
     @property
     def groups(self) -> list[str]:
@@ -124,7 +128,7 @@ class Suite:
 _SUITE_KEYS = {
     "name", "description", "backend", "tasks", "groups", "episodes_per_task", "control_fps",
     "worker_memory_mb", "protocol", "protocols", "video_camera", "default_policy", "notes",
-    "backend_options", "trials",
+    "backend_options", "trials", "init_states", "family",
 }
 _PROTOCOL_KEYS = {f.name for f in fields(Protocol)}
 
@@ -229,6 +233,9 @@ def parse_suite(data: dict[str, Any], source: Path | str) -> Suite:
     trials = _typed(source, "trials", data.get("trials", 1), int)
     if trials < 1:
         raise _fail(source, "trials", f"must be >= 1, got {trials}")
+    init_states = _typed(source, "init_states", data.get("init_states"), (int, type(None)))
+    if init_states is not None and init_states < 1:
+        raise _fail(source, "init_states", f"must be >= 1, got {init_states}")
     memory = _typed(source, "worker_memory_mb", data.get("worker_memory_mb", 500), int)
     raw_fps = _typed(source, "control_fps", data.get("control_fps"), (int, float, type(None)))
     fps = None if raw_fps is None else float(raw_fps)
@@ -249,6 +256,8 @@ def parse_suite(data: dict[str, Any], source: Path | str) -> Suite:
         source=Path(source),
         backend_options=_typed(source, "backend_options", data.get("backend_options", {}), dict),
         trials=trials,
+        init_states=init_states,
+        family=_typed(source, "family", data.get("family"), (str, type(None))),
     )
 
 

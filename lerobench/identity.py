@@ -28,10 +28,11 @@ EPISODE_FIELDS = ("suite", "backend", "backend_options", "tasks", "protocol", "p
                   "simulator")
 """Config keys that fix the episodes' start states (``simulator``: ``simulator_identity`` of the fingerprint)."""
 
-TREATMENT_FIELDS = ("policy", "replan_steps", "trials", "stop_on_success", "device")
-"""Config keys that fix what is done from those starts (``replan_steps``: the executed value)."""
+TREATMENT_FIELDS = ("policy", "replan_steps", "trials", "stop_on_success", "device", "perturb")
+"""Config keys that fix what is done from those starts (``replan_steps``: the executed value; ``perturb``: the
+``--perturb`` wrappers, which never move a start)."""
 
-DEFAULTS: dict[str, Any] = {"trials": 1, "backend_options": {}, "device": "cpu"}
+DEFAULTS: dict[str, Any] = {"trials": 1, "backend_options": {}, "device": "cpu", "perturb": None}
 """Values of keys that result files written by older lerobench versions lack."""
 
 PARTS = ("episodes", "treatment")

@@ -85,6 +85,9 @@ class RunSettings:
     """GPUs Ray reserves for each work unit (for GPU policies)."""
     allow_sim_drift: bool = False
     """Run even when the simulator fails its golden-state check (the run is marked drifted)."""
+    perturb: tuple[tuple[str, float], ...] = ()
+    """``--perturb``: sorted (name, value) pairs applied to every env (``lerobench.envs.perturb``); starts and
+    seeds stay those of the unperturbed run, so the two pair episode by episode."""
     command: tuple[str, ...] = field(default_factory=lambda: tuple(sys.argv))
 
     @property
@@ -153,7 +156,7 @@ class RunPlan:
         return EnvSpec(
             suite=s.suite.name, backend=s.suite.backend, task=task, protocol=self.protocol, seed=s.seed,
             state_dim=self.state_dim, action_dim=self.action_dim, cameras=cameras, record_camera=record_camera,
-            stop_on_success=s.stop_on_success, backend_options=dict(s.suite.backend_options),
+            stop_on_success=s.stop_on_success, backend_options=dict(s.suite.backend_options), perturb=s.perturb,
         )
 
     def task_run(self, task: TaskSpec, needs: ObservationNeeds, stop: Any = None) -> TaskRun:
@@ -212,6 +215,7 @@ class RunPlan:
             "episode_timeout": s.episode_timeout, "device": s.device, "output": str(s.output),
             "shard": str(s.shard) if s.shard else None, "allow_sim_drift": s.allow_sim_drift,
             "simulator": self.simulator,
+            "perturb": dict(s.perturb) or None,
         }
 
 
@@ -289,5 +293,5 @@ def make_plan(settings: RunSettings) -> RunPlan:
     if s.episode_timeout is not None and s.episode_timeout <= 0:
         raise ConfigError(f"--episode-timeout must be > 0 seconds, got {s.episode_timeout}")
     return RunPlan(settings=s, protocol=protocol, action_dim=backend.action_dim, state_dim=backend.state_dim,
-                   n_init_states=backend.n_init_states, unrendered_step_ms=backend.unrendered_step_ms,
-                   control_fps=fps or 20.0)
+                   n_init_states=s.suite.init_states or backend.n_init_states,
+                   unrendered_step_ms=backend.unrendered_step_ms, control_fps=fps or 20.0)

@@ -27,9 +27,22 @@ def suites_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "suites"
 
 
+FAMILY_DIRS = ("libero_pro",)
+"""Subfolders of ``suites/`` holding a family of suites (``lerobench list --family``), kept out of the main list."""
+
+
 def shipped_suite_paths() -> dict[str, Path]:
-    """Map suite name (file stem) to its shipped TOML file."""
-    return {p.stem: p for p in sorted(suites_dir().glob("*.toml"))}
+    """Map suite name (file stem) to its shipped TOML file: the main suites, then each family's."""
+    root = suites_dir()
+    paths = {p.stem: p for p in sorted(root.glob("*.toml"))}
+    for folder in FAMILY_DIRS:
+        paths.update({p.stem: p for p in sorted((root / folder).glob("*.toml")) if p.stem not in paths})
+    return paths
+
+
+def main_suite_names() -> list[str]:
+    """Names of the shipped suites outside a family folder (what ``lerobench list`` shows by default)."""
+    return sorted(p.stem for p in suites_dir().glob("*.toml"))
 
 
 def load_suite(name_or_path: str) -> Suite:
@@ -45,16 +58,26 @@ def load_suite(name_or_path: str) -> Suite:
         if not path.is_file():
             raise ConfigError(f"suite file {path} does not exist")
         return load_suite_file(path)
-    raise unknown("suite", name_or_path, shipped)
+    # Close matches among every suite; otherwise the main list (the LIBERO-PRO family alone has 50 names).
+    close = unknown("suite", name_or_path, shipped)
+    if "Did you mean" in str(close):
+        raise close
+    error = unknown("suite", name_or_path, main_suite_names())
+    raise type(error)(f"{error} Suite families: lerobench list --family libero-pro.")
 
 
-def list_suites() -> list[Suite]:
-    """All shipped suites, validated."""
-    return [load_suite(name) for name in shipped_suite_paths()]
+def list_suites(family: str | None = None) -> list[Suite]:
+    """The shipped suites, validated: the main ones, or those of ``family`` (``all``: every one)."""
+    if family is None:
+        return [load_suite(name) for name in main_suite_names()]
+    suites = [load_suite(name) for name in shipped_suite_paths()]
+    return suites if family == "all" else [s for s in suites if s.family == family]
 
 
-def suite_summaries() -> list[dict[str, Any]]:
-    """What ``lerobench list`` shows of each shipped suite, read from the TOML tables without building ``Suite``s.
+def suite_summaries(family: str | None = None) -> list[dict[str, Any]]:
+    """What ``lerobench list`` shows of the shipped suites (the main ones, or ``family``'s; ``all``: every one).
+
+    Read from the TOML tables without building ``Suite``s.
 
     Validating every suite (tasks, groups, protocols) to print six fields made ``list`` slower than it needs to
     be; ``show`` and ``eval`` validate the suite they use. A shipped file that does not have the shape
@@ -63,9 +86,14 @@ def suite_summaries() -> list[dict[str, Any]]:
     import tomllib
 
     summaries = []
+    main = set(main_suite_names())
     for name, path in shipped_suite_paths().items():
+        if family is None and name not in main:
+            continue
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
+            if family not in (None, "all") and data.get("family") != family:
+                continue
             summary = {"name": data["name"], "backend": data["backend"], "tasks": len(data["tasks"]),
                        "episodes_per_task": data.get("episodes_per_task", 10),
                        "max_steps": data["protocol"]["max_steps"], "description": data.get("description", "")}

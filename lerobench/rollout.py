@@ -263,6 +263,7 @@ def run_episodes(
             video=video,
             renders=int(summary.get("renders", 0)),
             max_reward=_finite(summary.get("max_reward")),
+            start_digest=summary.get("start_digest"),
         )
         slot.finished.append((record, slot.trajectory))
         slot.trajectory = None

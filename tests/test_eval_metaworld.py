@@ -11,7 +11,7 @@ pytest.importorskip("metaworld")
 runner = CliRunner()
 
 EPISODE_FIELDS = {"task", "episode", "trial", "seed", "init_state", "success", "success_at_end", "steps",
-                  "return", "elapsed_s", "error", "video", "renders", "max_reward"}
+                  "return", "elapsed_s", "error", "video", "renders", "max_reward", "start_digest"}
 TASK_FIELDS = {"task", "description", "n_episodes", "successes", "success_rate", "ci95", "mean_steps",
                "mean_return", "n_errors"}
 OVERALL_FIELDS = {"n_episodes", "successes", "success_rate", "ci95", "eval_s", "episodes_per_s", "env_steps_per_s"}

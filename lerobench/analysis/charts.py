@@ -188,3 +188,27 @@ def video_thumbnail(path: Path, width: int = 160) -> str | None:
     buffer = io.BytesIO()
     imsave(buffer, pixels, format="png")
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def drop_heatmap(tasks: Sequence[str], families: Sequence[str], drops: Sequence[Sequence[float | None]]) -> str:
+    """Task x family heatmap of success drops (control - perturbed, points) as inline SVG; blank: not run.
+
+    A diverging map centred on 0 (red: the perturbation hurts, blue: it helps), the number printed in each cell.
+    """
+    import numpy as np
+    from matplotlib.colors import TwoSlopeNorm
+
+    grid = np.array([[np.nan if d is None else 100 * d for d in row] for row in drops], dtype=float)
+    fig = _figure(max(4.5, 0.9 * len(families) + 3.5), max(2.5, 0.32 * len(tasks) + 1.5))
+    ax = fig.add_subplot()
+    image = ax.imshow(np.ma.masked_invalid(grid), cmap="RdBu_r", norm=TwoSlopeNorm(0.0, -100.0, 100.0),
+                      aspect="auto")
+    for (i, j), value in np.ndenumerate(grid):
+        if np.isfinite(value):
+            ax.text(j, i, f"{round(value):+d}", ha="center", va="center", fontsize=8,
+                    color="white" if abs(value) > 60 else "black")
+    ax.set_xticks(range(len(families)), families, rotation=30 if len(families) > 3 else 0,
+                  ha="right" if len(families) > 3 else "center")
+    ax.set_yticks(range(len(tasks)), [t if len(t) <= 48 else t[:46] + "…" for t in tasks], fontsize=8)
+    fig.colorbar(image, ax=ax, label="success drop (points)")
+    return _svg(fig)

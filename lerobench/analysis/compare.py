@@ -1,8 +1,9 @@
 """Compare two runs episode by episode: paired exact tests where episodes match, unpaired ones where not.
 
 Two runs with the same seed play the same episodes (same LIBERO init states, same Meta-World variants), so
-their outcomes are *paired*: an episode is matched when (task, episode, seed, init_state) agree and it has
-finished in both runs, and each trial index ``k`` is compared on those episodes. Runs that share no episode
+their outcomes are *paired*: an episode is matched when (task, episode, seed, init_state) agree, its
+``start_digest`` (the hash of the simulator state after reset) is the same in both runs where both recorded one,
+and it has finished in both runs, and each trial index ``k`` is compared on those episodes. Runs that share no episode
 (different seeds) are compared as two independent samples and say so. The statistics are in
 ``lerobench.analysis.stats``; this module only reads runs, matches episodes and lays out the numbers (no printing).
 """
@@ -69,6 +70,12 @@ def trial_outcomes(records: Sequence[EpisodeRecord], trials: int) -> dict[Episod
         if is_whole(episode, trials):
             found[key] = outcomes(episode, trials)
     return found
+
+
+def start_digests(records: Sequence[EpisodeRecord]) -> dict[EpisodeKey, str]:
+    """The start digest of each episode that has one (runs written before digests existed have none)."""
+    return {(r.task, r.episode, r.seed, r.init_state): r.start_digest for r in records
+            if r.trial == 0 and r.start_digest is not None}
 
 
 def _rates(successes_a: int, n_a: int, successes_b: int, n_b: int) -> dict[str, Any]:
@@ -182,7 +189,11 @@ def compare_runs(a: Run, b: Run, alpha: float = 0.05, allow_different: bool = Fa
                            f"pass --allow-different to compare them anyway")
     trials = min(a.trials, b.trials)
     out_a, out_b = trial_outcomes(a.records, a.trials), trial_outcomes(b.records, b.trials)
-    matched = sorted(set(out_a) & set(out_b))
+    common = set(out_a) & set(out_b)
+    digests_a, digests_b = start_digests(a.records), start_digests(b.records)
+    # Same (task, episode, seed, init state) but another start (another scene, a changed backend): not a pair.
+    different_start = {k for k in common if k in digests_a and k in digests_b and digests_a[k] != digests_b[k]}
+    matched = sorted(common - different_start)
     paired = bool(matched)
     order, groups = _task_order(a, b)
     notes = [f"run {label} is incomplete (complete: false): compared on the episodes it has finished"
@@ -190,6 +201,9 @@ def compare_runs(a: Run, b: Run, alpha: float = 0.05, allow_different: bool = Fa
     notes += [f"run {label} ran on a simulator that failed its golden-state check (--allow-sim-drift): its "
               f"numbers may not be comparable with runs on the pinned stack" for label, run in (("A", a), ("B", b))
               if run.drifted]
+    if different_start:
+        notes.append(f"{len(different_start)} episodes with the same seed and init state started from different "
+                     f"simulator states (start_digest differs): not paired")
     if paired:
         unmatched = {"a": len(set(out_a) - set(matched)), "b": len(set(out_b) - set(matched))}
         if unmatched["a"] or unmatched["b"]:
@@ -222,8 +236,8 @@ def compare_runs(a: Run, b: Run, alpha: float = 0.05, allow_different: bool = Fa
         raise CompareError(f"{a.path} and {b.path} have no task with finished episodes in both runs")
     result: dict[str, Any] = {
         "a": a.summary(), "b": b.summary(), "paired": paired, "matched_episodes": len(matched),
-        "unmatched_episodes": unmatched, "alpha": alpha, "differences": found,
-        "treatment": treatment(a, b), "notes": notes,
+        "unmatched_episodes": unmatched, "start_digest_mismatches": len(different_start), "alpha": alpha,
+        "differences": found, "treatment": treatment(a, b), "notes": notes,
         "trials_compared": trials, **_compare_trial(headline, groups, paired, alpha),
     }
     if trials > 1:

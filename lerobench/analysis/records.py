@@ -29,6 +29,9 @@ class EpisodeRecord:
     renders: int = 0
     max_reward: float | None = None
     """Largest single-step reward (None for an episode with no step), for LeRobot's ``max_rewards``."""
+    start_digest: str | None = None
+    """Hash of the simulator state right after reset (``lerobench.envs.perturb.start_digest``): equal digests
+    mean the same start, which ``compare`` and ``robustness`` require to pair two episodes."""
 
     def to_json(self) -> dict[str, Any]:
         """JSON form: ``return_`` is written as ``return``."""

@@ -223,8 +223,38 @@ def check_report_path(output: Path) -> None:
         raise ConfigError(f"cannot write the report to {output}: {folder} is not a writable directory")
 
 
+def robustness_section(data: dict[str, Any]) -> str:
+    """A ``lerobench robustness`` directory: the task x family heatmap of drops and the per-family table."""
+    families = [f["family"] for f in data["families"]]
+    tasks: list[str] = []
+    for f in data["families"]:
+        tasks += [t["task"] for t in f["tasks"] if t["task"] not in tasks]
+    drops = [[next((t["drop"] for t in f["tasks"] if t["task"] == task), None) for f in data["families"]]
+             for task in tasks]
+    def number(value: float | None, form: str) -> str:
+        return "" if value is None else format(value, form)
+
+    def row(f: dict[str, Any]) -> str:
+        ci = f["drop_ci95"]
+        cells = [_e(f["family"]), str(f["perturbed"]["n"]), _pct(f["control"]["rate"]), _pct(f["perturbed"]["rate"]),
+                 number(None if f["drop"] is None else 100 * f["drop"], "+.1f"),
+                 "" if ci is None else f"{100 * ci[0]:+.0f} to {100 * ci[1]:+.0f}",
+                 number(f["p_value"], ".3g"), number(f.get("p_holm"), ".3g"),
+                 "paired" if f["paired"] else _e(f"unpaired: {f['unpaired_reason']}")]
+        return "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+
+    rows = "".join(row(f) for f in data["families"])
+    heatmap = charts.drop_heatmap(tasks, families, drops) if tasks else ""
+    return (f"<h2>Robustness of {_e(data['policy'])} on {_e(data['base'])}</h2>"
+            "<p class='dim'>Drop = control − perturbed success (points), control = the original task from the same "
+            "starts with the same seeds; p: exact McNemar on the pairs, Holm across families.</p>"
+            f"<div class='chart' id='drop-heatmap'>{heatmap}</div>"
+            "<table><tr><th>family</th><th>n</th><th>control</th><th>perturbed</th><th>drop</th>"
+            f"<th>95% CI</th><th>p</th><th>Holm p</th><th>pairing</th></tr>{rows}</table>")
+
+
 def write_report(run_dirs: Sequence[Path], output: Path, alpha: float = 0.05, allow_different: bool = False) -> Path:
-    """Read the runs, render the report and write it atomically to ``output``; return its path.
+    """Read the runs (and ``lerobench robustness`` directories), render the report, write it atomically.
 
     Runs whose episodes differ from the first run's (``lerobench.identity``) are refused, naming the field
     and both values, unless ``allow_different``; then the report lists the differences above each table.
@@ -232,18 +262,27 @@ def write_report(run_dirs: Sequence[Path], output: Path, alpha: float = 0.05, al
     if not run_dirs:
         raise ConfigError("report needs at least one run directory")
     import importlib.util
+    import json
 
     if importlib.util.find_spec("matplotlib") is None:
         raise MissingDependencyError("lerobench report needs matplotlib: pip install 'lerobench[report]'")
     check_report_path(output)
-    runs = [load_run(Path(p)) for p in run_dirs]
-    check_one_suite(runs)
+    robust = [Path(p) for p in run_dirs if (Path(p) / "robustness.json").is_file()]
+    runs = [load_run(Path(p)) for p in run_dirs if Path(p) not in robust]
+    if runs:
+        check_one_suite(runs)
     for run in runs[1:]:
         found = differences(runs[0], run)
         if found and not allow_different:
             raise CompareError(f"{runs[0].path} and {run.path} ran different episodes ({'; '.join(found)}); "
                                f"pass --allow-different to report them together anyway")
-    text = render_report(runs, output.parent, alpha=alpha)
+    sections = "".join(robustness_section(json.loads((p / "robustness.json").read_text(encoding="utf-8")))
+                       for p in robust)
+    if runs:
+        text = render_report(runs, output.parent, alpha=alpha).replace("</body>", f"{sections}</body>", 1)
+    else:
+        text = ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>lerobench report</title>"
+                f"<style>{CSS}</style></head><body><h1>lerobench robustness report</h1>{sections}</body></html>\n")
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(output, text)

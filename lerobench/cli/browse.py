@@ -19,12 +19,18 @@ def _suite_summary(s: Any) -> dict[str, Any]:
 
 
 @app.command("list")
-def list_suites(as_json: bool = JSON_OPTION) -> None:
-    """List the shipped suites."""
+def list_suites(
+    as_json: bool = JSON_OPTION,
+    family: str | None = typer.Option(None, "--family", help="List a family of suites instead (libero-pro; all: "
+                                      "every suite)."),
+) -> None:
+    """List the shipped suites (a family's with --family)."""
     from lerobench.registry import suite_summaries
 
     try:
-        suites = suite_summaries()
+        suites = suite_summaries(family)
+        if not suites:
+            raise LerobenchError(f"no shipped suite has family {family!r} (families: libero-pro, all)")
     except LerobenchError as exc:
         _fail(exc)
     if as_json:
@@ -38,6 +44,9 @@ def list_suites(as_json: bool = JSON_OPTION) -> None:
         table.add_row(s["name"], s["backend"], str(s["tasks"]), str(s["episodes_per_task"]), str(s["max_steps"]),
                       s["description"])
     _print_names_table(table)
+    if family is None:
+        console.print("More: lerobench list --family libero-pro (LIBERO-PRO perturbation suites and their control "
+                      "arms; see docs/perturbations.md)", highlight=False, style="dim")
 
 
 @app.command(short_help="A suite's tasks, language descriptions and protocols.")

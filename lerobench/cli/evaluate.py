@@ -161,6 +161,9 @@ def evaluate(
     allow_sim_drift: bool = typer.Option(
         False, "--allow-sim-drift",
         help="Run even if the simulator fails its golden-state check (the run is marked drifted)."),
+    perturb: list[str] = typer.Option(
+        [], "--perturb", help="Perturb every episode, same starts and seeds: obs_noise=S, action_noise=S, "
+        "action_delay=K, camera_shift=M, light=S (comma-separated or repeated; docs/perturbations.md)."),
 ) -> None:
     """Evaluate a policy on every task of a suite and write per-episode and per-task results."""
     from lerobench.registry import load_suite
@@ -170,6 +173,7 @@ def evaluate(
         if resume and output is None:
             raise LerobenchError("--resume needs --output DIR (the directory of the run to continue)")
         out = output or Path("outputs") / s.name / datetime.now().strftime("%Y%m%d-%H%M%S")
+        from lerobench.envs.perturb import parse_perturbations
         from lerobench.runner import Evaluation, RunSettings
         from lerobench.shards import parse_shard, shard_units
 
@@ -180,6 +184,7 @@ def evaluate(
             parallel_tasks=parallel_tasks, trials=trials, device=device, record=record, formats=tuple(formats),
             executor=executor, workers=workers, ray_address=ray_address, ray_gpus_per_worker=ray_gpus_per_worker,
             command=tuple(sys.argv), shard=parse_shard(shard), allow_sim_drift=allow_sim_drift,
+            perturb=parse_perturbations(perturb),
         )
         units = shard_units([t.name for t in s.tasks], settings.episodes_per_task, settings.shard)
         reporter = RichReporter(len(units), s.name)

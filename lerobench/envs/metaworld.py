@@ -60,6 +60,15 @@ class MetaWorldSimulator:
         """The 39-D Meta-World observation (what its scripted experts consume)."""
         return self._obs
 
+    def physics_state(self) -> np.ndarray:
+        """Joint positions and velocities, mocap poses and the observation (it holds the goal): the start digest."""
+        data = self._env.data
+        return np.concatenate([data.qpos, data.qvel, data.mocap_pos.ravel(), data.mocap_quat.ravel(), self._obs])
+
+    def mujoco_model(self) -> Any:
+        """The MuJoCo model (cameras and lights are edited in place by ``--perturb``)."""
+        return self._env.model
+
     def render(self, camera: str, height: int, width: int) -> np.ndarray:
         """Render ``camera`` with a renderer created on first use (the GL context costs ~2 s)."""
         renderer = self._renderers.get(camera)
