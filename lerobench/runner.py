@@ -12,6 +12,7 @@ from typing import Any
 from lerobench.analysis.results import EpisodeRecord, check_output_dir
 from lerobench.execution.base import ExecutionChoice, Executor
 from lerobench.plan import FORMATS, RESULT_DEFINING, RunPlan, RunSettings, make_plan
+from lerobench.policies.base import close_policy, policy_traits
 from lerobench.policies.loading import load_policy, observation_needs
 from lerobench.reporting import Reporter, SilentReporter
 from lerobench.sink import RecordSink, load_previous
@@ -45,7 +46,7 @@ class Evaluation:
         todo = sum(len(u.episodes) for u in plan.work_units(done))
         try:
             choice = choose(plan, policy, observation_needs(policy).cameras, todo)
-            if choice.parallel_tasks > 1 and getattr(policy, "copy_safe", True) is False:
+            if choice.parallel_tasks > 1 and not policy_traits(policy).copy_safe:
                 self.reporter.message(f"policy {self.s.policy!r} declares copy_safe = False: running tasks "
                                       f"one at a time")
                 choice = ExecutionChoice(choice.executor, choice.workers * choice.parallel_tasks, choice.reason)
@@ -60,7 +61,8 @@ class Evaluation:
                 self._close_policy()  # every worker builds its own copy; the driver's is not used
             sink.execution = {"executor_used": choice.executor, "workers_used": choice.workers,
                               "batch_size_used": choice.workers if choice.executor in ("inline", "vector") else 1,
-                              "parallel_tasks_used": choice.parallel_tasks}
+                              "parallel_tasks_used": choice.parallel_tasks,
+                              **policy_config(policy, self.s.replan_steps)}
             units = plan.work_units(done, size=1 if choice.executor == "processes" else None)
             sink.expect(units)
             sink.open()
@@ -101,6 +103,16 @@ class Evaluation:
 
     def _close_policy(self) -> None:
         policy, self.policy = self.policy, None
-        close = getattr(policy, "close", None)
-        if callable(close):
-            close()
+        close_policy(policy)
+
+
+def policy_config(policy: Any, replan_steps: int) -> dict[str, Any]:
+    """What the policy makes of the run, for ``results.json`` ``config``: the executed chunk length and its traits.
+
+    ``replan_steps_executed`` is what runs (a policy's own chunking wins over the CLI default of 1);
+    ``batch_invariant`` says whether per-episode outcomes are independent of batch size and schedule
+    (None: the policy does not declare it).
+    """
+    needs, traits = observation_needs(policy), policy_traits(policy)
+    return {"replan_steps_executed": needs.executed_steps(replan_steps), "every_frame": needs.every_frame,
+            "batch_invariant": traits.batch_invariant, "stochastic_policy": traits.stochastic}

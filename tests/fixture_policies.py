@@ -86,13 +86,15 @@ def make_queue_policy(context):
             self._queues = {}  # rebind: a shallow copy must not share its state with the original
 
         def select_action(self, observation, task_descriptions):
+            from lerobench.policies.base import row_ids
+
             state = observation["state"]
             actions = []
-            for i in range(state.shape[0]):
-                if observation["episode_start"][i] or not self._queues.get(i):
+            for i, key in enumerate(row_ids(observation).tolist()):
+                if observation["episode_start"][i] or not self._queues.get(key):
                     chunk = torch.tanh(self.head(state[i])).reshape(self.chunk, -1)
-                    self._queues[i] = list(chunk)
-                actions.append(self._queues[i].pop(0))
+                    self._queues[key] = list(chunk)
+                actions.append(self._queues[key].pop(0))
             return torch.stack(actions)
 
     return QueuePolicy()
@@ -211,3 +213,41 @@ def make_declared_image_chunk(context):
     policy = ImageChunkPolicy(context)
     policy.observation_needs = ObservationNeeds(cameras=policy.observation_needs.cameras, replan_steps=10)
     return policy
+
+
+class NoisyExpertChunk:
+    """Meta-World's expert action repeated ``chunk`` times plus Gaussian noise (sigma) from each row's stream.
+
+    As diffusion / flow policies draw their noise; batch-invariant through ``row_generators``. Counts the
+    rows it is given (class-wide, so copies of ``--parallel-tasks`` add up) to check one row per chunk.
+    """
+
+    rows_seen = 0
+    calls = 0
+
+    def __init__(self, context, chunk=10, sigma=0.3):
+        from lerobench.policies.base import PolicyTraits
+        from lerobench.policies.builtin import make_metaworld_expert
+
+        self.expert = make_metaworld_expert(context)
+        self.chunk, self.sigma = chunk, sigma
+        self.observation_needs = ObservationNeeds(replan_steps=chunk)
+        self.traits = PolicyTraits(stochastic=True, batch_invariant=True, replicable=True)
+
+    def reset(self):
+        pass
+
+    def select_action(self, observation, task_descriptions):
+        from lerobench.policies.base import row_generators
+
+        assert observation["active"].all()
+        type(self).rows_seen += len(observation["state"])
+        type(self).calls += 1
+        base = self.expert.select_action(observation, task_descriptions)
+        noise = np.stack([g.normal(0.0, self.sigma, (self.chunk, base.shape[1]))
+                          for g in row_generators(observation)])
+        return (base[:, None, :] + noise).astype(np.float32)
+
+
+def make_noisy_expert_chunk(context):
+    return NoisyExpertChunk(context)

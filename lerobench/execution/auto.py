@@ -18,6 +18,7 @@ from typing import Any
 
 from lerobench.execution.base import ExecutionChoice
 from lerobench.plan import RunPlan
+from lerobench.policies.base import policy_traits
 from lerobench.system import auto_batch_size, available_memory_mb, usable_cores
 
 IPC_STEP_MS = 1.0
@@ -26,7 +27,7 @@ IPC_STEP_MS = 1.0
 
 def replicable(policy: Any) -> bool:
     """Whether building one policy per worker is cheap and harmless (the policy declares it)."""
-    return getattr(policy, "replicable", False) is True
+    return policy_traits(policy).replicable
 
 
 def choose(plan: RunPlan, policy: Any, cameras: tuple[str, ...], todo: int, *, cores: int | None = None,

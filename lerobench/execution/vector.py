@@ -16,7 +16,7 @@ from lerobench.analysis.results import EpisodeRecord
 from lerobench.errors import RunError
 from lerobench.execution.base import MAX_WORKER_REBUILDS
 from lerobench.plan import RunPlan, WorkUnit
-from lerobench.policies.loading import observation_needs
+from lerobench.policies.base import close_policy, observation_needs
 from lerobench.rollout import Cancelled, WorkerFailure, run_episodes
 from lerobench.sink import RecordSink
 
@@ -78,9 +78,7 @@ class VectorExecutor:
                     f.cancel()
             pool.shutdown(wait=True)
             for p in copies:
-                close = getattr(p, "close", None)
-                if callable(close):
-                    close()
+                close_policy(p)
         errors = [f.exception() for f in futures if not f.cancelled() and f.exception() is not None]
         real = [e for e in errors if not isinstance(e, Cancelled)]
         if real or errors:
@@ -109,7 +107,7 @@ class VectorExecutor:
             failed = True
             try:
                 run_episodes(venv, policy, run, todo, on_episode, lambda n: sink.steps(task, n), recorder,
-                             trajectories)
+                             trajectories, stats=sink.calls)
                 todo, failed = [], False
             except WorkerFailure as failure:
                 rebuilds += 1

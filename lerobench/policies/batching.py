@@ -7,7 +7,7 @@ one, and splits the actions back to each connection.
 
 The contract that keeps per-env state correct (docs/sharding.md, "Serve batching"):
 
-- One policy instance serves every connection, so it must declare ``batchable = True``: its action
+- One policy instance serves every connection, so it must declare ``PolicyTraits(batchable=True)``: its action
   for a row depends only on that row's observation and on state it keys by the row's **slot**.
 - Each (connection, row) pair gets a stable slot id for the connection's lifetime, passed as
   ``observation["slot"]`` (int64, (B,)); ``policies.base.row_ids`` returns it (or ``arange(B)`` in a
@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from lerobench.errors import ConfigError
+from lerobench.policies.base import policy_traits
 
 
 def check_batching(max_batch: int, max_wait_ms: float, policy: Any, spec: str) -> None:
@@ -41,7 +42,7 @@ def check_batching(max_batch: int, max_wait_ms: float, policy: Any, spec: str) -
         raise ConfigError(f"--max-batch must be >= 1, got {max_batch}")
     if max_wait_ms < 0:
         raise ConfigError(f"--max-wait-ms must be >= 0, got {max_wait_ms}")
-    if max_batch > 1 and getattr(policy, "batchable", False) is not True:
+    if max_batch > 1 and not policy_traits(policy).batchable:
         raise ConfigError(f"--max-batch {max_batch}: policy {spec!r} does not declare batchable = True, so its "
                           f"per-env state could mix rows of different clients; serve it without --max-batch "
                           f"(one policy copy per connection), or key its state by observation['slot']")

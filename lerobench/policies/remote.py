@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from lerobench.errors import ConfigError, MissingDependencyError, PolicyError
-from lerobench.policies.base import ObservationNeeds, PolicyContext
+from lerobench.policies.base import ObservationNeeds, PolicyContext, PolicyTraits
 from lerobench.policies.msgpack_numpy import SERVE_EXTRA_HINT, DecodeError, packb, unpackb
 
 try:
@@ -53,9 +53,9 @@ class RemotePolicy:
     ``PolicyError``: re-sending it could act on a server whose per-episode state was lost.
     """
 
-    copy_safe = True
-    replicable = True
-    """Each episode worker opens its own connection; the server batches or serializes them."""
+    traits = PolicyTraits(copy_safe=True, replicable=True)
+    """Each copy / episode worker opens its own connection; the server batches or serializes them. Whether the
+    served policy is batch-invariant is the server's to say (``batch_invariant`` in its metadata)."""
 
     def __init__(self, url: str, context: PolicyContext, open_timeout: float = 10.0):
         if context.backend == "libero" and context.state_dim != LIBERO_STATE_DIM:

@@ -32,7 +32,7 @@ import numpy as np
 
 from lerobench import __version__
 from lerobench.errors import ConfigError, MissingDependencyError
-from lerobench.policies.base import PolicyContext
+from lerobench.policies.base import PolicyContext, policy_traits
 from lerobench.policies.batching import Batcher, SlotTable, check_batching
 from lerobench.policies.loading import load_policy, observation_needs
 from lerobench.policies.msgpack_numpy import SERVE_EXTRA_HINT, DecodeError, packb, unpackb
@@ -91,7 +91,7 @@ class PolicyServer:
         if max_batch > 1:  # one shared instance, reset once; rows keep their state through their slots
             self.policy.reset()
             self._batcher = Batcher(self._infer, self._slots, max_batch, max_wait_ms)
-        copy_unsafe = getattr(self.policy, "copy_safe", True) is False
+        copy_unsafe = not policy_traits(self.policy).copy_safe
         self._exclusive = threading.Lock() if copy_unsafe and self._batcher is None else None
         self._serving = False
         try:
