@@ -7,9 +7,10 @@
 
 The policy returns a chunk of ``--chunk`` actions (Meta-World's expert action repeated; zeros elsewhere) after
 sleeping L ms per call, whatever the number of rows, as a VLA on a GPU or a remote server does. For each
-batch size B and latency L it runs a full ``Evaluation`` (vector executor) and prints env-steps/s (between the
-start of the first policy call and the end of the last: worker start-up excluded), policy calls, rows given to
-the policy per call, the policy's busy fraction, and two bounds:
+batch size B and latency L (``--concurrency`` calls may overlap, as with a remote server) it runs a full
+``Evaluation`` (vector executor) and prints env-steps/s (between the start of the first policy call and the
+end of the last: worker start-up excluded), policy calls, rows given to the policy per call, the policy's
+busy fraction, and two bounds:
 
 - policy bound ``B x chunk / L`` env-steps/s (every call full, the policy never idle), and
 - the simulation rate: the same run at L = 0 (the render-bound limit of docs/scaling.md for this batch).
@@ -55,6 +56,13 @@ class LatencyChunk:
         cameras = int(os.environ.get("POLICY_CAMERAS", "0"))
         self.observation_needs = ObservationNeeds(cameras=tuple(context.cameras[:cameras]), replan_steps=self.chunk)
         self.action_dim = context.action_dim
+        try:  # PolicyTraits is newer than some checkouts this script measures
+            from lerobench.policies.base import PolicyTraits
+
+            self.traits = PolicyTraits(concurrent_calls=int(os.environ.get("POLICY_CONCURRENCY", "1")),
+                                       batch_invariant=True)
+        except ImportError:
+            pass
         self.expert = None
         if context.backend == "metaworld":
             from lerobench.policies.builtin import make_metaworld_expert
@@ -106,6 +114,7 @@ def run(suite, task: str, batch: int, latency_ms: float, args) -> dict:
     os.environ["POLICY_LATENCY_MS"] = str(latency_ms)
     os.environ["POLICY_CHUNK"] = str(args.chunk)
     os.environ["POLICY_CAMERAS"] = str(args.cameras)
+    os.environ["POLICY_CONCURRENCY"] = str(args.concurrency)
     counter.calls = counter.rows = 0
     counter.busy_s = counter.first = counter.last = 0.0
     with tempfile.TemporaryDirectory() as tmp:
@@ -135,6 +144,8 @@ def main() -> None:
     parser.add_argument("--batches", default="1,4,8")
     parser.add_argument("--latencies-ms", default="0,50,150", help="comma-separated; 'auto' = one chunk's sim time")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--concurrency", type=int, default=1,
+                        help="calls the policy lets overlap (PolicyTraits.concurrent_calls: a remote server)")
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -143,7 +154,7 @@ def main() -> None:
         protocol = replace(suite.protocol(), image_size=(args.image, args.image))
         suite = replace(suite, protocols={**suite.protocols, "standard": protocol})
     print(f"suite {suite.name}, task {args.task}, chunk {args.chunk}, {args.cameras} camera(s), "
-          f"{args.episodes} episodes, max {args.max_steps} steps")
+          f"{args.episodes} episodes, max {args.max_steps} steps, {args.concurrency} concurrent call(s)")
     print(f"{'B':>2} {'L ms':>6} {'steps/s':>8} {'sim':>8} {'policy':>8} {'calls':>6} {'lockstep':>8} "
           f"{'ratio':>6} {'rows/call':>9} {'busy':>5} {'succ':>5}")
     for batch in (int(b) for b in args.batches.split(",")):

@@ -107,25 +107,37 @@ Answer = Callable[[np.ndarray, Any, BaseException | None], None]
 
 
 class PolicyCaller:
-    """Runs ``select_action`` for sub-batches, at most one call in flight, on a helper thread or inline.
+    """Runs ``select_action`` for sub-batches on helper threads (at most ``concurrency`` in flight) or inline.
 
-    A call runs inline (no thread hop) when the rollout has nothing else to do; otherwise on the helper
-    thread while the rollout keeps stepping. ``close`` waits for a call in flight, so no policy call
-    outlives the rollout that made it.
+    A call runs inline (no thread hop) when the rollout has nothing else to do and no call is in flight;
+    otherwise on a helper thread while the rollout keeps stepping. ``concurrency`` > 1 only for policies
+    that declare ``PolicyTraits.concurrent_calls`` (their calls on disjoint rows may overlap: a remote
+    server, a latency-bound model). ``close`` waits for calls in flight, so none outlives the rollout.
     """
 
-    def __init__(self, policy: Any, stats: CallStats | None = None):
+    def __init__(self, policy: Any, stats: CallStats | None = None, concurrency: int = 1):
         self.policy = policy
         self.stats = stats if stats is not None else CallStats()
+        self.concurrency = max(1, concurrency)
         self.call_s = _Average()
         self.step_s = _Average()
         self._pool: ThreadPoolExecutor | None = None
-        self._flight: tuple[np.ndarray, Future] | None = None
+        self._flights: list[tuple[np.ndarray, Future]] = []
 
     @property
     def busy(self) -> bool:
         """A call is in flight."""
-        return self._flight is not None
+        return bool(self._flights)
+
+    @property
+    def full(self) -> bool:
+        """As many calls are in flight as the policy allows: a new one must wait."""
+        return len(self._flights) >= self.concurrency
+
+    @property
+    def capacity_s(self) -> float | None:
+        """Policy time one more call costs: a call's duration shared by the calls that may overlap."""
+        return None if self.call_s.value is None else self.call_s.value / self.concurrency
 
     def _timed(self, batch: dict[str, Any], descriptions: list[str]) -> Any:
         started = time.perf_counter()
@@ -138,7 +150,7 @@ class PolicyCaller:
 
     def call(self, rows: np.ndarray, batch: dict[str, Any], descriptions: list[str], answer: Answer) -> None:
         """Run one call now, in this thread, and hand its result to ``answer``."""
-        assert self._flight is None, "PolicyCaller.call with a call in flight"
+        assert not self._flights, "PolicyCaller.call with a call in flight"
         try:
             out = self._timed(batch, descriptions)
         except Exception as exc:  # noqa: BLE001 - handed to the rollout, which names the episode
@@ -147,27 +159,24 @@ class PolicyCaller:
         answer(rows, out, None)
 
     def submit(self, rows: np.ndarray, batch: dict[str, Any], descriptions: list[str]) -> None:
-        """Start one call on the helper thread; ``collect`` hands its result over once it is done."""
-        assert self._flight is None, "PolicyCaller.submit with a call in flight"
+        """Start one call on a helper thread; ``collect`` hands its result over once it is done."""
+        assert not self.full, "PolicyCaller.submit with every call slot in flight"
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lerobench-policy")
-        self._flight = (rows, self._pool.submit(self._timed, batch, descriptions))
+            self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="lerobench-policy")
+        self._flights.append((rows, self._pool.submit(self._timed, batch, descriptions)))
 
     def collect(self, answer: Answer, block: bool = False) -> None:
-        """Hand a finished call to ``answer``; with ``block`` wait for the call in flight first."""
-        if self._flight is None:
-            return
-        rows, future = self._flight
-        if block:
-            wait([future], return_when=FIRST_COMPLETED)
-        if not future.done():
-            return
-        self._flight = None
-        exc = future.exception()
-        answer(rows, None if exc is not None else future.result(), exc)
+        """Hand finished calls to ``answer`` in the order they were made; ``block`` waits for one first."""
+        if block and self._flights:
+            wait([f for _, f in self._flights], return_when=FIRST_COMPLETED)
+        for flight in [f for f in self._flights if f[1].done()]:
+            self._flights.remove(flight)
+            rows, future = flight
+            exc = future.exception()
+            answer(rows, None if exc is not None else future.result(), exc)
 
     def close(self) -> None:
-        """Wait for a call in flight (its result is dropped) and stop the helper thread (idempotent)."""
-        pool, self._pool, self._flight = self._pool, None, None
+        """Wait for calls in flight (their results are dropped) and stop the helper threads (idempotent)."""
+        pool, self._pool, self._flights = self._pool, None, []
         if pool is not None:
             pool.shutdown(wait=True)

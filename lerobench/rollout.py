@@ -39,6 +39,7 @@ from lerobench.config import TaskSpec
 from lerobench.envs.base import IDLE, env_action, episode_seed
 from lerobench.errors import PolicyError
 from lerobench.inference import CallStats, EpisodeQueue, EpisodeSource, PolicyCaller, should_call
+from lerobench.policies.base import policy_traits
 from lerobench.trajectories import NULL_TRAJECTORIES, Trajectory, TrajectoryRecorder
 
 
@@ -232,7 +233,7 @@ def run_episodes(
     waiting = np.zeros(n, dtype=bool)
     """Rows in the policy call in flight: held (not stepped) until their chunk arrives."""
     feedback = _PolicyFeedback(n)
-    caller = PolicyCaller(policy, stats)
+    caller = PolicyCaller(policy, stats, concurrency=policy_traits(policy).concurrent_calls)
 
     def assign(mask: np.ndarray) -> tuple[dict[str, Any], dict[str, Any]]:
         for i in np.flatnonzero(mask):
@@ -342,14 +343,14 @@ def run_episodes(
             caller.collect(answer)
             ready = np.array([a and bool(q) for a, q in zip(active, queues, strict=True)])
             dry = active & ~ready & ~waiting
-            if dry.any() and not caller.busy:
+            if dry.any() and not caller.full:
                 rows = np.flatnonzero(dry)
                 next_dry = min((len(queues[i]) for i in np.flatnonzero(ready)), default=None)
-                if not ready.any():  # nothing can step meanwhile: no thread hop
+                if not ready.any() and not caller.busy:  # nothing can step meanwhile: no thread hop
                     caller.call(rows, _sub_batch(obs, rows, slots, feedback, run, seed_of), _descriptions(run, rows),
                                 answer)
                     continue
-                if should_call(next_dry, caller.step_s.value, caller.call_s.value):
+                if should_call(next_dry, caller.step_s.value, caller.capacity_s):
                     waiting[rows] = True
                     caller.submit(rows, _sub_batch(obs, rows, slots, feedback, run, seed_of),
                                   _descriptions(run, rows))

@@ -104,6 +104,10 @@ class PolicyTraits:
     may stack rows of several clients into one call."""
     stochastic: bool = False
     """The policy draws random numbers (noise of diffusion / flow matching, sampling)."""
+    concurrent_calls: int = 1
+    """Calls that may be in flight at once, from helper threads, on disjoint rows. 1 for a model computing
+    locally (its calls would only queue up); more for a policy whose latency is not local compute (a remote
+    server that batches, a model waiting on I/O): envs then keep several calls' rows in flight."""
     batch_invariant: bool | None = None
     """Every episode's outcome is independent of which other rows share its calls (``--batch-size``, executor,
     schedule): state keyed by ``row_ids``, randomness from ``row_generators``. None: not declared (unknown).
