@@ -105,7 +105,21 @@ def lockstep_calls(steps: list[int], batch: int, chunk: int) -> int:
     return end
 
 
-def run(suite, task: str, batch: int, latency_ms: float, args) -> dict:
+def lockstep_schedule(on: bool) -> None:
+    """Make this checkout's rollout call the policy only when no env can step (lockstep, nothing overlapped).
+
+    The baseline of the same code: dry rows wait until every env ran dry, then one call serves them all
+    while nothing steps. Patches ``rollout.should_call``, so it only exists for checkouts that have it.
+    """
+    import lerobench.inference
+    import lerobench.rollout
+
+    if not hasattr(lerobench.rollout, "should_call"):
+        raise SystemExit("--schedules lockstep needs a checkout with lerobench.rollout.should_call")
+    lerobench.rollout.should_call = (lambda steps, *_: steps is None) if on else lerobench.inference.should_call
+
+
+def run(suite, task: str, batch: int, latency_ms: float, args, schedule: str = "default") -> dict:
     import json
 
     import policy_latency  # the class the loaded policy counts in (this file runs as __main__)
@@ -117,6 +131,10 @@ def run(suite, task: str, batch: int, latency_ms: float, args) -> dict:
     os.environ["POLICY_CONCURRENCY"] = str(args.concurrency)
     counter.calls = counter.rows = 0
     counter.busy_s = counter.first = counter.last = 0.0
+    import lerobench.rollout
+
+    if schedule == "lockstep" or hasattr(lerobench.rollout, "should_call"):
+        lockstep_schedule(schedule == "lockstep")
     with tempfile.TemporaryDirectory() as tmp:
         settings = RunSettings(suite=suite.select_tasks([task]), policy="policy_latency:make_latency_chunk",
                                output=Path(tmp) / "o", episodes=args.episodes, max_steps=args.max_steps,
@@ -144,6 +162,8 @@ def main() -> None:
     parser.add_argument("--batches", default="1,4,8")
     parser.add_argument("--latencies-ms", default="0,50,150", help="comma-separated; 'auto' = one chunk's sim time")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--schedules", default="default",
+                        help="comma-separated: default (this checkout's), lockstep (no overlap, same code)")
     parser.add_argument("--concurrency", type=int, default=1,
                         help="calls the policy lets overlap (PolicyTraits.concurrent_calls: a remote server)")
     args = parser.parse_args()
@@ -155,7 +175,7 @@ def main() -> None:
         suite = replace(suite, protocols={**suite.protocols, "standard": protocol})
     print(f"suite {suite.name}, task {args.task}, chunk {args.chunk}, {args.cameras} camera(s), "
           f"{args.episodes} episodes, max {args.max_steps} steps, {args.concurrency} concurrent call(s)")
-    print(f"{'B':>2} {'L ms':>6} {'steps/s':>8} {'sim':>8} {'policy':>8} {'calls':>6} {'lockstep':>8} "
+    print(f"{'schedule':>8} {'B':>2} {'L ms':>6} {'steps/s':>8} {'sim':>8} {'policy':>8} {'calls':>6} {'lockstep':>8} "
           f"{'ratio':>6} {'rows/call':>9} {'busy':>5} {'succ':>5}")
     for batch in (int(b) for b in args.batches.split(",")):
         sim = None
@@ -166,13 +186,15 @@ def main() -> None:
                 latency = 1000.0 * args.chunk / (sim["rate"] / batch)  # one chunk of one env's steps at sim rate
             else:
                 latency = float(item)
-            r = run(suite, args.task, batch, latency, args)
-            if latency == 0:
-                sim = r
-            policy_bound = batch * args.chunk / (latency / 1000.0) if latency else math.inf
-            print(f"{batch:>2} {latency:>6.0f} {r['rate']:>8.1f} {sim['rate'] if sim else math.nan:>8.1f} "
-                  f"{policy_bound:>8.1f} {r['calls']:>6} {r['lockstep']:>8} {r['calls'] / r['lockstep']:>6.2f} "
-                  f"{r['rows'] / max(1, r['calls']):>9.2f} {r['busy']:>5.2f} {r['successes']:>5}", flush=True)
+            for schedule in args.schedules.split(","):
+                r = run(suite, args.task, batch, latency, args, schedule)
+                if latency == 0 and schedule == args.schedules.split(",")[0]:
+                    sim = r
+                policy_bound = batch * args.chunk / (latency / 1000.0) if latency else math.inf
+                sim_rate = sim["rate"] if sim else math.nan
+                print(f"{schedule:>8} {batch:>2} {latency:>6.0f} {r['rate']:>8.1f} {sim_rate:>8.1f} "
+                      f"{policy_bound:>8.1f} {r['calls']:>6} {r['lockstep']:>8} {r['calls'] / r['lockstep']:>6.2f} "
+                      f"{r['rows'] / max(1, r['calls']):>9.2f} {r['busy']:>5.2f} {r['successes']:>5}", flush=True)
 
 
 if __name__ == "__main__":
