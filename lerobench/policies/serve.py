@@ -171,7 +171,7 @@ class PolicyServer:
         batcher = self._batcher
 
         def infer(batch: dict[str, Any], descriptions: list[str]) -> tuple[np.ndarray, dict[str, float]]:
-            slots, fresh = self._slots.rows(conn_id, len(batch["state"]))
+            slots, fresh = self._slots.rows(conn_id, batch["slot"])
             batch["slot"] = slots
             batch["episode_start"] = batch["episode_start"] | fresh
             return batcher.infer(batch, descriptions)
@@ -237,7 +237,8 @@ def to_batch(request: Any, context: PolicyContext, cameras: tuple[str, ...],
 
     A request is single (openpi style: no batch dimension) if its ``state`` is 1-D, batched if 2-D.
     Missing entries get defaults: ``episode_start`` is True on a connection's first request only
-    (``trial_start`` defaults to it, ``trial`` to 0, ``reward`` to 0, ``success`` to False),
+    (``trial_start`` defaults to it, ``trial`` to 0, ``reward`` to 0, ``success`` to False, ``slot`` -- the
+    client's id of each row -- to the row's position, ``call`` to 0),
     ``task`` comes from the prompt (or is the suite's only task), the prompt from the task.
     """
     if not isinstance(request, dict):
@@ -267,6 +268,8 @@ def to_batch(request: Any, context: PolicyContext, cameras: tuple[str, ...],
         "episode_seed": per_env("episode_seed", context.seed, np.int64),
         "episode_start": per_env("episode_start", first, bool),
         "active": per_env("active", True, bool),
+        "slot": per_env("slot", np.arange(n), np.int64),
+        "call": per_env("call", 0, np.int64),
     }
     batch |= {  # --trials: a client that does not send them is running one trial per episode
         "trial": per_env("trial", 0, np.int64),
