@@ -232,7 +232,7 @@ class NoisyExpertChunk:
         self.expert = make_metaworld_expert(context)
         self.chunk, self.sigma = chunk, sigma
         self.observation_needs = ObservationNeeds(replan_steps=chunk)
-        self.traits = PolicyTraits(stochastic=True, batch_invariant=True, replicable=True)
+        self.traits = PolicyTraits(stochastic=True, batch_invariant=True, replicable=True, batchable=True)
 
     def reset(self):
         pass

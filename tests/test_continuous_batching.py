@@ -7,6 +7,7 @@ two task threads, and the policy receives exactly one row per chunk executed.
 
 import json
 import math
+import threading
 
 import numpy as np
 import pytest
@@ -21,9 +22,12 @@ pytest.importorskip("metaworld")
 runner = CliRunner()
 
 
-def evaluate(out, *extra):
+POLICY = "fixture_policies:make_noisy_expert_chunk"
+
+
+def evaluate(out, *extra, policy=POLICY):
     args = ["eval", "--suite", "metaworld_mt10", "--tasks", "reach-v3,push-v3", "--policy",
-            "fixture_policies:make_noisy_expert_chunk", "--episodes", "4", "--max-steps", "60", "--videos", "0",
+            policy, "--episodes", "4", "--max-steps", "60", "--videos", "0",
             "--seed", "3", "--output", str(out), *extra]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
@@ -33,29 +37,44 @@ def evaluate(out, *extra):
 
 
 def test_stochastic_chunk_policy_same_episodes_at_any_batch_and_executor(tmp_path):
+    from lerobench.policies.serve import PolicyServer, suite_context
+
+    server = PolicyServer(POLICY, suite_context("metaworld_mt10"), port=0, max_batch=8, max_wait_ms=2)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
     reference = None
-    for name, extra, in_process in (("b1", ("--executor", "inline"), True),
-                                    ("b3", ("--executor", "vector", "--batch-size", "3"), True),
-                                    ("processes", ("--executor", "processes", "--workers", "2"), False),
-                                    ("tasks2", ("--executor", "vector", "--batch-size", "2",
-                                                "--parallel-tasks", "2"), True)):
-        NoisyExpertChunk.rows_seen = NoisyExpertChunk.calls = 0
-        got, results = evaluate(tmp_path / name, *extra)
-        assert len(got) == 8
-        if reference is None:
-            reference = got
-            assert len({r[4] for r in got}) > 4, "the noise must make episodes differ"
-        assert got == reference, name
-        config, overall = results["config"], results["overall"]
-        assert config["replan_steps_executed"] == 10 and config["batch_invariant"] is True
-        if in_process:  # one row per chunk executed: ceil(steps / 10) per episode
-            chunks = sum(math.ceil(steps / 10) for _, _, _, steps, _ in got)
-            assert NoisyExpertChunk.rows_seen == chunks, name
+    try:
+        for name, extra, in_process in (("b1", ("--executor", "inline"), True),
+                                        ("b3", ("--executor", "vector", "--batch-size", "3"), True),
+                                        ("processes", ("--executor", "processes", "--workers", "2"), False),
+                                        ("tasks2", ("--executor", "vector", "--batch-size", "2",
+                                                    "--parallel-tasks", "2"), True),
+                                        ("served", ("--executor", "vector", "--batch-size", "3"), True)):
+            NoisyExpertChunk.rows_seen = NoisyExpertChunk.calls = 0
+            got, results = evaluate(tmp_path / name, *extra, policy=server.url if name == "served" else POLICY)
+            reference = _check(name, got, results, reference, in_process)
+    finally:
+        server.shutdown()
+
+
+def _check(name, got, results, reference, in_process):
+    assert len(got) == 8
+    if reference is None:
+        reference = got
+        assert len({r[4] for r in got}) > 4, "the noise must make episodes differ"
+    assert got == reference, name
+    config, overall = results["config"], results["overall"]
+    assert config["replan_steps_executed"] == 10
+    assert config["batch_invariant"] is True  # a server passes its policy's declaration on
+    if in_process:  # one row per chunk executed: ceil(steps / 10) per episode (also through the server)
+        chunks = sum(math.ceil(steps / 10) for _, _, _, steps, _ in got)
+        assert NoisyExpertChunk.rows_seen == chunks, name
+        assert overall["rows_per_call"] == round(chunks / overall["policy_calls"], 3)
+        assert 0 < overall["policy_busy_fraction"] < 1
+        if name != "served":
             assert overall["policy_calls"] == NoisyExpertChunk.calls
-            assert overall["rows_per_call"] == round(chunks / NoisyExpertChunk.calls, 3)
-            assert 0 < overall["policy_busy_fraction"] < 1
-        else:
-            assert overall["policy_calls"] is None  # counted inside the workers, not here
+    else:
+        assert overall["policy_calls"] is None  # counted inside the workers, not here
+    return reference
 
 
 def test_row_generators_depend_on_episode_trial_and_call_only():

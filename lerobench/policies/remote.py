@@ -53,9 +53,6 @@ class RemotePolicy:
     ``PolicyError``: re-sending it could act on a server whose per-episode state was lost.
     """
 
-    traits = PolicyTraits(copy_safe=True, replicable=True)
-    """Each copy / episode worker opens its own connection; the server batches or serializes them. Whether the
-    served policy is batch-invariant is the server's to say (``batch_invariant`` in its metadata)."""
 
     def __init__(self, url: str, context: PolicyContext, open_timeout: float = 10.0):
         if context.backend == "libero" and context.state_dim != LIBERO_STATE_DIM:
@@ -100,6 +97,16 @@ class RemotePolicy:
             cameras = self.context.cameras if self.context.backend == "libero" else ()
         return ObservationNeeds(cameras=tuple(cameras), replan_steps=self.metadata.get("replan_steps"),
                                 every_frame=bool(self.metadata.get("every_frame", False)))
+
+    @property
+    def traits(self) -> PolicyTraits:
+        """Copy-safe and replicable; ``batch_invariant`` and ``stochastic`` are the served policy's (metadata).
+
+        Each copy / episode worker opens its own connection; the server batches or serializes them.
+        """
+        invariant = self.metadata.get("batch_invariant")
+        return PolicyTraits(copy_safe=True, replicable=True, stochastic=bool(self.metadata.get("stochastic", False)),
+                            batch_invariant=invariant if isinstance(invariant, bool) else None)
 
     @property
     def batched(self) -> bool:

@@ -80,7 +80,8 @@ class PolicyServer:
             "server": "lerobench", "version": __version__, "policy": policy_spec, "suite": context.suite,
             "batched": True, "action_dim": context.action_dim, "state_dim": context.state_dim,
             "cameras": list(self.cameras), "image_size": list(context.image_size), "max_batch": max_batch,
-            "every_frame": needs.every_frame,
+            "every_frame": needs.every_frame, "batch_invariant": policy_traits(self.policy).batch_invariant,
+            "stochastic": policy_traits(self.policy).stochastic,
         }
         if needs.replan_steps is not None:  # the served policy fixes how much of each chunk is executed
             self.metadata["replan_steps"] = needs.replan_steps
