@@ -50,6 +50,10 @@ class EpisodeQueue:
             return self._pending.popleft() if self._pending else None
 
 
+CALL_STATS_KEYS = ("policy_calls", "rows_per_call", "policy_busy_s", "policy_busy_fraction")
+"""What ``CallStats.summary`` adds to ``results.json`` ``overall``: like the timings, a property of the session."""
+
+
 @dataclass
 class CallStats:
     """Policy calls of a run, for ``results.json`` ``overall``: where the time went (thread-safe)."""
@@ -74,7 +78,7 @@ class CallStats:
         with self._lock:
             calls, rows, busy = self.calls, self.rows, self.busy_s
         if not calls:
-            return dict.fromkeys(("policy_calls", "rows_per_call", "policy_busy_s", "policy_busy_fraction"))
+            return dict.fromkeys(CALL_STATS_KEYS)
         return {"policy_calls": calls, "rows_per_call": round(rows / calls, 3) if calls else None,
                 "policy_busy_s": round(busy, 3),
                 "policy_busy_fraction": round(busy / elapsed_s, 4) if calls and elapsed_s else None}
