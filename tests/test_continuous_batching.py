@@ -110,3 +110,26 @@ def test_episode_queue_and_declared_traits():
 
     assert policy_traits(Legacy()) == PolicyTraits(copy_safe=False, batchable=True)
     assert policy_traits(Nothing()) == PolicyTraits()
+
+
+def test_a_held_env_does_not_move_and_reports_nothing():
+    """``env_action(..., hold=True)``: simulated time stands still while an env waits for its chunk."""
+    from lerobench.envs.base import EnvSpec, LazyTaskEnv, env_action
+    from lerobench.registry import get_backend, load_suite
+
+    suite = load_suite("smoke")
+    backend = get_backend(suite.backend)
+    spec = EnvSpec(suite=suite.name, backend=suite.backend, task=suite.tasks[0], protocol=suite.protocol(), seed=0,
+                   state_dim=backend.state_dim, action_dim=backend.action_dim)
+    env = LazyTaskEnv(spec)
+    try:
+        obs, _ = env.reset(options={"episodes": [0]})
+        push = np.ones(backend.action_dim, dtype=np.float32)
+        held, reward, terminated, truncated, info = env.step(env_action(push, True, hold=True))
+        np.testing.assert_array_equal(held["state"], obs["state"])
+        assert (reward, terminated, truncated, info) == (0.0, False, False, {})
+        moved, *_ = env.step(env_action(push, True))
+        assert not np.array_equal(moved["state"], obs["state"])
+        assert env._steps == 1  # the held step was not counted
+    finally:
+        env.close()
