@@ -6,7 +6,7 @@ openpi clients (``openpi_client.WebsocketClientPolicy``) can use lerobench polic
 
 One thread per connection (websockets' sync server); each connection gets its own ``copy.copy`` of
 the policy, then ``reset()``, so per-episode state never leaks between clients while weights stay
-shared. A policy that declares ``copy_safe = False`` serves one connection at a time.
+shared. A policy that declares ``PolicyTraits(copy_safe=False)`` serves one connection at a time.
 
 With ``--max-batch N`` (> 1) one shared policy instance answers every connection and concurrent
 requests are stacked into one ``select_action`` call (``policies/batching.py`` says how per-env state
