@@ -73,6 +73,8 @@ def identity_of(config: Mapping[str, Any]) -> RunIdentity:
         found = config.get(key, DEFAULTS.get(key))
         if key == "simulator":
             return simulator_identity(found)
+        if key == "replan_steps":  # what ran: a policy's own chunking wins over --replan-steps (older files: as given)
+            return config.get("replan_steps_executed", found)
         return found
 
     return RunIdentity(episodes={k: value(k) for k in EPISODE_FIELDS},

@@ -123,6 +123,8 @@ class RunPlan:
     """The backend's declared cost of a step without rendering (None: unknown)."""
     simulator: dict[str, Any] | None = None
     """The simulator fingerprint checked at start (``lerobench/envs/fingerprint.py``); part of the identity."""
+    policy_facts: dict[str, Any] | None = None
+    """What the loaded policy makes of the run (``runner.policy_config``: executed replan steps, traits); in config."""
     control_fps: float = 20.0
     """Frames per second of videos: the suite's ``control_fps`` or its backend's control rate."""
 
@@ -214,7 +216,7 @@ class RunPlan:
             "workers": s.workers, "ray_address": s.ray_address, "ray_gpus_per_worker": s.ray_gpus_per_worker,
             "episode_timeout": s.episode_timeout, "device": s.device, "output": str(s.output),
             "shard": str(s.shard) if s.shard else None, "allow_sim_drift": s.allow_sim_drift,
-            "simulator": self.simulator,
+            "simulator": self.simulator, **(self.policy_facts or {}),
             "perturb": dict(s.perturb) or None,
         }
 

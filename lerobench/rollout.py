@@ -1,18 +1,24 @@
 """Runs one task's episodes on one vector env. No file I/O, no printing: results go to callbacks.
 
-Slots of the vector env take episodes from a queue in index order; when an episode ends its slot is
-reset to the next one. With ``trials`` > 1 an episode is that many attempts at the same start on the
-same slot, in order: when a trial ends and trials remain, the slot is reset to the same episode's start
-(the policy is not reset; lerobench's pending actions are dropped). An episode's trial records are
-reported together once the episode is over, so a consumer only ever sees whole episodes.
+Slots of the vector env take episodes from an ``EpisodeSource`` (by default the task's episodes in index
+order); when an episode ends its slot is reset to the next one. With ``trials`` > 1 an episode is that
+many attempts at the same start on the same slot, in order: when a trial ends and trials remain, the
+slot is reset to the same episode's start (the policy is not reset; lerobench's pending actions are
+dropped). An episode's trial records are reported together once the episode is over, so a consumer only
+ever sees whole episodes.
 
-Episode outcomes cannot depend on batch size or finish order because each
-episode's start state and seed are pure functions of (run seed, task, episode), and built-in
-policies key their randomness on the episode seed too.
+Episode outcomes cannot depend on batch size, finish order or call timing because each episode's
+start state and seed are pure functions of (run seed, task, episode), a policy sees only the rows it
+acts on, and built-in policies key their randomness on (episode seed, trial, call index).
 
 Each env keeps its own queue of actions from the policy's last chunk. The policy reads an env's
 observation only when that queue runs dry, so every step tells its env whether the next observation
 will be read (``env_action``); envs render the policy's cameras only then (see ``LazyTaskEnv``).
+
+Continuous batching: the policy is asked only for the rows whose queue ran dry. While a call is in
+flight (on a helper thread, ``inference.PolicyCaller``) the envs with queued actions keep stepping and
+the waiting ones are held (``env_action(..., hold=...)``: their simulated time stands still); rows that
+run dry meanwhile join the next call. ``inference.should_call`` decides when to send.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ from lerobench.analysis.results import EpisodeRecord
 from lerobench.config import TaskSpec
 from lerobench.envs.base import IDLE, env_action, episode_seed
 from lerobench.errors import PolicyError
+from lerobench.inference import CallStats, EpisodeQueue, EpisodeSource, PolicyCaller, should_call
+from lerobench.policies.base import policy_traits
 from lerobench.trajectories import NULL_TRAJECTORIES, Trajectory, TrajectoryRecorder
 
 
@@ -87,23 +95,6 @@ class WorkerFailure(Exception):
         self.hung = hung
 
 
-def _failed_slots(venv: Any, active: list[int], failure: WorkerFailure) -> list[int]:
-    """Which active slots' workers are dead (or, after a timeout, have not answered).
-
-    Only those episodes become errors; if the culprit cannot be told apart, every active one does.
-    """
-    processes = getattr(venv, "processes", None)
-    pipes = getattr(venv, "parent_pipes", None)
-    if not processes:
-        return active
-    for i in active:
-        processes[i].join(timeout=0.5 if not failure.hung else 0)
-    dead = [i for i in active if not processes[i].is_alive()]
-    if not dead and failure.hung and pipes:
-        dead = [i for i in active if not pipes[i].poll()]
-    return dead or active
-
-
 @dataclass
 class TaskRun:
     """The fixed facts of one task's rollout."""
@@ -130,6 +121,8 @@ class _Slot:
     recording: Recording | None = None
     trajectory: Trajectory | None = None
     trial: int = 0
+    calls: int = 0
+    """Policy calls made for this trial so far (the ``call`` key of the observation batch)."""
     next_trial: bool = False
     """Set when a trial ended and the episode has trials left: the next reset restarts the same episode."""
     finished: list[tuple[EpisodeRecord, Trajectory | None]] = field(default_factory=list)
@@ -139,15 +132,17 @@ class _Slot:
     def active(self) -> bool:
         return self.episode != IDLE
 
-    def begin(self, pending: deque[int]) -> None:
-        """Move to the episode's next trial, or to the next pending episode (or idle) at trial 0."""
+    def begin(self, source: EpisodeSource) -> None:
+        """Move to the episode's next trial, or to the source's next episode (or idle) at trial 0."""
         if self.next_trial:
             self.trial += 1
         else:
-            self.episode = pending.popleft() if pending else IDLE
+            episode = source.next()
+            self.episode = IDLE if episode is None else episode
             self.trial = 0
             self.finished = []
         self.next_trial = False
+        self.calls = 0
 
 
 class _PolicyFeedback:
@@ -175,14 +170,14 @@ class _PolicyFeedback:
         now = np.asarray(infos["success"], dtype=bool) if stepped is not None else np.zeros(len(active), bool)
         self.success[active] = (now & (stepped if stepped is not None else False))[active]
 
-    def fill(self, batch: dict[str, Any], slots: list[_Slot]) -> None:
-        batch["episode_start"] = self.episode_start.copy()
-        batch["trial"] = np.array([s.trial if s.active else 0 for s in slots], dtype=np.int64)
-        batch["trial_start"] = self.trial_start.copy()
-        batch["reward"] = self.reward.copy()
-        batch["success"] = self.success.copy()
-        self.episode_start[:] = False
-        self.trial_start[:] = False
+    def fill(self, batch: dict[str, Any], rows: np.ndarray, slots: list[_Slot]) -> None:
+        batch["episode_start"] = self.episode_start[rows]
+        batch["trial"] = np.array([slots[i].trial for i in rows], dtype=np.int64)
+        batch["trial_start"] = self.trial_start[rows]
+        batch["reward"] = self.reward[rows]
+        batch["success"] = self.success[rows]
+        self.episode_start[rows] = False
+        self.trial_start[rows] = False
 
 
 def _mask(infos: dict[str, Any], key: str) -> np.ndarray | None:
@@ -199,29 +194,34 @@ def run_episodes(
     venv: Any,
     policy: Any,
     run: TaskRun,
-    episodes: Sequence[int],
+    episodes: Sequence[int] | EpisodeSource,
     on_episode: Callable[[EpisodeRecord], None],
     on_steps: Callable[[int], None] = lambda n: None,
     recorder: Recorder | None = None,
     trajectories: TrajectoryRecorder = NULL_TRAJECTORIES,
+    stats: CallStats | None = None,
 ) -> None:
     """Run ``episodes`` of ``run.task`` on ``venv`` until each is recorded through ``on_episode``.
 
-    Raises ``PolicyError`` for an invalid action (naming suite, task and episode) and
-    ``WorkerFailure`` if the vector env breaks; episodes finished before either are already reported.
+    ``episodes`` is a list (run in order) or an ``EpisodeSource`` asked for each slot's next episode.
+    ``stats`` counts the policy calls. Raises ``PolicyError`` for an invalid action (naming suite, task and
+    episode) and ``WorkerFailure`` if the vector env breaks; episodes finished before either are reported.
     """
     recorder = recorder or NullRecorder()
+    source = EpisodeQueue(episodes) if not hasattr(episodes, "next") else episodes
     seed_of = functools.lru_cache(maxsize=None)(lambda e: episode_seed(run.seed, run.task.index, max(e, 0)))
     n = venv.num_envs
-    pending = deque(episodes)
     slots = [_Slot() for _ in range(n)]
     queues: list[deque[np.ndarray]] = [deque() for _ in range(n)]
+    waiting = np.zeros(n, dtype=bool)
+    """Rows in the policy call in flight: held (not stepped) until their chunk arrives."""
     feedback = _PolicyFeedback(n)
+    caller = PolicyCaller(policy, stats, concurrency=policy_traits(policy).concurrent_calls)
 
     def assign(mask: np.ndarray) -> tuple[dict[str, Any], dict[str, Any]]:
         for i in np.flatnonzero(mask):
             slot = slots[i]
-            slot.begin(pending)
+            slot.begin(source)
             slot.started = time.perf_counter()
             queues[i].clear()  # actions planned for the previous attempt never leak into this one
             feedback.started(i, slot)
@@ -239,7 +239,7 @@ def run_episodes(
         return _call(venv.reset, seed=seeds, options=options)
 
     def finish(i: int, summary: dict[str, Any] | None, error: str | None = None) -> bool:
-        """Record slot ``i``'s trial; True if the slot must be reset (next trial or next episode)."""
+        """Record slot ``i``'s trial; True: the slot must be reset (next trial, next episode, or idle)."""
         slot = slots[i]
         summary = summary or {}
         error = error if error is not None else summary.get("error")
@@ -275,13 +275,13 @@ def run_episodes(
             trajectories.finish(run.task.name, done, trajectory)
         slot.finished = []
         slot.episode = IDLE
-        return bool(pending)
+        return True
 
     def collect(obs: dict[str, Any], infos: dict[str, Any], which: np.ndarray) -> np.ndarray:
         """Take frames of the slots in ``which``, record finished episodes; return slots needing a reset.
 
-        ``which`` is every slot after a step, but only the reset slots after a partial reset (the
-        others' observations did not change, and must not be recorded twice).
+        ``which`` is the stepped slots after a step (held ones did not move), and the reset slots after a
+        partial reset (the others' observations did not change, and must not be recorded twice).
         """
         ended = _mask(infos, "episode_end")
         frames = _mask(infos, "frame")
@@ -301,6 +301,16 @@ def run_episodes(
                 needs_reset[i] = finish(i, summary)
         return needs_reset
 
+    def answer(rows: np.ndarray, raw: Any, exc: BaseException | None) -> None:
+        """A finished call: queue each row's chunk (``replan_steps`` actions of it)."""
+        waiting[rows] = False
+        first = slots[int(rows[0])].episode
+        if exc is not None:
+            raise PolicyError(_where(run, first, f"policy raised {type(exc).__name__}: {exc}")) from exc
+        chunk = _validate(raw, rows, run, slots)
+        for k, i in enumerate(rows.tolist()):
+            queues[i].extend(chunk[k, : run.replan_steps])
+
     try:
         everyone = np.ones(n, dtype=bool)
         obs, infos = assign(everyone)
@@ -314,20 +324,44 @@ def run_episodes(
                 return
             if run.stop is not None and run.stop.is_set():
                 raise Cancelled(f"task {run.task.name!r} cancelled")
-            actions = _next_actions(policy, obs, slots, queues, feedback, active, run, seed_of)
-            observe = _observed(queues, active, run.every_frame or trajectories.enabled)
-            obs, rewards, _, _, infos = _call(venv.step, env_action(actions, observe), timeout=run.step_timeout_s)
-            on_steps(int(active.sum()))
-            feedback.stepped(rewards, infos, active)
+            caller.collect(answer)
+            ready = np.array([a and bool(q) for a, q in zip(active, queues, strict=True)])
+            dry = active & ~ready & ~waiting
+            if dry.any() and not caller.full:
+                rows = np.flatnonzero(dry)
+                next_dry = min((len(queues[i]) for i in np.flatnonzero(ready)), default=None)
+                if not ready.any() and not caller.busy:  # nothing can step meanwhile: no thread hop
+                    caller.call(rows, _sub_batch(obs, rows, slots, feedback, run, seed_of), _descriptions(run, rows),
+                                answer)
+                    continue
+                if should_call(next_dry, caller.step_s.value, caller.capacity_s):
+                    waiting[rows] = True
+                    caller.submit(rows, _sub_batch(obs, rows, slots, feedback, run, seed_of),
+                                  _descriptions(run, rows))
+            if not ready.any():
+                caller.collect(answer, block=True)
+                continue
+            actions = np.zeros((n, run.action_dim), dtype=np.float32)
+            for i in np.flatnonzero(ready):
+                actions[i] = queues[i].popleft()
+            observe = ready & np.array([run.every_frame or trajectories.enabled or not q for q in queues])
+            started = time.perf_counter()
+            obs, rewards, _, _, infos = _call(venv.step_within, env_action(actions, observe, hold=active & ~ready),
+                                              run.step_timeout_s, timeout=run.step_timeout_s)
+            caller.step_s.add(time.perf_counter() - started)
+            on_steps(int(ready.sum()))
+            feedback.stepped(rewards, infos, ready)
             if trajectories.enabled:
                 stepped = _mask(infos, "success")
-                for i, slot in enumerate(slots):
-                    if slot.trajectory is not None and active[i]:
+                for i in np.flatnonzero(ready):
+                    slot = slots[i]
+                    if slot.trajectory is not None:
                         success = bool(infos["success"][i]) if stepped is not None and stepped[i] else False
                         slot.trajectory.act(actions[i], float(rewards[i]), success)
-            needs_reset = collect(obs, infos, everyone)
+            needs_reset = collect(obs, infos, ready)
     except WorkerFailure as failure:
-        culprits = _failed_slots(venv, [i for i, s in enumerate(slots) if s.active], failure)
+        caller.close()
+        culprits = venv.failed_slots([i for i, s in enumerate(slots) if s.active], failure.hung)
         failure.in_flight = [slots[i].episode for i in culprits]
         for i in culprits:
             finish(i, None, error=f"worker failure: {failure}")
@@ -340,11 +374,14 @@ def run_episodes(
                 slot.finished = []
         raise
     except BaseException:
+        caller.close()
         for slot in slots:
             if slot.recording is not None:
                 slot.recording.abort()
                 slot.recording = None
         raise
+    finally:
+        caller.close()
 
 
 def _finite(value: Any) -> float | None:
@@ -362,12 +399,11 @@ def _frame_for(obs: dict[str, Any], infos: dict[str, Any], frames: np.ndarray | 
 
 
 def _call(method: Callable[..., Any], *args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
-    """Call a vector env method; turn a dead or hung worker into ``WorkerFailure``."""
+    """Call a vector env method (``lerobench.envs.vector``); turn a dead or hung worker into ``WorkerFailure``.
+
+    ``timeout`` only names the limit in the message: ``step_within`` enforces it.
+    """
     try:
-        if timeout is not None and method.__name__ == "step" and hasattr(method.__self__, "step_wait"):
-            env = method.__self__
-            env.step_async(*args)
-            return env.step_wait(timeout=timeout)
         return method(*args, **kwargs)
     except (EOFError, BrokenPipeError, ConnectionResetError) as exc:
         raise WorkerFailure(f"a simulator worker died ({type(exc).__name__})") from exc
@@ -376,46 +412,40 @@ def _call(method: Callable[..., Any], *args: Any, timeout: float | None = None, 
                             hung=True) from exc
 
 
-def _next_actions(policy: Any, obs: dict[str, Any], slots: list[_Slot], queues: list[deque[np.ndarray]],
-                  feedback: _PolicyFeedback, active: np.ndarray, run: TaskRun,
-                  seed_of: Callable[[int], int]) -> np.ndarray:
-    """Pop each env's next queued action, asking the policy (whole batch) when a queue runs dry."""
-    n = len(slots)
-    if any(active[i] and not queues[i] for i in range(n)):
-        batch = dict(obs)
-        batch["task"] = [run.task.name] * n
-        batch["episode"] = np.array([s.episode for s in slots], dtype=np.int64)
-        batch["episode_seed"] = np.array([seed_of(s.episode) for s in slots], dtype=np.int64)
-        feedback.fill(batch, slots)
-        batch["active"] = active.copy()
-        episode = next(s.episode for s in slots if s.active)
-        try:
-            raw = policy.select_action(batch, [run.task.description] * n)
-        except Exception as exc:
-            raise PolicyError(_where(run, episode, f"policy raised {type(exc).__name__}: {exc}")) from exc
-        chunk = _validate(raw, n, run, slots, active)
-        for i in range(n):
-            if active[i] and not queues[i]:
-                queues[i].extend(chunk[i, : run.replan_steps])
-    actions = np.zeros((n, run.action_dim), dtype=np.float32)
-    for i in range(n):
-        if active[i]:
-            actions[i] = queues[i].popleft()
-    return actions
+def _descriptions(run: TaskRun, rows: np.ndarray) -> list[str]:
+    return [run.task.description] * len(rows)
 
 
-def _observed(queues: list[deque[np.ndarray]], active: np.ndarray, every_frame: bool) -> np.ndarray:
-    """Which envs' next observation will be read: those whose queue is now empty (the policy refills it)."""
-    return np.array([bool(a) and (every_frame or not q) for q, a in zip(queues, active, strict=True)])
+def _sub_batch(obs: dict[str, Any], rows: np.ndarray, slots: list[_Slot], feedback: _PolicyFeedback, run: TaskRun,
+               seed_of: Callable[[int], int]) -> dict[str, Any]:
+    """The observation batch of ``rows`` only (copied: the vector env's buffers change while the policy runs)."""
+    batch = _take(obs, rows)
+    batch["slot"] = rows.astype(np.int64)
+    batch["task"] = [run.task.name] * len(rows)
+    batch["episode"] = np.array([slots[i].episode for i in rows], dtype=np.int64)
+    batch["episode_seed"] = np.array([seed_of(slots[i].episode) for i in rows], dtype=np.int64)
+    batch["call"] = np.array([slots[i].calls for i in rows], dtype=np.int64)
+    for i in rows:
+        slots[i].calls += 1
+    feedback.fill(batch, rows, slots)
+    batch["active"] = np.ones(len(rows), dtype=bool)
+    return batch
+
+
+def _take(tree: Any, rows: np.ndarray) -> Any:
+    if isinstance(tree, dict):
+        return {k: _take(v, rows) for k, v in tree.items()}
+    return np.asarray(tree)[rows]
 
 
 def _where(run: TaskRun, episode: int, message: str) -> str:
     return f"suite {run.suite!r}, task {run.task.name!r}, episode {episode}: {message}"
 
 
-def _validate(raw: Any, n: int, run: TaskRun, slots: list[_Slot], active: np.ndarray) -> np.ndarray:
-    """Check the policy output's shape and values; return it as a (B, T, A) float32 chunk."""
-    first = next(s.episode for s in slots if s.active)
+def _validate(raw: Any, rows: np.ndarray, run: TaskRun, slots: list[_Slot]) -> np.ndarray:
+    """Check the policy output's shape and values for the call's ``rows``; return it as a (B, T, A) float32 chunk."""
+    n = len(rows)
+    first = slots[int(rows[0])].episode
     try:
         if hasattr(raw, "detach"):
             raw = raw.detach().cpu().numpy()
@@ -429,8 +459,8 @@ def _validate(raw: Any, n: int, run: TaskRun, slots: list[_Slot], active: np.nda
             run, first,
             f"expected actions of shape ({n}, {run.action_dim}) or a chunk ({n}, T, {run.action_dim}), "
             f"got {tuple(np.shape(raw))}"))
-    bad = ~np.isfinite(actions).all(axis=(1, 2)) & active
+    bad = ~np.isfinite(actions).all(axis=(1, 2))
     if bad.any():
-        i = int(np.flatnonzero(bad)[0])
+        i = int(rows[np.flatnonzero(bad)[0]])
         raise PolicyError(_where(run, slots[i].episode, "action contains NaN or infinity"))
     return actions

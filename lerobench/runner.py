@@ -16,6 +16,7 @@ from lerobench.errors import RunError
 from lerobench.execution.base import ExecutionChoice, Executor
 from lerobench.execution.registry import EXECUTORS
 from lerobench.plan import FORMATS, RunPlan, RunSettings, make_plan
+from lerobench.policies.base import close_policy, policy_traits
 from lerobench.policies.builtin import BUILTIN
 from lerobench.policies.loading import load_policy, observation_needs
 from lerobench.registry import get_backend
@@ -36,10 +37,16 @@ class Evaluation:
         check_output_dir(settings.output)
         backend = get_backend(settings.suite.backend)
         simulator = checked_fingerprint(settings.suite.backend, backend.packages, settings.allow_sim_drift)
-        self.plan: RunPlan = replace(plan, simulator=simulator)
-        self.previous: list[EpisodeRecord] = load_previous(self.plan)
-        self.policy = load_policy(settings.policy, self.plan.context())
-        observation_needs(self.policy).executed_steps(settings.replan_steps)  # a conflict fails before any work
+        self.policy = load_policy(settings.policy, plan.context())
+        try:
+            # what the policy makes of the run (executed chunk length, traits) is part of its identity: known
+            # before a --resume compares it; a --replan-steps conflict fails here, before any work
+            facts = policy_config(self.policy, settings.replan_steps)
+            self.plan: RunPlan = replace(plan, simulator=simulator, policy_facts=facts)
+            self.previous: list[EpisodeRecord] = load_previous(self.plan)
+        except BaseException:
+            self._close_policy()
+            raise
         self.choice: ExecutionChoice | None = None
         self.notes: list[str] = []
         """Warnings about settings that have no effect, shown by ``run`` through the reporter."""
@@ -66,7 +73,7 @@ class Evaluation:
         todo = sum(len(u.episodes) for u in plan.work_units(done))
         try:
             choice = choose(plan, policy, observation_needs(policy).cameras, todo)
-            if choice.parallel_tasks > 1 and getattr(policy, "copy_safe", True) is False:
+            if choice.parallel_tasks > 1 and not policy_traits(policy).copy_safe:
                 self.reporter.message(f"policy {self.s.policy!r} declares copy_safe = False: running tasks "
                                       f"one at a time")
                 choice = ExecutionChoice(choice.executor, choice.workers * choice.parallel_tasks, choice.reason)
@@ -107,6 +114,16 @@ class Evaluation:
 
     def _close_policy(self) -> None:
         policy, self.policy = self.policy, None
-        close = getattr(policy, "close", None)
-        if callable(close):
-            close()
+        close_policy(policy)
+
+
+def policy_config(policy: Any, replan_steps: int) -> dict[str, Any]:
+    """What the policy makes of the run, for ``results.json`` ``config``: the executed chunk length and its traits.
+
+    ``replan_steps_executed`` is what runs (a policy's own chunking wins over the CLI default of 1);
+    ``batch_invariant`` says whether per-episode outcomes are independent of batch size and schedule
+    (None: the policy does not declare it).
+    """
+    needs, traits = observation_needs(policy), policy_traits(policy)
+    return {"replan_steps_executed": needs.executed_steps(replan_steps), "every_frame": needs.every_frame,
+            "batch_invariant": traits.batch_invariant, "stochastic_policy": traits.stochastic}

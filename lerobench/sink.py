@@ -28,6 +28,7 @@ from lerobench.analysis.rundir import RunDir
 from lerobench.config import TaskSpec
 from lerobench.errors import ResumeError
 from lerobench.identity import diff
+from lerobench.inference import CallStats
 from lerobench.plan import EXTENT, RunPlan, WorkUnit
 from lerobench.provenance import provenance
 from lerobench.recorder import TaskRecorder, with_videos_on_disk
@@ -80,6 +81,8 @@ class RecordSink:
         self.reporter = reporter or SilentReporter()
         self.records: list[EpisodeRecord] = list(previous or [])
         self.execution: dict[str, Any] = {}
+        self.calls = CallStats()
+        """Policy calls made in this process (vector and inline executors; worker processes keep their own)."""
         """What the executor chose (executor, workers, batch size), added to results.json's config."""
         self._lock = threading.Lock()
         self._started = datetime.now(timezone.utc)
@@ -196,6 +199,7 @@ class RecordSink:
         overall["eval_s"] = round(elapsed, 3)
         overall["episodes_per_s"] = round(len(records) / elapsed, 4) if elapsed > 0 else None
         overall["env_steps_per_s"] = round(steps / elapsed, 2) if elapsed > 0 else None
+        overall.update(self.calls.summary(elapsed))
         s = self.plan.settings
         return {"schema_version": SCHEMA_VERSION, "suite": s.suite.name, "policy": s.policy,
                 "complete": ended is not None,

@@ -86,13 +86,15 @@ def make_queue_policy(context):
             self._queues = {}  # rebind: a shallow copy must not share its state with the original
 
         def select_action(self, observation, task_descriptions):
+            from lerobench.policies.base import row_ids
+
             state = observation["state"]
             actions = []
-            for i in range(state.shape[0]):
-                if observation["episode_start"][i] or not self._queues.get(i):
+            for i, key in enumerate(row_ids(observation).tolist()):
+                if observation["episode_start"][i] or not self._queues.get(key):
                     chunk = torch.tanh(self.head(state[i])).reshape(self.chunk, -1)
-                    self._queues[i] = list(chunk)
-                actions.append(self._queues[i].pop(0))
+                    self._queues[key] = list(chunk)
+                actions.append(self._queues[key].pop(0))
             return torch.stack(actions)
 
     return QueuePolicy()
@@ -173,8 +175,8 @@ class ImageChunkPolicy(_Base):
         self.chunk = chunk
         self.observation_needs = ObservationNeeds(cameras=tuple(cameras or context.cameras[:1]),
                                                   every_frame=every_frame)
-        self.digests = []
-        """One (B,) array per call: a checksum of the images it read (compare two runs' reads)."""
+        self.digests = {}
+        """(episode, trial, call) -> a checksum of the images read for that row (compare two runs' reads)."""
 
     def select_action(self, observation, task_descriptions):
         n = len(observation["state"])
@@ -182,7 +184,9 @@ class ImageChunkPolicy(_Base):
         for cam in self.observation_needs.cameras:
             img = observation["images"][cam].reshape(n, -1).astype(np.float64)
             digest += (img * np.arange(1, img.shape[1] + 1) % 997).sum(axis=1)
-        self.digests.append(np.where(observation["active"], digest, -1.0))
+        for i in range(n):
+            key = (int(observation["episode"][i]), int(observation["trial"][i]), int(observation["call"][i]))
+            self.digests[key] = float(digest[i])
         phase = digest[:, None, None] * 1e-3 + np.arange(self.chunk)[None, :, None] * 0.7
         dims = np.arange(self.context.action_dim)[None, None, :]
         state = observation["state"][:, None, :1]
@@ -211,3 +215,41 @@ def make_declared_image_chunk(context):
     policy = ImageChunkPolicy(context)
     policy.observation_needs = ObservationNeeds(cameras=policy.observation_needs.cameras, replan_steps=10)
     return policy
+
+
+class NoisyExpertChunk:
+    """Meta-World's expert action repeated ``chunk`` times plus Gaussian noise (sigma) from each row's stream.
+
+    As diffusion / flow policies draw their noise; batch-invariant through ``row_generators``. Counts the
+    rows it is given (class-wide, so copies of ``--parallel-tasks`` add up) to check one row per chunk.
+    """
+
+    rows_seen = 0
+    calls = 0
+
+    def __init__(self, context, chunk=10, sigma=0.3):
+        from lerobench.policies.base import PolicyTraits
+        from lerobench.policies.builtin import make_metaworld_expert
+
+        self.expert = make_metaworld_expert(context)
+        self.chunk, self.sigma = chunk, sigma
+        self.observation_needs = ObservationNeeds(replan_steps=chunk)
+        self.traits = PolicyTraits(stochastic=True, batch_invariant=True, replicable=True, batchable=True)
+
+    def reset(self):
+        pass
+
+    def select_action(self, observation, task_descriptions):
+        from lerobench.policies.base import row_generators
+
+        assert observation["active"].all()
+        type(self).rows_seen += len(observation["state"])
+        type(self).calls += 1
+        base = self.expert.select_action(observation, task_descriptions)
+        noise = np.stack([g.normal(0.0, self.sigma, (self.chunk, base.shape[1]))
+                          for g in row_generators(observation)])
+        return (base[:, None, :] + noise).astype(np.float32)
+
+
+def make_noisy_expert_chunk(context):
+    return NoisyExpertChunk(context)

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from lerobench.cli import app
 from lerobench.errors import ConfigError
-from lerobench.policies.base import PolicyContext
+from lerobench.policies.base import PolicyContext, policy_traits
 from lerobench.policies.lerobot_policy import camera_for_feature
 from lerobench.policies.loading import load_policy
 from lerobench.registry import load_suite
@@ -97,10 +97,13 @@ def test_eval_smoke_through_cli(tmp_path):
 
 
 def rollout_actions(policy, observations):
-    """Actions lerobench's rollout executes (its per-env queues) for a sequence of batch observations."""
+    """Actions lerobench's rollout executes (its per-env queues) for a sequence of batch observations.
+
+    As the rollout does: only the rows whose queue ran dry go to the policy, as one sub-batch.
+    """
     from collections import deque
 
-    from lerobench.rollout import TaskRun, _next_actions, _PolicyFeedback, _Slot
+    from lerobench.rollout import TaskRun, _PolicyFeedback, _Slot, _sub_batch, _validate
 
     n = len(observations[0]["state"])
     task = load_suite("smoke").tasks[0]
@@ -112,7 +115,14 @@ def rollout_actions(policy, observations):
         for i in np.flatnonzero(obs["episode_start"]):
             queues[i].clear()  # what the rollout does when it starts an episode in slot i
             feedback.started(i, slots[i])
-        got.append(_next_actions(policy, obs, slots, queues, feedback, np.ones(n, bool), run, lambda e: e))
+        rows = np.array([i for i in range(n) if not queues[i]], dtype=np.int64)
+        if len(rows):
+            batch = _sub_batch({k: obs[k] for k in ("state", "images") if k in obs}, rows, slots, feedback, run,
+                               lambda e: e)
+            chunk = _validate(policy.select_action(batch, [task.description] * len(rows)), rows, run, slots)
+            for k, i in enumerate(rows.tolist()):
+                queues[i].extend(chunk[k, : run.replan_steps])
+        got.append(np.stack([queues[i].popleft() for i in range(n)]))
     return np.stack(got)
 
 
@@ -157,7 +167,7 @@ def test_per_env_queues_match_lerobot_select_action(tmp_path):
 def test_thread_copies_share_weights_not_queues(tmp_path):
     policy = load_policy(f"lerobot:{save_tiny_act(tmp_path / 'act')}", context())
     clone = copy.copy(policy)
-    assert policy.copy_safe and clone.module is not policy.module
+    assert policy_traits(policy).copy_safe and clone.module is not policy.module
     assert [p.data_ptr() for p in clone.module.parameters()] == [p.data_ptr() for p in policy.module.parameters()]
     np.testing.assert_array_equal(policy.select_action(observation(2, [True, True]), ["t"] * 2),
                                   clone.select_action(observation(2, [True, True]), ["t"] * 2))
@@ -166,7 +176,7 @@ def test_thread_copies_share_weights_not_queues(tmp_path):
 def test_temporal_ensembling_uses_lerobot_select_action(tmp_path):
     policy_dir = save_tiny_act(tmp_path / "act", temporal_ensemble_coeff=0.01, n_action_steps=1)
     policy = load_policy(f"lerobot:{policy_dir}", context())
-    assert not policy.chunked and policy.copy_safe is False
+    assert not policy.chunked and policy_traits(policy).copy_safe is False
     assert policy.observation_needs.replan_steps is None  # asked at every step: reads every frame
     first = policy.select_action(observation(2, [True, True]), ["t"] * 2)
     with pytest.warns(RuntimeWarning, match="--batch-size 1"):

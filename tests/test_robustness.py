@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from lerobench.cli import app
+from lerobench.inference import CALL_STATS_KEYS as CALL_STATS
 
 pytest.importorskip("metaworld")
 TESTS = Path(__file__).parent
@@ -73,7 +74,8 @@ def _outcomes(out):
 
 def _aggregates(out):
     r = json.loads((out / "results.json").read_text())
-    strip = lambda d: {k: v for k, v in d.items() if k not in ("eval_s", "episodes_per_s", "env_steps_per_s")}  # noqa: E731
+    timing = ("eval_s", "episodes_per_s", "env_steps_per_s", *CALL_STATS)
+    strip = lambda d: {k: v for k, v in d.items() if k not in timing}  # noqa: E731
     return [strip(t) for t in r["tasks"]], strip(r["overall"]), r["complete"]
 
 

@@ -13,13 +13,14 @@ from lerobench.analysis.merge import MergeError, merge, missing_units
 from lerobench.analysis.results import EpisodeRecord
 from lerobench.cli import app
 from lerobench.errors import ConfigError
+from lerobench.inference import CALL_STATS_KEYS
 from lerobench.shards import Shard, all_units, parse_shard, shard_episodes, shard_units
 
 runner = CliRunner()
 TASKS = "reach-v3,push-v3,button-press-topdown-v3"
 COMMON = ["--suite", "metaworld_mt10", "--tasks", TASKS, "--policy", "metaworld-expert", "--episodes", "4",
           "--max-steps", "60", "--videos", "0"]
-TIMINGS = ("eval_s", "episodes_per_s", "env_steps_per_s")
+TIMINGS = ("eval_s", "episodes_per_s", "env_steps_per_s", *CALL_STATS_KEYS)
 
 
 # -- the shard function (pure) ----------------------------------------------------------------------

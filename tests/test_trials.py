@@ -326,7 +326,9 @@ def test_kill_and_resume_reruns_half_episodes_from_trial_0_and_equals_an_uninter
     resumed = subprocess.run(cmd(cut, "--resume"), env=_env(), capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr
     assert _trial_lines(cut) == _trial_lines(full) and len(_trial_lines(cut)) == 24  # no duplicate, no half
-    timing = ("eval_s", "episodes_per_s", "env_steps_per_s")
+    from lerobench.inference import CALL_STATS_KEYS
+
+    timing = ("eval_s", "episodes_per_s", "env_steps_per_s", *CALL_STATS_KEYS)
     cut_results, full_results = (json.loads((d / "results.json").read_text())["overall"] for d in (cut, full))
     assert {k: v for k, v in cut_results.items() if k not in timing} == {
         k: v for k, v in full_results.items() if k not in timing}

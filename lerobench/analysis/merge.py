@@ -177,13 +177,20 @@ def link_or_copy(source: Path, target: Path) -> None:
 
 
 def _timing(shards: Sequence[ShardRun], n_records: int) -> dict[str, Any]:
-    """Summed shard time (machine-seconds, not wall time) and the rates over it."""
+    """Summed shard time (machine-seconds, not wall time), the rates over it, and the shards' policy calls."""
     eval_s = sum(float(s.results.get("overall", {}).get("eval_s") or 0.0) for s in shards)
     steps = sum(float(s.results.get("overall", {}).get("env_steps_per_s") or 0.0)
                 * float(s.results.get("overall", {}).get("eval_s") or 0.0) for s in shards)
+    calls = sum(int(s.results.get("overall", {}).get("policy_calls") or 0) for s in shards)
+    rows = sum(int(s.results.get("overall", {}).get("policy_calls") or 0)
+               * float(s.results.get("overall", {}).get("rows_per_call") or 0.0) for s in shards)
+    busy = sum(float(s.results.get("overall", {}).get("policy_busy_s") or 0.0) for s in shards)
     return {"eval_s": round(eval_s, 3),
             "episodes_per_s": round(n_records / eval_s, 4) if eval_s > 0 else None,
-            "env_steps_per_s": round(steps / eval_s, 2) if eval_s > 0 else None}
+            "env_steps_per_s": round(steps / eval_s, 2) if eval_s > 0 else None,
+            "policy_calls": calls or None, "rows_per_call": round(rows / calls, 3) if calls else None,
+            "policy_busy_s": round(busy, 3) if calls else None,
+            "policy_busy_fraction": round(busy / eval_s, 4) if calls and eval_s > 0 else None}
 
 
 def merge(output: Path, inputs: Sequence[Path], command: Sequence[str] | None = None) -> dict[str, Any]:

@@ -195,13 +195,17 @@ IDLE = -1
 """Episode index given to a slot that has no episode left to run."""
 
 
-def env_action(action: np.ndarray, observe: bool | np.ndarray) -> dict[str, Any]:
-    """The action ``LazyTaskEnv.step`` takes: the simulator action and whether the next observation is read.
+def env_action(action: np.ndarray, observe: bool | np.ndarray, hold: bool | np.ndarray = False) -> dict[str, Any]:
+    """The action ``LazyTaskEnv.step`` takes: the simulator action, whether its observation is read, whether to hold.
 
-    Batched the same way (``{"action": (B, A), "observe": (B,)}``) for a vector env's ``step``; the flag
-    travels with the action through gymnasium's Sync/AsyncVectorEnv, so it costs no extra round trip.
+    Batched the same way (``{"action": (B, A), "observe": (B,), "hold": (B,)}``) for a vector env's ``step``;
+    the flags travel with the action through gymnasium's Sync/AsyncVectorEnv, so they cost no extra round trip.
+    ``hold`` lets the rollout keep stepping the envs that have queued actions while the others wait for
+    the policy: simulated time stands still for a held env, so waiting changes nothing about its episode.
     """
-    return {"action": action, "observe": np.asarray(observe, dtype=np.int64)}
+    observe = np.asarray(observe, dtype=np.int64)
+    return {"action": action, "observe": observe, "hold": np.broadcast_to(np.asarray(hold, dtype=np.int64),
+                                                                          observe.shape).copy()}
 
 
 class LazyTaskEnv(gym.Env):
@@ -245,6 +249,7 @@ class LazyTaskEnv(gym.Env):
         self.action_space = gym.spaces.Dict({
             "action": gym.spaces.Box(-1.0, 1.0, (spec.action_dim,), np.float32),
             "observe": gym.spaces.Discrete(2),
+            "hold": gym.spaces.Discrete(2),
         })
         self._sim: Simulator | None = None
         self._raw: Simulator | None = None
@@ -373,11 +378,13 @@ class LazyTaskEnv(gym.Env):
         return self._last_obs, info
 
     def step(self, action: Mapping[str, Any] | np.ndarray):
-        """Advance one step (see ``env_action``); a finished or idle env stays frozen and reports nothing new."""
+        """Advance one step (see ``env_action``); a finished, idle or held env stays frozen and reports nothing new."""
         if self._done:
             return self._last_obs, 0.0, True, False, {}
         observe = True
         if isinstance(action, Mapping):
+            if bool(action.get("hold", 0)):  # waiting for the policy: simulated time stands still
+                return self._last_obs, 0.0, False, False, {}
             action, observe = action["action"], bool(action["observe"])
         try:
             action = np.asarray(action, dtype=np.float32)

@@ -5,7 +5,7 @@ Rules, in order (``--executor`` and ``--batch-size`` override them):
 1. ``--batch-size``, ``--record``, ``--parallel-tasks`` or ``--episode-timeout`` keep the shared policy
    (rule 3): trajectories go through the driver's writer; task threads and step timeouts are features of
    vector workers.
-2. A policy that is cheap to replicate (it declares ``replicable = True``: built-in baselines and
+2. A policy that is cheap to replicate (it declares ``PolicyTraits(replicable=True)``: built-in baselines and
    experts, ``ws://`` clients) runs on process-parallel episode workers, one per usable core, capped
    by the todo episodes and by memory / (backend's per-worker memory): no per-step IPC at all.
 3. Otherwise (a torch model: one copy, batched forward passes) the vector executor, whose batch comes
@@ -18,6 +18,7 @@ from typing import Any
 
 from lerobench.execution.base import ExecutionChoice
 from lerobench.plan import RunPlan
+from lerobench.policies.base import policy_traits
 from lerobench.system import auto_batch_size, available_memory_mb, usable_cores
 
 IPC_STEP_MS = 1.0
@@ -26,7 +27,7 @@ IPC_STEP_MS = 1.0
 
 def replicable(policy: Any) -> bool:
     """Whether building one policy per worker is cheap and harmless (the policy declares it)."""
-    return getattr(policy, "replicable", False) is True
+    return policy_traits(policy).replicable
 
 
 def choose(plan: RunPlan, policy: Any, cameras: tuple[str, ...], todo: int, *, cores: int | None = None,

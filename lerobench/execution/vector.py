@@ -17,7 +17,7 @@ from lerobench.analysis.results import EpisodeRecord
 from lerobench.errors import RunError
 from lerobench.execution.base import MAX_WORKER_REBUILDS
 from lerobench.plan import RunPlan, WorkUnit
-from lerobench.policies.loading import observation_needs
+from lerobench.policies.base import close_policy, observation_needs
 from lerobench.rollout import Cancelled, WorkerFailure, run_episodes
 from lerobench.sink import RecordSink
 
@@ -84,9 +84,7 @@ class VectorExecutor:
                     f.cancel()
             pool.shutdown(wait=True)
             for p in copies:
-                close = getattr(p, "close", None)
-                if callable(close):
-                    close()
+                close_policy(p)
         errors = [f.exception() for f in futures if not f.cancelled() and f.exception() is not None]
         real = [e for e in errors if not isinstance(e, Cancelled)]
         if real or errors:
@@ -115,7 +113,7 @@ class VectorExecutor:
             failed = True
             try:
                 run_episodes(venv, policy, run, todo, on_episode, lambda n: sink.steps(task, n), recorder,
-                             trajectories)
+                             trajectories, stats=sink.calls)
                 todo, failed = [], False
             except WorkerFailure as failure:
                 rebuilds += 1
@@ -136,13 +134,5 @@ warnings.filterwarnings("ignore", message=r".*Calling `close` while waiting for 
 
 
 def _close(venv: Any, terminate: bool) -> None:
-    """Close a vector env; after a failure, terminate workers instead of asking dead ones to close."""
-    try:
-        venv.close(terminate=True) if terminate and hasattr(venv, "step_wait") else venv.close()
-    except Exception:  # noqa: BLE001 - closing after a failure: the workers are killed below anyway
-        for proc in getattr(venv, "processes", []):
-            if proc.is_alive():
-                proc.kill()
-        for proc in getattr(venv, "processes", []):
-            proc.join(timeout=5)
-
+    """Close a vector env; after a failure, terminate its workers instead of asking dead ones to close."""
+    venv.close_after_failure() if terminate else venv.close()

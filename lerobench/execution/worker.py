@@ -14,6 +14,7 @@ from typing import Any
 
 from lerobench.analysis.results import EpisodeRecord
 from lerobench.plan import RunPlan, WorkUnit
+from lerobench.policies.base import close_policy
 from lerobench.policies.loading import load_policy, observation_needs
 
 
@@ -65,9 +66,8 @@ class UnitRunner:
     def close(self) -> None:
         """Close the env and the policy (idempotent)."""
         self._close_env()
-        close = getattr(self.policy, "close", None)
-        if callable(close):
-            close()
+        if self.policy is not None:
+            close_policy(self.policy)
             self.policy = None
 
 

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from lerobench.errors import ConfigError
-from lerobench.policies.base import ObservationNeeds, PolicyContext
+from lerobench.policies.base import ObservationNeeds, PolicyContext, PolicyTraits, row_ids
 
 GOAL_LOW = np.array([-0.1, 0.8, 0.05])
 GOAL_HIGH = np.array([0.1, 0.9, 0.3])
@@ -115,6 +115,8 @@ class AdaptiveReachPolicy:
     """Explores in trial 0, exploits what it learned in later trials (see the module docstring)."""
 
     observation_needs = ObservationNeeds()
+    traits = PolicyTraits(batchable=True, batch_invariant=True)
+    """Memory keyed by ``row_ids``: rows of any calls, any batch, the same episodes."""
 
     def __init__(self, action_dim: int = 4):
         self.action_dim = action_dim
@@ -130,14 +132,12 @@ class AdaptiveReachPolicy:
         n = len(states)
         rewards = np.asarray(observation.get("reward", np.zeros(n)), dtype=np.float64)
         actions = np.zeros((n, self.action_dim), dtype=np.float32)
-        for i in range(n):
-            if not observation["active"][i]:
-                continue
+        for i, key in enumerate(row_ids(observation).tolist()):
             pos = states[i, :3]
             trial = int(observation["trial"][i])
-            if observation["episode_start"][i] or i not in self._memory:
-                self._memory[i] = _Memory()
-            memory = self._memory[i]
+            if observation["episode_start"][i] or key not in self._memory:
+                self._memory[key] = _Memory()
+            memory = self._memory[key]
             if observation["trial_start"][i]:
                 memory.start_trial(trial, pos)
             else:

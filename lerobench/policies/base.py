@@ -1,33 +1,38 @@
-"""The policy boundary: two methods, plus a declaration of which observations the policy consumes.
+"""The policy boundary: two methods, plus typed declarations of what the policy consumes and what it is.
 
-Observation batch passed to ``select_action`` (B = number of envs in the vector env):
+Observation batch passed to ``select_action``. B is the number of rows **that need an action now**: the
+envs whose queue of actions ran dry. Envs still executing a chunk, waiting for another call, or idle
+are never passed, so a policy never sees (or advances state for) a row it should not act on, and each
+row is in exactly one call per chunk executed. Rows of one call may come from any envs in any order:
 
+- ``slot``: int64 (B,) the row's stable id: its env index in a local run, or a per-(client, env) id
+  under ``lerobench serve --max-batch``. Key per-env state by ``row_ids(observation)``, never by position.
 - ``state``: float32 (B, state_dim) — always present, never costs a render.
 - ``images``: {camera: uint8 (B, H, W, 3)} — only the cameras in ``observation_needs.cameras``.
-- ``task``: list[str] of task names; ``episode``: int64 (B,) episode index (-1 for an idle slot);
-  ``episode_seed``: int64 (B,); ``episode_start``: bool (B,) True on an episode's first observation
-  (reset per-env state there); ``active``: bool (B,) False for finished/idle slots (their action is
-  ignored).
+- ``task``: list[str] of task names; ``episode``: int64 (B,) episode index; ``episode_seed``: int64 (B,);
+  ``episode_start``: bool (B,) True on an episode's first observation (reset per-env state there);
+  ``active``: bool (B,) all True (kept for policies written against the old whole-batch contract).
 - ``trial``: int64 (B,) index of the current attempt at the episode (``--trials``; always 0 with one
   trial); ``trial_start``: bool (B,) True on each trial's first observation, where the env is back at
   the episode's start. Keep per-episode memory across trials (that is what is measured); drop only
   what belongs to the old attempt (e.g. queued actions). See docs/trials.md.
+- ``call``: int64 (B,) index of this call within the current trial (0 at its first observation): with
+  ``episode_seed`` and ``trial`` it keys the row's random stream (``row_generators``).
 - ``reward``: float32 (B,) and ``success``: bool (B,) of the step that produced this observation
   (0.0 and False on a trial's first observation): what a policy that adapts within an episode learns
   from. Returning to the same start is the policy's only other signal.
 
-- ``slot``: int64 (B,) — only from ``lerobench serve --max-batch``: a stable id per (client, env) row,
-  since a served batch stacks rows of several clients. Key per-env state by ``row_ids(observation)``
-  (the slot, or the row index in a local run) and declare ``batchable = True`` to be batched.
-
 ``select_action`` returns float actions (B, action_dim), or an action chunk (B, T, action_dim) of
 which lerobench executes ``replan_steps`` before asking again (``--replan-steps``, or the policy's own
-``ObservationNeeds.replan_steps``). Each env keeps its own queue; the policy is asked (for the whole
-batch) when one runs dry and reads only those envs' observations, so the cameras of an env are rendered
-only at the steps where its queue runs dry: once per chunk. ``ObservationNeeds.every_frame`` renders
-them at every step instead.
-"""
+``ObservationNeeds.replan_steps``). Each env keeps its own queue; an env whose queue runs dry waits
+(simulated time stands still) while the others keep stepping, and joins the next call: the cameras of an
+env are rendered only at the steps where its queue runs dry, once per chunk (``ObservationNeeds.every_frame``
+renders them at every step instead). Calls run on a helper thread, overlapped with simulation.
 
+Batch invariance: if a row's action depends only on that row (its observation, its state keyed by
+``row_ids``, its random stream from ``row_generators``), every episode's outcome is the same at any
+``--batch-size``, executor or schedule. A policy says so in ``PolicyTraits.batch_invariant``.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -80,10 +85,98 @@ class PolicyContext:
     options: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class PolicyTraits:
+    """What a policy is, declared once as ``traits = PolicyTraits(...)``; read only through ``policy_traits``.
+
+    Executors, ``lerobench serve`` and ``results.json`` decide from these instead of probing attributes.
+    A policy that declares nothing gets these defaults (the safe choices).
+    """
+
+    copy_safe: bool = True
+    """``copy.copy(policy)`` plus ``reset()`` gives an independent copy for another task thread
+    (``--parallel-tasks``, one served connection each). False: one task / one client at a time."""
+    replicable: bool = False
+    """Building one instance per worker process is cheap and harmless (no big weights): ``--executor auto``
+    may then choose the processes executor."""
+    batchable: bool = False
+    """A row's action depends only on that row and state keyed by ``row_ids``: ``lerobench serve --max-batch``
+    may stack rows of several clients into one call."""
+    stochastic: bool = False
+    """The policy draws random numbers (noise of diffusion / flow matching, sampling)."""
+    concurrent_calls: int = 1
+    """Calls that may be in flight at once, from helper threads, on disjoint rows. 1 for a model computing
+    locally (its calls would only queue up); more for a policy whose latency is not local compute (a remote
+    server that batches, a model waiting on I/O): envs then keep several calls' rows in flight."""
+    batch_invariant: bool | None = None
+    """Every episode's outcome is independent of which other rows share its calls (``--batch-size``, executor,
+    schedule): state keyed by ``row_ids``, randomness from ``row_generators``. None: not declared (unknown).
+    Recorded in ``results.json`` ``config.batch_invariant``."""
+
+
+def policy_traits(policy: Any) -> PolicyTraits:
+    """The policy's declared ``traits``, or defaults; the one place traits are looked up.
+
+    Backwards compatible: a policy written before ``PolicyTraits`` that sets the class attributes
+    ``copy_safe``, ``replicable`` or ``batchable`` has them honoured here.
+    """
+    declared = getattr(policy, "traits", None)
+    if isinstance(declared, PolicyTraits):
+        return declared
+    legacy = {name: value for name in ("copy_safe", "replicable", "batchable")
+              if isinstance(value := getattr(policy, name, None), bool)}
+    return PolicyTraits(**legacy)
+
+
+def observation_needs(policy: Any) -> ObservationNeeds:
+    """A policy's declared needs; policies that declare nothing are state-only."""
+    needs = getattr(policy, "observation_needs", None)
+    return needs if isinstance(needs, ObservationNeeds) else ObservationNeeds()
+
+
+def close_policy(policy: Any) -> None:
+    """Call the policy's optional ``close()`` (connections, GPU memory); policies without one need nothing."""
+    close = getattr(policy, "close", None)
+    if callable(close):
+        close()
+
+
 def row_ids(observation: dict[str, Any]) -> np.ndarray:
-    """The key of each row's per-env state: its serving slot if batched by ``lerobench serve``, else its index."""
+    """The key of each row's per-env state: ``observation['slot']`` (env index, or serving slot), else its position."""
     slots = observation.get("slot")
     return np.asarray(slots) if slots is not None else np.arange(len(observation["state"]))
+
+
+def row_seeds(observation: dict[str, Any]) -> list[int]:
+    """One seed per row, a pure function of (run seed, task, episode, trial, call index within the trial).
+
+    Never of the batch, the row's position or the executor: the basis of batch-invariant randomness.
+    """
+    n = len(observation["state"])
+    zeros = np.zeros(n, dtype=np.int64)
+    episode_seed = np.asarray(observation.get("episode_seed", zeros), dtype=np.int64)
+    trial = np.asarray(observation.get("trial", zeros), dtype=np.int64)
+    call = np.asarray(observation.get("call", zeros), dtype=np.int64)
+    return [int(np.random.SeedSequence([int(e) & 0xFFFFFFFF, int(t), int(c), 0x5EED]).generate_state(1)[0])
+            for e, t, c in zip(episode_seed, trial, call, strict=True)]
+
+
+def row_generators(observation: dict[str, Any]) -> list[np.random.Generator]:
+    """One ``numpy.random.Generator`` per row, keyed on (run seed, task, episode, trial, call index).
+
+    Draw a row's noise (action sampling, a diffusion / flow-matching initial noise) from its own generator
+    and the policy stays batch-invariant: the same episode sees the same numbers at any batch size.
+    """
+    return [np.random.default_rng(seed) for seed in row_seeds(observation)]
+
+
+def row_noise(observation: dict[str, Any], shape: tuple[int, ...]) -> np.ndarray:
+    """Standard-normal noise (B, *shape) float32, row i from ``row_generators(observation)[i]``.
+
+    What a diffusion / flow-matching policy passes as its initial noise tensor (``torch.from_numpy``).
+    """
+    return np.stack([g.standard_normal(shape, dtype=np.float32) for g in row_generators(observation)]) \
+        if len(observation["state"]) else np.zeros((0, *shape), np.float32)
 
 
 @runtime_checkable

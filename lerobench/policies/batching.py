@@ -7,11 +7,13 @@ one, and splits the actions back to each connection.
 
 The contract that keeps per-env state correct (docs/sharding.md, "Serve batching"):
 
-- One policy instance serves every connection, so it must declare ``batchable = True``: its action
+- One policy instance serves every connection, so it must declare ``PolicyTraits(batchable=True)``: its action
   for a row depends only on that row's observation and on state it keys by the row's **slot**.
-- Each (connection, row) pair gets a stable slot id for the connection's lifetime, passed as
-  ``observation["slot"]`` (int64, (B,)); ``policies.base.row_ids`` returns it (or ``arange(B)`` in a
-  local run). Rows of one request stay contiguous and in order; other rows may come from any client.
+- Each (connection, client row id) pair gets a stable slot id for the connection's lifetime, passed as
+  ``observation["slot"]`` (int64, (B,)); ``policies.base.row_ids`` returns it. The client's row id is the
+  ``slot`` it sends (lerobench sends each env's index: a request holds only the envs that need an action),
+  else the row's position. Rows of one request stay contiguous and in order; other rows may come from any
+  client.
 - A slot new to its connection starts an episode (``episode_start`` forced True), exactly as the
   fresh, reset policy copy an unbatched connection gets. Slots of a closed connection are reused.
 
@@ -33,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from lerobench.errors import ConfigError
+from lerobench.policies.base import policy_traits
 
 
 def check_batching(max_batch: int, max_wait_ms: float, policy: Any, spec: str) -> None:
@@ -41,7 +44,7 @@ def check_batching(max_batch: int, max_wait_ms: float, policy: Any, spec: str) -
         raise ConfigError(f"--max-batch must be >= 1, got {max_batch}")
     if max_wait_ms < 0:
         raise ConfigError(f"--max-wait-ms must be >= 0, got {max_wait_ms}")
-    if max_batch > 1 and getattr(policy, "batchable", False) is not True:
+    if max_batch > 1 and not policy_traits(policy).batchable:
         raise ConfigError(f"--max-batch {max_batch}: policy {spec!r} does not declare batchable = True, so its "
                           f"per-env state could mix rows of different clients; serve it without --max-batch "
                           f"(one policy copy per connection), or key its state by observation['slot']")
@@ -54,32 +57,41 @@ class SlotTable:
         self._lock = threading.Lock()
         self._free: list[int] = []
         self._next = 0
-        self._owned: dict[int, list[int]] = {}
+        self._owned: dict[int, dict[int, int]] = {}
+        """Per connection: the client's row id -> its slot."""
 
     def connect(self, conn: int) -> None:
         """Register a connection (it counts as a client the batcher may wait for)."""
         with self._lock:
-            self._owned.setdefault(conn, [])
+            self._owned.setdefault(conn, {})
 
-    def rows(self, conn: int, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """Slot ids for ``n`` rows of ``conn``, and which of them are new to it (they start an episode)."""
+    def rows(self, conn: int, keys: int | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Slots of ``conn``'s rows with client row ids ``keys`` (int n: 0..n-1), and which are new (episode start).
+
+        Keyed by the client's row id, not by position: a client sends only the envs that need an action, so
+        the same env may be row 0 of one request and row 2 of the next.
+        """
+        keys = np.arange(keys) if isinstance(keys, int) else np.asarray(keys)
         with self._lock:
-            owned = self._owned.setdefault(conn, [])
-            fresh = np.zeros(n, dtype=bool)
-            while len(owned) < n:
-                fresh[len(owned)] = True
-                if self._free:
-                    self._free.sort()
-                    owned.append(self._free.pop(0))
-                else:
-                    owned.append(self._next)
-                    self._next += 1
-            return np.array(owned[:n], dtype=np.int64), fresh
+            owned = self._owned.setdefault(conn, {})
+            fresh = np.zeros(len(keys), dtype=bool)
+            slots = np.zeros(len(keys), dtype=np.int64)
+            for k, key in enumerate(keys.tolist()):
+                if key not in owned:
+                    fresh[k] = True
+                    if self._free:
+                        self._free.sort()
+                        owned[key] = self._free.pop(0)
+                    else:
+                        owned[key] = self._next
+                        self._next += 1
+                slots[k] = owned[key]
+            return slots, fresh
 
     def disconnect(self, conn: int) -> None:
         """Return a connection's slots to the free list."""
         with self._lock:
-            self._free.extend(self._owned.pop(conn, []))
+            self._free.extend(self._owned.pop(conn, {}).values())
 
     @property
     def connections(self) -> int:

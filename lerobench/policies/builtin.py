@@ -9,38 +9,31 @@ import numpy as np
 
 from lerobench.errors import ConfigError
 from lerobench.policies.adaptive import make_adaptive_reach
-from lerobench.policies.base import ObservationNeeds, PolicyContext, row_ids
+from lerobench.policies.base import ObservationNeeds, PolicyContext, PolicyTraits, row_generators
 
 
 class RandomPolicy:
-    """Uniform actions in [-1, 1] from a per-episode RNG.
+    """Uniform actions in [-1, 1] from each row's own random stream (``row_generators``).
 
-    The RNG of each env is re-seeded from ``episode_seed`` at every episode start, so an episode's
-    actions depend only on (run seed, task, episode) — never on batch size or finish order.
+    A row's stream is keyed on (run seed, task, episode, trial, call index), so an episode's actions
+    never depend on batch size, finish order or which rows share a call; no state at all.
     """
 
     observation_needs = ObservationNeeds()
-    batchable = True
-    """RNGs are keyed by ``row_ids``, so ``lerobench serve --max-batch`` may stack clients' rows."""
-    replicable = True
-    """Cheap to build once per worker process (docs/scaling.md): no weights, no shared state."""
+    traits = PolicyTraits(replicable=True, batchable=True, stochastic=True, batch_invariant=True)
+    """Stateless and keyed per row: cheap to build per worker, stackable by ``lerobench serve --max-batch``."""
 
     def __init__(self, action_dim: int):
         self.action_dim = action_dim
-        self._rngs: dict[int, np.random.Generator] = {}
 
     def reset(self) -> None:
-        """Drop every per-env RNG."""
-        self._rngs = {}
+        """Stateless: the random streams are keyed per row and call."""
 
     def select_action(self, observation: dict[str, Any], task_descriptions: list[str]) -> np.ndarray:
-        """Draw one action per env from that env's episode RNG."""
-        batch = len(observation["state"])
-        actions = np.zeros((batch, self.action_dim), dtype=np.float32)
-        for i, key in enumerate(row_ids(observation).tolist()):
-            if observation["episode_start"][i] or key not in self._rngs:
-                self._rngs[key] = np.random.default_rng(int(observation["episode_seed"][i]))
-            actions[i] = self._rngs[key].uniform(-1.0, 1.0, self.action_dim)
+        """Draw one action per row from that row's random stream."""
+        actions = np.zeros((len(observation["state"]), self.action_dim), dtype=np.float32)
+        for i, rng in enumerate(row_generators(observation)):
+            actions[i] = rng.uniform(-1.0, 1.0, self.action_dim)
         return actions
 
 
@@ -48,9 +41,8 @@ class ZeroPolicy:
     """All-zero actions: the cheapest possible baseline (and a no-render smoke policy)."""
 
     observation_needs = ObservationNeeds()
-    batchable = True
-    replicable = True
-    """Cheap to build once per worker process (docs/scaling.md): no weights, no shared state."""
+    traits = PolicyTraits(replicable=True, batchable=True, batch_invariant=True)
+    """Cheap to build once per worker process (docs/scaling.md): no weights, no state."""
 
     def __init__(self, action_dim: int):
         self.action_dim = action_dim
@@ -67,10 +59,8 @@ class MetaWorldExpertPolicy:
     """Meta-World's scripted expert for each task (``metaworld.policies.ENV_POLICY_MAP``), state only."""
 
     observation_needs = ObservationNeeds()
-    batchable = True
-    """Stateless: each row's action depends on its own observation only."""
-    replicable = True
-    """Cheap to build once per worker process (docs/scaling.md): no weights, no shared state."""
+    traits = PolicyTraits(replicable=True, batchable=True, batch_invariant=True)
+    """Stateless (each row's action depends on its own observation only) and cheap to build per worker."""
 
     def __init__(self, task_names: list[str]):
         from metaworld.policies import ENV_POLICY_MAP

@@ -28,6 +28,12 @@ an episode, so a new episode never inherits actions or observation history from 
 the envs of the batch still mid-episode lose their queue and history too (they re-plan early). With
 ``--batch-size 1`` the behaviour is exactly LeRobot's.
 
+Batch invariance and noise. Chunk mode is batch-invariant (``results.json`` ``config.batch_invariant``):
+ACT is deterministic, and pi0, pi0.5 and SmolVLA get their initial flow-matching noise from each row's own
+random stream (``row_noise``: keyed on run seed, task, episode, trial and call), so an episode draws the same
+noise at any batch size. The ``select_action`` mode (diffusion, VQ-BeT, TD-MPC, ACT with temporal
+ensembling) is not: LeRobot keeps one queue and one noise draw for the whole batch.
+
 Trials (``--trials``). At a trial start (``observation["trial_start"]``) the env jumps back to the
 episode's start: lerobench drops that env's pending chunk itself; policies run through their own
 ``select_action`` get ``reset()``, since their queues (pending actions, the last few observations) all
@@ -48,13 +54,18 @@ from typing import Any
 import numpy as np
 
 from lerobench.errors import ConfigError, MissingDependencyError
-from lerobench.policies.base import ObservationNeeds, PolicyContext
+from lerobench.policies.base import ObservationNeeds, PolicyContext, PolicyTraits, row_ids, row_noise
 
 PREFIX = "lerobot:"
 INSTALL_HINT = "see docs/lerobot.md for the install recipe (lerobot==0.4.4 with --no-deps beside your torch)"
 
 # Policy types whose predict_action_chunk keeps no state between calls: per-env queues are exact.
 _CHUNK_TYPES = ("act", "pi0", "pi05", "smolvla")
+# Flow-matching types: they draw an initial noise tensor (B, chunk_size, max_action_dim) and accept it as
+# predict_action_chunk(batch, noise=...): the adapter passes each row's own (``row_noise``).
+_FLOW_TYPES = ("pi0", "pi05", "smolvla")
+# Types that draw random numbers at inference (the flow types, and diffusion's DDPM/DDIM sampling).
+_STOCHASTIC_TYPES = (*_FLOW_TYPES, "diffusion", "vqbet")
 
 # LeRobot's names of simulator cameras -> lerobench camera names, per backend.
 _CAMERA_ALIASES: dict[str, dict[str, str]] = {
@@ -192,9 +203,12 @@ class LeRobotPolicy:
             raise ConfigError(f"lerobot policy {path}: cannot load its pre/post-processors "
                               f"({type(exc).__name__}: {exc})") from exc
         self.device = torch.device(device)
-        # select_action mode shares the module's batch-wide state; chunk mode keeps none (lerobench queues).
-        self.copy_safe = self.chunked
+        # select_action mode shares the module's batch-wide state; chunk mode keeps none (lerobench queues), and
+        # its noise is drawn per row: the same episode gets the same actions at any batch size.
+        self.traits = PolicyTraits(copy_safe=self.chunked, stochastic=self.type in _STOCHASTIC_TYPES,
+                                   batch_invariant=self.chunked)
         self._warned_partial_reset = False
+        self._rows: tuple[int, ...] = ()
         self.reset()
 
     # -- feature mapping ---------------------------------------------------------------------------
@@ -281,13 +295,27 @@ class LeRobotPolicy:
         import torch
 
         batch = self.preprocessor(self._to_lerobot(observation, task_descriptions))
-        chunk = self.postprocessor(self.module.predict_action_chunk(batch)[:, : self.n_action_steps])
+        chunk = self.module.predict_action_chunk(batch, **self._noise(observation))
+        chunk = self.postprocessor(chunk[:, : self.n_action_steps])
         return chunk.detach().to("cpu", torch.float32).numpy()
+
+    def _noise(self, observation: dict[str, Any]) -> dict[str, Any]:
+        """``{"noise": ...}`` for flow-matching types: each row's initial noise from its own random stream."""
+        if self.type not in _FLOW_TYPES:
+            return {}
+        import torch
+
+        shape = (int(self.config.chunk_size), int(self.config.max_action_dim))
+        return {"noise": torch.from_numpy(row_noise(observation, shape)).to(self.device)}
 
     def _select_stateful(self, observation: dict[str, Any], task_descriptions: list[str], n: int,
                          starts: np.ndarray, active: np.ndarray) -> np.ndarray:
         import torch
 
+        rows = tuple(row_ids(observation).tolist())
+        if rows != self._rows and self._rows:  # an env went idle: LeRobot's batch-wide queue no longer fits
+            self.module.reset()
+        self._rows = rows
         if starts.any():
             if n > 1 and not starts[active].all() and not self._warned_partial_reset:
                 self._warned_partial_reset = True

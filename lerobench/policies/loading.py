@@ -6,7 +6,7 @@ import importlib
 from typing import Any
 
 from lerobench.errors import ConfigError, PolicyError, unknown
-from lerobench.policies.base import ObservationNeeds, PolicyContext
+from lerobench.policies.base import PolicyContext, observation_needs
 from lerobench.policies.builtin import BUILTIN
 from lerobench.registry import import_module_here
 
@@ -49,11 +49,6 @@ def _from_factory(spec: str, context: PolicyContext) -> Any:
         return factory(context)
     except Exception as exc:  # noqa: BLE001 - a user factory may raise anything; name it
         raise PolicyError(f"policy {spec!r}: factory raised {type(exc).__name__}: {exc}") from exc
-
-
-def observation_needs(policy: Any) -> ObservationNeeds:
-    """A policy's declared needs; policies that declare nothing are state-only."""
-    return getattr(policy, "observation_needs", None) or ObservationNeeds()
 
 
 def _validated(spec: str, policy: Any, context: PolicyContext) -> Any:

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from lerobench.errors import ConfigError, MissingDependencyError, PolicyError
-from lerobench.policies.base import ObservationNeeds, PolicyContext
+from lerobench.policies.base import ObservationNeeds, PolicyContext, PolicyTraits
 from lerobench.policies.msgpack_numpy import SERVE_EXTRA_HINT, DecodeError, packb, unpackb
 
 try:
@@ -35,7 +35,7 @@ OPENPI_LIBERO_IMAGES = {"observation/image": "agentview", "observation/wrist_ima
 OPENPI_LIBERO_STATE = "observation/state"
 """openpi's key for LIBERO's 8-D state (eef pos 3, eef axis-angle 3, gripper qpos 2)."""
 LIBERO_STATE_DIM = 8
-PER_ENV_KEYS = ("episode", "episode_seed", "episode_start", "trial", "trial_start", "reward", "success")
+PER_ENV_KEYS = ("episode", "episode_seed", "episode_start", "trial", "trial_start", "reward", "success", "slot", "call")
 """Batch entries sent along with state and images (plus ``active`` in batched mode)."""
 
 
@@ -53,9 +53,6 @@ class RemotePolicy:
     ``PolicyError``: re-sending it could act on a server whose per-episode state was lost.
     """
 
-    copy_safe = True
-    replicable = True
-    """Each episode worker opens its own connection; the server batches or serializes them."""
 
     def __init__(self, url: str, context: PolicyContext, open_timeout: float = 10.0):
         if context.backend == "libero" and context.state_dim != LIBERO_STATE_DIM:
@@ -100,6 +97,16 @@ class RemotePolicy:
             cameras = self.context.cameras if self.context.backend == "libero" else ()
         return ObservationNeeds(cameras=tuple(cameras), replan_steps=self.metadata.get("replan_steps"),
                                 every_frame=bool(self.metadata.get("every_frame", False)))
+
+    @property
+    def traits(self) -> PolicyTraits:
+        """Copy-safe and replicable; ``batch_invariant`` and ``stochastic`` are the served policy's (metadata).
+
+        Each copy / episode worker opens its own connection; the server batches or serializes them.
+        """
+        invariant = self.metadata.get("batch_invariant")
+        return PolicyTraits(copy_safe=True, replicable=True, stochastic=bool(self.metadata.get("stochastic", False)),
+                            batch_invariant=invariant if isinstance(invariant, bool) else None)
 
     @property
     def batched(self) -> bool:

@@ -6,7 +6,7 @@ openpi clients (``openpi_client.WebsocketClientPolicy``) can use lerobench polic
 
 One thread per connection (websockets' sync server); each connection gets its own ``copy.copy`` of
 the policy, then ``reset()``, so per-episode state never leaks between clients while weights stay
-shared. A policy that declares ``copy_safe = False`` serves one connection at a time.
+shared. A policy that declares ``PolicyTraits(copy_safe=False)`` serves one connection at a time.
 
 With ``--max-batch N`` (> 1) one shared policy instance answers every connection and concurrent
 requests are stacked into one ``select_action`` call (``policies/batching.py`` says how per-env state
@@ -32,7 +32,7 @@ import numpy as np
 
 from lerobench import __version__
 from lerobench.errors import ConfigError, MissingDependencyError
-from lerobench.policies.base import PolicyContext
+from lerobench.policies.base import PolicyContext, policy_traits
 from lerobench.policies.batching import Batcher, SlotTable, check_batching
 from lerobench.policies.loading import load_policy, observation_needs
 from lerobench.policies.msgpack_numpy import SERVE_EXTRA_HINT, DecodeError, packb, unpackb
@@ -80,7 +80,8 @@ class PolicyServer:
             "server": "lerobench", "version": __version__, "policy": policy_spec, "suite": context.suite,
             "batched": True, "action_dim": context.action_dim, "state_dim": context.state_dim,
             "cameras": list(self.cameras), "image_size": list(context.image_size), "max_batch": max_batch,
-            "every_frame": needs.every_frame,
+            "every_frame": needs.every_frame, "batch_invariant": policy_traits(self.policy).batch_invariant,
+            "stochastic": policy_traits(self.policy).stochastic,
         }
         if needs.replan_steps is not None:  # the served policy fixes how much of each chunk is executed
             self.metadata["replan_steps"] = needs.replan_steps
@@ -91,7 +92,7 @@ class PolicyServer:
         if max_batch > 1:  # one shared instance, reset once; rows keep their state through their slots
             self.policy.reset()
             self._batcher = Batcher(self._infer, self._slots, max_batch, max_wait_ms)
-        copy_unsafe = getattr(self.policy, "copy_safe", True) is False
+        copy_unsafe = not policy_traits(self.policy).copy_safe
         self._exclusive = threading.Lock() if copy_unsafe and self._batcher is None else None
         self._serving = False
         try:
@@ -171,7 +172,7 @@ class PolicyServer:
         batcher = self._batcher
 
         def infer(batch: dict[str, Any], descriptions: list[str]) -> tuple[np.ndarray, dict[str, float]]:
-            slots, fresh = self._slots.rows(conn_id, len(batch["state"]))
+            slots, fresh = self._slots.rows(conn_id, batch["slot"])
             batch["slot"] = slots
             batch["episode_start"] = batch["episode_start"] | fresh
             return batcher.infer(batch, descriptions)
@@ -237,7 +238,8 @@ def to_batch(request: Any, context: PolicyContext, cameras: tuple[str, ...],
 
     A request is single (openpi style: no batch dimension) if its ``state`` is 1-D, batched if 2-D.
     Missing entries get defaults: ``episode_start`` is True on a connection's first request only
-    (``trial_start`` defaults to it, ``trial`` to 0, ``reward`` to 0, ``success`` to False),
+    (``trial_start`` defaults to it, ``trial`` to 0, ``reward`` to 0, ``success`` to False, ``slot`` -- the
+    client's id of each row -- to the row's position, ``call`` to 0),
     ``task`` comes from the prompt (or is the suite's only task), the prompt from the task.
     """
     if not isinstance(request, dict):
@@ -267,6 +269,8 @@ def to_batch(request: Any, context: PolicyContext, cameras: tuple[str, ...],
         "episode_seed": per_env("episode_seed", context.seed, np.int64),
         "episode_start": per_env("episode_start", first, bool),
         "active": per_env("active", True, bool),
+        "slot": per_env("slot", np.arange(n), np.int64),
+        "call": per_env("call", 0, np.int64),
     }
     batch |= {  # --trials: a client that does not send them is running one trial per episode
         "trial": per_env("trial", 0, np.int64),

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from lerobench.errors import ConfigError
-from lerobench.policies.base import ObservationNeeds
+from lerobench.policies.base import observation_needs, policy_traits
 
 
 def is_torch_module(obj: Any) -> bool:
@@ -68,10 +68,9 @@ class TorchPolicy:
 
         self.module = module.to(device).eval()
         self.device = torch.device(device)
-        self.observation_needs = getattr(module, "observation_needs", None) or ObservationNeeds()
-        self.copy_safe = getattr(module, "copy_safe", True)
-        self.batchable = getattr(module, "batchable", False)
-        """Forwarded for ``lerobench serve --max-batch``: the module declares it keys state by ``row_ids``."""
+        self.observation_needs = observation_needs(module)
+        self.traits = policy_traits(module)
+        """The module's declared traits, forwarded (``copy_safe``, ``batchable`` for ``serve --max-batch``, ...)."""
 
     def __copy__(self) -> TorchPolicy:
         clone = object.__new__(TorchPolicy)

@@ -1,0 +1,186 @@
+"""Policy calls of one task's rollout: where the next episode comes from, when to call, calls beside the simulation.
+
+Why calls run on a helper thread: an env's simulated time stands still while it waits for its chunk,
+so the envs that still have queued actions can keep stepping while the policy computes (a GPU model
+and torch release the GIL; a remote server runs elsewhere). Only the rows whose queue ran dry are sent,
+so each row is in exactly one call per chunk it executes, and no row's state is touched by a call it is
+not in: per-episode outcomes are those of the one-row-at-a-time schedule whatever the timing.
+
+When to call (``should_call``) trades batch fullness against idle envs. Waiting for the next env to
+run dry costs the waiting rows ``steps * step_s`` of idling; not waiting costs that env a call of its
+own (``call_s`` of policy time, during which the policy cannot serve anyone else). So the dry rows are
+sent now when nothing else can step, or when the next env runs dry later than one call takes:
+policy-bound runs gather rows into full calls, simulation-bound runs never hold envs for a late row.
+
+The rollout asks an ``EpisodeSource`` for each slot's next episode: by default the task's episodes in
+index order; a sequential stopping rule (``eval --until``) replaces it with a source that returns None
+once the task is decided.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+
+class EpisodeSource(Protocol):
+    """Hands out the episodes a rollout runs, one at a time."""
+
+    def next(self) -> int | None:
+        """The next episode index to start, or None when no more should start (the slot goes idle)."""
+
+
+class EpisodeQueue:
+    """The default source: a fixed list of episodes, in order."""
+
+    def __init__(self, episodes: Iterable[int]):
+        self._pending = deque(episodes)
+        self._lock = threading.Lock()
+
+    def next(self) -> int | None:
+        """The next listed episode, or None once all were handed out."""
+        with self._lock:
+            return self._pending.popleft() if self._pending else None
+
+
+CALL_STATS_KEYS = ("policy_calls", "rows_per_call", "policy_busy_s", "policy_busy_fraction")
+"""What ``CallStats.summary`` adds to ``results.json`` ``overall``: like the timings, a property of the session."""
+
+
+@dataclass
+class CallStats:
+    """Policy calls of a run, for ``results.json`` ``overall``: where the time went (thread-safe)."""
+
+    calls: int = 0
+    rows: int = 0
+    busy_s: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, rows: int, seconds: float) -> None:
+        """Count one call of ``rows`` rows that took ``seconds``."""
+        with self._lock:
+            self.calls += 1
+            self.rows += rows
+            self.busy_s += seconds
+
+    def summary(self, elapsed_s: float | None) -> dict[str, Any]:
+        """``policy_calls``, ``rows_per_call``, ``policy_busy_s`` and the busy fraction of ``elapsed_s``.
+
+        All None when no call was counted here (the policy ran in worker processes, which keep their own).
+        """
+        with self._lock:
+            calls, rows, busy = self.calls, self.rows, self.busy_s
+        if not calls:
+            return dict.fromkeys(CALL_STATS_KEYS)
+        return {"policy_calls": calls, "rows_per_call": round(rows / calls, 3) if calls else None,
+                "policy_busy_s": round(busy, 3),
+                "policy_busy_fraction": round(busy / elapsed_s, 4) if calls and elapsed_s else None}
+
+
+def should_call(steps_to_next_dry: int | None, step_s: float | None, call_s: float | None) -> bool:
+    """Send the dry rows now (True), or keep stepping the others until more rows run dry (False).
+
+    ``steps_to_next_dry`` is None when no env can step (waiting gains nothing). Until both costs are
+    measured the rows are sent at once.
+    """
+    if steps_to_next_dry is None or step_s is None or call_s is None:
+        return True
+    return steps_to_next_dry * step_s >= call_s
+
+
+class _Average:
+    """Exponential moving average of a duration; None until the first sample."""
+
+    def __init__(self, weight: float = 0.2):
+        self.value: float | None = None
+        self._weight = weight
+
+    def add(self, sample: float) -> None:
+        self.value = sample if self.value is None else self.value + self._weight * (sample - self.value)
+
+
+Answer = Callable[[np.ndarray, Any, BaseException | None], None]
+"""Receives a finished call: its rows, the policy's output (None on error) and the exception (None if fine)."""
+
+
+class PolicyCaller:
+    """Runs ``select_action`` for sub-batches on helper threads (at most ``concurrency`` in flight) or inline.
+
+    A call runs inline (no thread hop) when the rollout has nothing else to do and no call is in flight;
+    otherwise on a helper thread while the rollout keeps stepping. ``concurrency`` > 1 only for policies
+    that declare ``PolicyTraits.concurrent_calls`` (their calls on disjoint rows may overlap: a remote
+    server, a latency-bound model). ``close`` waits for calls in flight, so none outlives the rollout.
+    """
+
+    def __init__(self, policy: Any, stats: CallStats | None = None, concurrency: int = 1):
+        self.policy = policy
+        self.stats = stats if stats is not None else CallStats()
+        self.concurrency = max(1, concurrency)
+        self.call_s = _Average()
+        self.step_s = _Average()
+        self._pool: ThreadPoolExecutor | None = None
+        self._flights: list[tuple[np.ndarray, Future]] = []
+
+    @property
+    def busy(self) -> bool:
+        """A call is in flight."""
+        return bool(self._flights)
+
+    @property
+    def full(self) -> bool:
+        """As many calls are in flight as the policy allows: a new one must wait."""
+        return len(self._flights) >= self.concurrency
+
+    @property
+    def capacity_s(self) -> float | None:
+        """Policy time one more call costs: a call's duration shared by the calls that may overlap."""
+        return None if self.call_s.value is None else self.call_s.value / self.concurrency
+
+    def _timed(self, batch: dict[str, Any], descriptions: list[str]) -> Any:
+        started = time.perf_counter()
+        try:
+            return self.policy.select_action(batch, descriptions)
+        finally:
+            took = time.perf_counter() - started
+            self.call_s.add(took)
+            self.stats.add(len(batch["state"]), took)
+
+    def call(self, rows: np.ndarray, batch: dict[str, Any], descriptions: list[str], answer: Answer) -> None:
+        """Run one call now, in this thread, and hand its result to ``answer``."""
+        assert not self._flights, "PolicyCaller.call with a call in flight"
+        try:
+            out = self._timed(batch, descriptions)
+        except Exception as exc:  # noqa: BLE001 - handed to the rollout, which names the episode
+            answer(rows, None, exc)
+            return
+        answer(rows, out, None)
+
+    def submit(self, rows: np.ndarray, batch: dict[str, Any], descriptions: list[str]) -> None:
+        """Start one call on a helper thread; ``collect`` hands its result over once it is done."""
+        assert not self.full, "PolicyCaller.submit with every call slot in flight"
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="lerobench-policy")
+        self._flights.append((rows, self._pool.submit(self._timed, batch, descriptions)))
+
+    def collect(self, answer: Answer, block: bool = False) -> None:
+        """Hand finished calls to ``answer`` in the order they were made; ``block`` waits for one first."""
+        if block and self._flights:
+            wait([f for _, f in self._flights], return_when=FIRST_COMPLETED)
+        for flight in [f for f in self._flights if f[1].done()]:
+            self._flights.remove(flight)
+            rows, future = flight
+            exc = future.exception()
+            answer(rows, None if exc is not None else future.result(), exc)
+
+    def close(self) -> None:
+        """Wait for calls in flight (their results are dropped) and stop the helper threads (idempotent)."""
+        pool, self._pool, self._flights = self._pool, None, []
+        if pool is not None:
+            pool.shutdown(wait=True)

@@ -1,0 +1,135 @@
+"""Continuous batching: the policy sees only the rows that need an action, and episodes never depend on the schedule.
+
+On the real Meta-World simulator with a stochastic chunk policy (expert + per-row noise, as diffusion / flow
+policies draw noise): per-episode outcomes are identical at batch 1, 3, under the processes executor and with
+two task threads, and the policy receives exactly one row per chunk executed.
+"""
+
+import json
+import math
+import threading
+
+import numpy as np
+import pytest
+from fixture_policies import NoisyExpertChunk
+from typer.testing import CliRunner
+
+from lerobench.cli import app
+from lerobench.inference import EpisodeQueue, should_call
+from lerobench.policies.base import PolicyTraits, policy_traits, row_generators
+
+pytest.importorskip("metaworld")
+runner = CliRunner()
+
+
+POLICY = "fixture_policies:make_noisy_expert_chunk"
+
+
+def evaluate(out, *extra, policy=POLICY):
+    args = ["eval", "--suite", "metaworld_mt10", "--tasks", "reach-v3,push-v3", "--policy",
+            policy, "--episodes", "4", "--max-steps", "60", "--videos", "0",
+            "--seed", "3", "--output", str(out), *extra]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    return sorted((e["task"], e["episode"], e["success"], e["steps"], round(e["return"], 6)) for e in lines), \
+        json.loads((out / "results.json").read_text())
+
+
+def test_stochastic_chunk_policy_same_episodes_at_any_batch_and_executor(tmp_path):
+    from lerobench.policies.serve import PolicyServer, suite_context
+
+    server = PolicyServer(POLICY, suite_context("metaworld_mt10"), port=0, max_batch=8, max_wait_ms=2)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    reference = None
+    try:
+        for name, extra, in_process in (("b1", ("--executor", "inline"), True),
+                                        ("b3", ("--executor", "vector", "--batch-size", "3"), True),
+                                        ("processes", ("--executor", "processes", "--workers", "2"), False),
+                                        ("tasks2", ("--executor", "vector", "--batch-size", "2",
+                                                    "--parallel-tasks", "2"), True),
+                                        ("served", ("--executor", "vector", "--batch-size", "3"), True)):
+            NoisyExpertChunk.rows_seen = NoisyExpertChunk.calls = 0
+            got, results = evaluate(tmp_path / name, *extra, policy=server.url if name == "served" else POLICY)
+            reference = _check(name, got, results, reference, in_process)
+    finally:
+        server.shutdown()
+
+
+def _check(name, got, results, reference, in_process):
+    assert len(got) == 8
+    if reference is None:
+        reference = got
+        assert len({r[4] for r in got}) > 4, "the noise must make episodes differ"
+    assert got == reference, name
+    config, overall = results["config"], results["overall"]
+    assert config["replan_steps_executed"] == 10
+    assert config["batch_invariant"] is True  # a server passes its policy's declaration on
+    if in_process:  # one row per chunk executed: ceil(steps / 10) per episode (also through the server)
+        chunks = sum(math.ceil(steps / 10) for _, _, _, steps, _ in got)
+        assert NoisyExpertChunk.rows_seen == chunks, name
+        assert overall["rows_per_call"] == round(chunks / overall["policy_calls"], 3)
+        assert 0 < overall["policy_busy_fraction"] < 1
+        if name != "served":
+            assert overall["policy_calls"] == NoisyExpertChunk.calls
+    else:
+        assert overall["policy_calls"] is None  # counted inside the workers, not here
+    return reference
+
+
+def test_row_generators_depend_on_episode_trial_and_call_only():
+    def batch(seeds, trials, calls):
+        n = len(seeds)
+        return {"state": np.zeros((n, 2)), "episode_seed": np.array(seeds), "trial": np.array(trials),
+                "call": np.array(calls)}
+
+    alone = row_generators(batch([11], [0], [2]))[0].random(3)
+    among = row_generators(batch([5, 11, 7], [0, 0, 1], [0, 2, 2]))[1].random(3)
+    np.testing.assert_array_equal(alone, among)
+    for other in (batch([11], [1], [2]), batch([11], [0], [3]), batch([12], [0], [2])):
+        assert not np.array_equal(alone, row_generators(other)[0].random(3))
+
+
+def test_scheduler_gathers_when_policy_bound_and_never_holds_for_a_late_row():
+    assert should_call(None, 0.01, 0.1)  # nothing else can step
+    assert not should_call(3, 0.005, 0.1)  # next row dry in 15 ms, a call takes 100 ms: gather
+    assert should_call(8, 0.05, 0.1)  # next row dry in 400 ms: do not hold the dry rows for it
+    assert should_call(3, None, 0.1) and should_call(3, 0.01, None)  # not measured yet
+
+
+def test_episode_queue_and_declared_traits():
+    source = EpisodeQueue([4, 5])
+    assert [source.next(), source.next(), source.next()] == [4, 5, None]
+
+    class Legacy:
+        copy_safe = False
+        batchable = True
+
+    class Nothing:
+        pass
+
+    assert policy_traits(Legacy()) == PolicyTraits(copy_safe=False, batchable=True)
+    assert policy_traits(Nothing()) == PolicyTraits()
+
+
+def test_a_held_env_does_not_move_and_reports_nothing():
+    """``env_action(..., hold=True)``: simulated time stands still while an env waits for its chunk."""
+    from lerobench.envs.base import EnvSpec, LazyTaskEnv, env_action
+    from lerobench.registry import get_backend, load_suite
+
+    suite = load_suite("smoke")
+    backend = get_backend(suite.backend)
+    spec = EnvSpec(suite=suite.name, backend=suite.backend, task=suite.tasks[0], protocol=suite.protocol(), seed=0,
+                   state_dim=backend.state_dim, action_dim=backend.action_dim)
+    env = LazyTaskEnv(spec, backend)
+    try:
+        obs, _ = env.reset(options={"episodes": [0]})
+        push = np.ones(backend.action_dim, dtype=np.float32)
+        held, reward, terminated, truncated, info = env.step(env_action(push, True, hold=True))
+        np.testing.assert_array_equal(held["state"], obs["state"])
+        assert (reward, terminated, truncated, info) == (0.0, False, False, {})
+        moved, *_ = env.step(env_action(push, True))
+        assert not np.array_equal(moved["state"], obs["state"])
+        assert env._steps == 1  # the held step was not counted
+    finally:
+        env.close()
