@@ -1,4 +1,4 @@
-"""Episode records, aggregates (with Wilson intervals) and the files they are written to.
+"""Episode records, aggregates (with exact intervals) and the files they are written to.
 
 Only this module (and ``videos.py``) writes files. Every episode line is appended, flushed and
 fsynced by one background writer as soon as the episode ends; ``results.json`` is replaced
@@ -59,16 +59,54 @@ class EpisodeRecord:
         return cls(**data)
 
 
-def wilson_interval(successes: int, n: int, z: float = 1.959964) -> list[float]:
-    """95% Wilson score interval: well-behaved at 0% and 100%, unlike the normal approximation."""
+def wilson_interval(successes: int, n: int) -> list[float]:
+    """95% Wilson score interval, rounded for files: only for LeRobot's ``pc_success_ci95``, which is Wilson.
+
+    lerobench's own intervals are exact (``exact_interval``); the arithmetic is ``stats.wilson``'s, one
+    function with one z.
+    """
     if n <= 0:
         return [0.0, 1.0]
+    from lerobench.analysis.stats import wilson
+
     p = successes / n
-    denom = 1 + z * z / n
-    center = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    low, high = wilson(successes, n)
     # Clamp so float rounding never puts the interval beside the rate (at 0% and 100% it touches it).
-    return [round(max(0.0, min(p, center - half)), 6), round(min(1.0, max(p, center + half)), 6)]
+    return [round(max(0.0, min(p, low)), 6), round(min(1.0, max(p, high)), 6)]
+
+
+CI_METHOD = "clopper-pearson"
+"""``ci95_method`` of a task's interval (and of any block of one task)."""
+
+STRATIFIED_CI_METHOD = "korn-graubard stratified clopper-pearson (tasks as strata)"
+"""``ci95_method`` of a group's or the suite's interval."""
+
+
+def exact_interval(successes: int, n: int) -> list[float]:
+    """95% Clopper-Pearson interval, rounded for files: never covers below 95% (docs/statistics.md)."""
+    from lerobench.analysis.stats import clopper_pearson
+
+    p = successes / n if n > 0 else None
+    low, high = clopper_pearson(successes, n)
+    if p is None:
+        return [0.0, 1.0]
+    return [round(max(0.0, min(p, low)), 6), round(min(1.0, max(p, high)), 6)]
+
+
+def _stratified_interval(records: list[EpisodeRecord]) -> list[float]:
+    from lerobench.analysis.stats import stratified_exact
+
+    counts: dict[str, list[int]] = {}
+    for r in records:
+        c = counts.setdefault(r.task, [0, 0])
+        c[0] += int(r.success)
+        c[1] += 1
+    n = len(records)
+    p = sum(c[0] for c in counts.values()) / n if n else None
+    low, high = stratified_exact([(s, k) for s, k in counts.values()])
+    if p is None:
+        return [0.0, 1.0]
+    return [round(max(0.0, min(p, low)), 6), round(min(1.0, max(p, high)), 6)]
 
 
 def _mean(values: list[float]) -> float | None:
@@ -85,7 +123,8 @@ def aggregate(records: Iterable[EpisodeRecord]) -> dict[str, Any]:
         "n_episodes": n,
         "successes": successes,
         "success_rate": successes / n if n else None,
-        "ci95": wilson_interval(successes, n),
+        "ci95": exact_interval(successes, n) if len({r.task for r in records}) <= 1 else _stratified_interval(records),
+        "ci95_method": CI_METHOD if len({r.task for r in records}) <= 1 else STRATIFIED_CI_METHOD,
         "success_at_end_rate": sum(r.success_at_end for r in records) / n if n else None,
         "n_errors": sum(r.error is not None for r in records),
         "mean_steps": _mean([r.steps for r in records]),
