@@ -29,11 +29,11 @@ JEFFREYS = 0.5
 PAIRED_PRIOR = 1.0
 """Beta prior parameter of the paired test's mixture over P(B wins | discordant): uniform."""
 
-_BISECTIONS = 60
+_BISECTIONS = 45
 
 
 def _log_mixture(successes: Any, n: Any, p: Any, prior: float) -> Any:
-    """log of the beta-binomial mixture martingale at rate ``p`` (convex in p, minimal at successes / n)."""
+    """Log of the beta-binomial mixture martingale at rate ``p`` (convex in p, minimal at successes / n)."""
     from scipy.special import betaln, xlog1py, xlogy
 
     return (betaln(prior + successes, prior + n - successes) - betaln(prior, prior)

@@ -252,15 +252,14 @@ def mcnemar_power(n: int, p_gain: float, p_lost: float, alpha: float = 0.05) -> 
     from scipy.stats import binom
 
     p_disc = p_gain + p_lost
-    if p_disc <= 0:
+    if p_disc <= 0 or n < 1:
         return 0.0
     share = p_gain / p_disc
-    power = 0.0
-    for d in range(1, n + 1):
-        gains = np.arange(d + 1)
-        # The null is symmetric, so the two-sided exact p-value is twice the smaller tail (as mcnemar_exact).
-        p_values = np.minimum(1.0, 2 * binom.cdf(np.minimum(gains, d - gains), d, 0.5))
-        reject = gains[p_values <= alpha]
-        if len(reject):
-            power += float(binom.pmf(d, n, p_disc)) * float(binom.pmf(reject, d, share).sum())
-    return power
+    d = np.arange(1, n + 1)
+    # The null is symmetric, so the two-sided exact p-value is twice the smaller tail (as mcnemar_exact): a
+    # table with d discordant pairs is rejected iff min(gains, d - gains) <= c_d, the largest k with
+    # 2 * P(Bin(d, 1/2) <= k) <= alpha (-1: no table with d pairs can be rejected). Vectorised over d.
+    k = binom.ppf(alpha / 2, d, 0.5)
+    c = np.where(2 * binom.cdf(k, d, 0.5) <= alpha * (1 + 1e-12), k, k - 1)
+    reject = np.where(c >= 0, binom.cdf(c, d, share) + binom.sf(d - c - 1, d, share), 0.0)
+    return float(np.sum(binom.pmf(d, n, p_disc) * reject))
