@@ -121,6 +121,8 @@ class TaskRun:
     step_timeout_s: float | None = None
     stop: threading.Event | None = None
     """Set by the vector executor to make a task thread stop at its next step (Ctrl-C, another task failed)."""
+    wants: Callable[[int], bool] | None = None
+    """``--until``: False for an episode no longer worth starting (its task is decided); running ones finish."""
 
 
 @dataclass
@@ -139,15 +141,22 @@ class _Slot:
     def active(self) -> bool:
         return self.episode != IDLE
 
-    def begin(self, pending: deque[int]) -> None:
+    def begin(self, pending: deque[int], wants: Callable[[int], bool] | None = None) -> None:
         """Move to the episode's next trial, or to the next pending episode (or idle) at trial 0."""
         if self.next_trial:
             self.trial += 1
         else:
+            _drop_unwanted(pending, wants)
             self.episode = pending.popleft() if pending else IDLE
             self.trial = 0
             self.finished = []
         self.next_trial = False
+
+
+def _drop_unwanted(pending: deque[int], wants: Callable[[int], bool] | None) -> None:
+    """Drop pending episodes a stopping rule no longer wants (a decided task's: all of them at once)."""
+    while wants is not None and pending and not wants(pending[0]):
+        pending.popleft()
 
 
 class _PolicyFeedback:
@@ -221,7 +230,7 @@ def run_episodes(
     def assign(mask: np.ndarray) -> tuple[dict[str, Any], dict[str, Any]]:
         for i in np.flatnonzero(mask):
             slot = slots[i]
-            slot.begin(pending)
+            slot.begin(pending, run.wants)
             slot.started = time.perf_counter()
             queues[i].clear()  # actions planned for the previous attempt never leak into this one
             feedback.started(i, slot)
@@ -274,6 +283,7 @@ def run_episodes(
             trajectories.finish(run.task.name, done, trajectory)
         slot.finished = []
         slot.episode = IDLE
+        _drop_unwanted(pending, run.wants)
         return bool(pending)
 
     def collect(obs: dict[str, Any], infos: dict[str, Any], which: np.ndarray) -> np.ndarray:

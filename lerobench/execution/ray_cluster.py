@@ -63,6 +63,8 @@ class RayExecutor:
             while pending or in_flight:
                 while pending and len(in_flight) < limit:
                     unit = pending.pop()
+                    if not any(sink.wants(unit.task.name, e) for e in unit.episodes):
+                        continue  # --until decided its task: never started
                     sink.task_started(unit.task)
                     in_flight[remote.remote(plan, unit, key)] = unit
                 ready = _wait(ray, list(in_flight))
