@@ -7,6 +7,7 @@ settings, seed, backend options where recorded); anything else is refused naming
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,12 +20,17 @@ IDENTITY_FIELDS = ("suite", "tasks", "protocol", "protocol_settings", "seed", "b
 
 def identity_differences(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
     """One sentence per identity field that differs between run A's config and this run's, naming both values."""
+    current = json.loads(json.dumps(current))  # tuples -> lists, as the recorded config was stored
     out = []
     for key in IDENTITY_FIELDS:
         if key == "backend_options" and (key not in recorded or key not in current):
             continue
-        if recorded.get(key) != current.get(key):
-            out.append(f"{key} differs (recorded run {recorded.get(key)!r}, this run {current.get(key)!r})")
+        old, new = recorded.get(key), current.get(key)
+        if isinstance(old, dict) and isinstance(new, dict):  # name the setting inside, e.g. protocol_settings.max_steps
+            out += [f"{key}.{k} differs (recorded run {old.get(k)!r}, this run {new.get(k)!r})"
+                    for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+        elif old != new:
+            out.append(f"{key} differs (recorded run {old!r}, this run {new!r})")
     return out
 
 
