@@ -112,3 +112,23 @@ def test_difference_and_suite_sequences_cover_by_simulation():
     rounds = slice(3, None, 4)  # after each complete round the running average of the rates is the suite mean
     mean = rates.mean()
     assert ((low[:, rounds] <= mean) & (mean <= high[:, rounds])).all(axis=1).mean() >= 0.95
+
+
+def test_plan_prints_fixed_n_from_exact_power_and_sequential_figures():
+    from typer.testing import CliRunner
+
+    from lerobench.analysis.stats import mcnemar_power
+    from lerobench.analysis.validity import fixed_n_for_power, paired_rates
+    from lerobench.cli import app
+
+    p_gain, p_lost = paired_rates(0.7, 0.2)
+    assert (p_gain, p_lost) == pytest.approx((0.27, 0.07))
+    n = fixed_n_for_power(p_gain, p_lost)
+    assert mcnemar_power(n, p_gain, p_lost) >= 0.8 > mcnemar_power(n - 1, p_gain, p_lost)
+    result = CliRunner().invoke(app, ["plan", "--base", "0.7", "--diff", "0.2", "--sims", "300", "--json"])
+    assert result.exit_code == 0, result.output
+    data = __import__("json").loads(result.output)
+    assert data["fixed_n"] == n and data["sequential"]["undecided"] < 0.01
+    assert 0.5 * n < data["sequential"]["mean"] < 2 * n and data["sequential"]["b_better"] > 0.99
+    bad = CliRunner().invoke(app, ["plan", "--base", "0.9", "--diff", "0.2"])
+    assert bad.exit_code != 0 and "rates must lie in [0, 1]" in bad.output

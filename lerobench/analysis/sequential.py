@@ -121,7 +121,7 @@ def paired_evalues(b_wins: Any, a_wins: Any, prior: float = PAIRED_PRIOR) -> tup
     w = np.asarray(b_wins, dtype=float)
     lost = np.asarray(a_wins, dtype=float)
     log_common = math.log(2) + (w + lost) * math.log(2) + betaln(prior + w, prior + lost) - betaln(prior, prior)
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", over="ignore"):  # inf: overwhelming evidence, still >= any threshold
         e_b = np.exp(log_common + np.log(betainc(prior + lost, prior + w, 0.5)))
         e_a = np.exp(log_common + np.log(betainc(prior + w, prior + lost, 0.5)))
     return (float(e_b), float(e_a)) if e_b.ndim == 0 else (e_b, e_a)
@@ -160,30 +160,44 @@ def first_crossing(crossed: Any) -> Any:
 
 
 def simulate_paired_stops(p_gain: float, p_lost: float, alpha: float = 0.05, streams: int = 2000,
-                          max_discordant: int = 4000, seed: int = 0) -> dict[str, Any]:
+                          max_discordant: int = 4000, seed: int = 0, power: float = 0.8) -> dict[str, Any]:
     """Pairs the sequential paired test needs to decide, by simulation (``lerobench plan``, benchmarks).
 
     The e-values move only on discordant pairs, so the test is simulated on a stream of discordant pairs
     (B wins with chance p_gain / (p_gain + p_lost)); the number of pairs that took is the D-th discordant pair,
-    i.e. D plus a negative-binomial count of concordant pairs. Returns mean and 90th percentile of the pairs
-    needed, the share decided "B better", and the share still undecided after ``max_discordant`` discordant pairs.
+    i.e. D plus a negative-binomial count of concordant pairs. Returns, per simulated run, ``pairs`` (inf if
+    still undecided after ``max_discordant`` discordant pairs) and ``b_better`` (the decision was "B better"),
+    and the summary figures ``mean``/``p90`` (over decided runs), ``undecided``, and at equal power:
+    ``cap_at_power`` is the cap by which a share ``power`` of runs has decided "B better", ``mean_capped`` the
+    expected pairs of the test truncated there (the same power as a fixed-n test with that power).
     """
     import numpy as np
 
     rng = np.random.default_rng(seed)
     p_disc = p_gain + p_lost
+    empty = {"pairs": np.full(streams, np.inf), "b_better": np.zeros(streams, bool), "mean": None, "p90": None,
+             "undecided": 1.0, "cap_at_power": None, "mean_capped": None}
     if p_disc <= 0:
-        return {"mean": None, "p90": None, "b_better": 0.0, "undecided": 1.0}
+        return empty
     wins = np.cumsum(rng.random((streams, max_discordant)) < p_gain / p_disc, axis=1)
     steps = np.arange(1, max_discordant + 1)
     e_b, e_a = paired_evalues(wins, steps - wins)
     need = first_crossing((e_b >= 2 / alpha) | (e_a >= 2 / alpha))
     decided = need < max_discordant
+    if not decided.any():
+        return empty
     rows = np.flatnonzero(decided)
-    b_better = float((e_b[rows, need[rows]] >= 2 / alpha).sum() / streams)
-    discordant = need[decided] + 1
-    pairs = discordant + rng.negative_binomial(discordant, p_disc) if len(discordant) else discordant
-    if not len(pairs):
-        return {"mean": None, "p90": None, "b_better": 0.0, "undecided": 1.0}
-    return {"mean": float(pairs.mean()), "p90": float(np.percentile(pairs, 90)), "b_better": b_better,
-            "undecided": float(1 - decided.mean())}
+    b_better = np.zeros(streams, bool)
+    b_better[rows] = e_b[rows, need[rows]] >= 2 / alpha
+    pairs = np.full(streams, np.inf)
+    discordant = need[rows] + 1
+    pairs[rows] = discordant + rng.negative_binomial(discordant, p_disc)
+    out = {"pairs": pairs, "b_better": b_better, "mean": float(pairs[rows].mean()),
+           "p90": float(np.percentile(pairs[rows], 90)), "undecided": float(1 - decided.mean()),
+           "cap_at_power": None, "mean_capped": None}
+    wins_at = np.sort(pairs[b_better])
+    if len(wins_at) >= power * streams:
+        cap = float(wins_at[max(0, int(np.ceil(power * streams)) - 1)])
+        out["cap_at_power"] = cap
+        out["mean_capped"] = float(np.minimum(pairs, cap).mean())
+    return out

@@ -10,7 +10,7 @@ from lerobench.cli.common import (
     app,
 )
 
-COMMAND_MODULES = ("browse", "evaluate", "merge", "serve", "compare", "report")
+COMMAND_MODULES = ("browse", "evaluate", "merge", "serve", "compare", "report", "plan")
 """Imported in this order to register their commands: ``--help`` lists them so."""
 
 for _name in COMMAND_MODULES:
