@@ -274,3 +274,28 @@ def _fixed_n(gained: int, lost: int, pairs: int, alpha: float) -> dict[str, Any]
     return {"pairs_for_80pct_power": fixed_n_for_power(p_gain, p_lost, 0.8, alpha, max_n=100_000),
             "at": {"p_gain": round(p_gain, 6), "p_lost": round(p_lost, 6)},
             "note": "the effect must be known before a fixed-n run; the sequential test needed no such guess"}
+
+
+FIXED_N_NOTE = ("fixed-n Clopper-Pearson, descriptive only after a sequential stop (the confidence sequences in "
+                "results.json's stopping block are the valid intervals)")
+"""How the terminal summary and the report label a sequentially stopped run's fixed-n intervals."""
+
+
+def stopping_line(stopping: dict[str, Any]) -> str:
+    """The ``--until`` outcome in one line: the decision (``--versus``) or where each task stopped and why."""
+    if "versus" in stopping:
+        v = stopping["versus"]
+        lo, hi = v["difference_cs"]
+        e = max(v["e_value_b_better"], v["e_value_a_better"])
+        fixed = (v.get("fixed_n_mcnemar") or {}).get("pairs_for_80pct_power")
+        return (f"{v['decision']} after {v['pairs']} of {stopping['cap'] * len(stopping['tasks'])} pairs "
+                f"(B-only {v['gained']}, A-only {v['lost']}; e-value {e:.3g}, decides at {2 / stopping['alpha']:g}; "
+                f"rate(B) - rate(A) in [{100 * lo:+.1f}, {100 * hi:+.1f}] pp, anytime-valid)"
+                + (f"; a fixed-n McNemar test would need {fixed} pairs for 80% power at these rates" if fixed else ""))
+    if "suite" in stopping:
+        s = stopping["suite"]
+        lo, hi = s["cs"]
+        return (f"until {stopping['rule']}: {s['reason'] or 'not reached'} after {s['episodes']} episodes "
+                f"(suite mean in {100 * lo:.1f}–{100 * hi:.1f}%, anytime-valid)")
+    parts = [f"{name} {t['episodes']} ({t['reason'] or 'running'})" for name, t in stopping["tasks"].items()]
+    return f"until {stopping['rule']} (cap {stopping['cap']}): stopped at " + ", ".join(parts)

@@ -71,6 +71,10 @@ def test_versus_decides_b_better_for_the_expert_against_random(random_run, tmp_p
     assert versus["decision"] == "B better" and versus["pairs"] == 8 and versus["gained"] == 8
     assert versus["e_value_b_better"] >= 40 and versus["difference_cs"][0] > 0
     assert "B better after 8 of 24 pairs" in result.output
+    report = runner.invoke(app, ["report", str(out), "-o", str(tmp_path / "r.html")])
+    assert report.exit_code == 0, report.output
+    page = (tmp_path / "r.html").read_text()
+    assert "B better after 8 of 24 pairs" in page and "descriptive only after a sequential stop" in page
 
 
 def test_versus_a_rerun_of_itself_is_never_better(random_run, tmp_path):

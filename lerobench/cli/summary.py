@@ -8,6 +8,7 @@ from typing import Any
 from rich.table import Table
 
 from lerobench.cli.common import _plural, _print_names_table, _rate, console
+from lerobench.stopping import FIXED_N_NOTE, stopping_line
 
 
 def _trial_cells(block: dict[str, Any], trials: int) -> list[str]:
@@ -18,26 +19,6 @@ def _trial_cells(block: dict[str, Any], trials: int) -> list[str]:
     deltas = [f"{100 * a['delta']:+.1f} (p={a['p_value']:.2g})" if a["delta"] is not None else "-"
               for a in block["adaptation"]]
     return rates + deltas
-
-
-def stopping_line(stopping: dict[str, Any]) -> str:
-    """The ``--until`` outcome in one line: the decision (``--versus``) or where each task stopped and why."""
-    if "versus" in stopping:
-        v = stopping["versus"]
-        lo, hi = v["difference_cs"]
-        e = max(v["e_value_b_better"], v["e_value_a_better"])
-        fixed = (v.get("fixed_n_mcnemar") or {}).get("pairs_for_80pct_power")
-        return (f"{v['decision']} after {v['pairs']} of {stopping['cap'] * len(stopping['tasks'])} pairs "
-                f"(B-only {v['gained']}, A-only {v['lost']}; e-value {e:.3g}, decides at {2 / stopping['alpha']:g}; "
-                f"rate(B) - rate(A) in [{100 * lo:+.1f}, {100 * hi:+.1f}] pp, anytime-valid)"
-                + (f"; a fixed-n McNemar test would need {fixed} pairs for 80% power at these rates" if fixed else ""))
-    if "suite" in stopping:
-        s = stopping["suite"]
-        lo, hi = s["cs"]
-        return (f"until {stopping['rule']}: {s['reason'] or 'not reached'} after {s['episodes']} episodes "
-                f"(suite mean in {100 * lo:.1f}–{100 * hi:.1f}%, anytime-valid)")
-    parts = [f"{name} {t['episodes']} ({t['reason'] or 'running'})" for name, t in stopping["tasks"].items()]
-    return f"until {stopping['rule']} (cap {stopping['cap']}): stopped at " + ", ".join(parts)
 
 
 def _print_summary(results: dict[str, Any], output: Path, merged_from: int = 0) -> None:
@@ -68,9 +49,7 @@ def _print_summary(results: dict[str, Any], output: Path, merged_from: int = 0) 
     stopping = results.get("stopping")
     if stopping:
         console.print(stopping_line(stopping), highlight=False, soft_wrap=True)
-        console.print("95% CI above: fixed-n Clopper-Pearson, descriptive only after a sequential stop (the "
-                      "confidence sequences in results.json's stopping block are the valid intervals)",
-                      highlight=False, soft_wrap=True)
+        console.print(f"95% CI above: {FIXED_N_NOTE}", highlight=False, soft_wrap=True)
     timing = (f"merged {_plural(merged_from, 'run')}: {o['eval_s']:.1f} s of evaluation summed over them"
               if merged_from else f"{o['eval_s']:.1f} s")
     console.print(f"{timing}, {o['env_steps_per_s'] or 0:,.0f} env-steps/s. Results: [bold]{output}[/]",
