@@ -71,6 +71,11 @@ def test_versus_decides_b_better_for_the_expert_against_random(random_run, tmp_p
     assert versus["decision"] == "B better" and versus["pairs"] == 8 and versus["gained"] == 8
     assert versus["e_value_b_better"] >= 40 and versus["difference_cs"][0] > 0
     assert "B better after 8 of 24 pairs" in result.output
+    recorded = len(lines(out))
+    again = run("--tasks", "reach-v3,push-v3", "--policy", "metaworld-expert", "--versus", str(random_run),
+                "--output", str(out), "--resume")  # already decided: nothing left to run, and no wait on nothing
+    assert again.exit_code == 0, again.output
+    assert len(lines(out)) == recorded and "B better after 8 of 24 pairs" in again.output
     report = runner.invoke(app, ["report", str(out), "-o", str(tmp_path / "r.html")])
     assert report.exit_code == 0, report.output
     page = (tmp_path / "r.html").read_text()

@@ -125,6 +125,8 @@ class ProcessExecutor:
                             w.conn.close()
                             pool[i] = spawn()
                 busy = [w for w in pool if w.unit is not None]
+                if not busy:  # --until decided every pending unit away: nothing left to wait for
+                    continue
                 ready = wait([w.conn for w in busy] + [w.process.sentinel for w in busy])
                 for w in busy:
                     if w.conn in ready or w.process.sentinel in ready:

@@ -67,6 +67,8 @@ class RayExecutor:
                         continue  # --until decided its task: never started
                     sink.task_started(unit.task)
                     in_flight[remote.remote(plan, unit, key)] = unit
+                if not in_flight:  # --until decided every pending unit away
+                    continue
                 ready = _wait(ray, list(in_flight))
                 for ref in ready:
                     unit = in_flight.pop(ref)
