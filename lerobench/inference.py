@@ -38,16 +38,25 @@ class EpisodeSource(Protocol):
 
 
 class EpisodeQueue:
-    """The default source: a fixed list of episodes, in order."""
+    """The default source: a fixed list of episodes, in order, less those a stopping rule no longer wants.
 
-    def __init__(self, episodes: Iterable[int]):
+    ``wants`` (``TaskRun.wants``, from ``eval --until``) is asked just before an episode would start, so a task
+    decided meanwhile starts nothing more; episodes already running finish and are recorded.
+    """
+
+    def __init__(self, episodes: Iterable[int], wants: Callable[[int], bool] | None = None):
         self._pending = deque(episodes)
+        self._wants = wants
         self._lock = threading.Lock()
 
     def next(self) -> int | None:
-        """The next listed episode, or None once all were handed out."""
+        """The next listed episode still wanted, or None once none is left."""
         with self._lock:
-            return self._pending.popleft() if self._pending else None
+            while self._pending:
+                episode = self._pending.popleft()
+                if self._wants is None or self._wants(episode):
+                    return episode
+            return None
 
 
 CALL_STATS_KEYS = ("policy_calls", "rows_per_call", "policy_busy_s", "policy_busy_fraction")

@@ -24,6 +24,7 @@ from lerobench.execution.registry import EXECUTORS as EXECUTOR_ENTRIES
 from lerobench.policies.base import ObservationNeeds, PolicyContext
 from lerobench.rollout import TaskRun
 from lerobench.shards import Shard, shard_episodes
+from lerobench.stopping import Until, parse_until
 from lerobench.trajectories import check_record_mode
 
 FORMATS = ("lerobot",)
@@ -88,6 +89,14 @@ class RunSettings:
     perturb: tuple[tuple[str, float], ...] = ()
     """``--perturb``: sorted (name, value) pairs applied to every env (``lerobench.envs.perturb``); starts and
     seeds stay those of the unperturbed run, so the two pair episode by episode."""
+    until: str | None = None
+    """``--until``: stop once a rule is met: ``halfwidth=H``, ``suite-halfwidth=H`` or ``decided`` (stopping.py)."""
+    versus: Path | None = None
+    """``--versus RUN_DIR``: the recorded run A that this policy (B) is compared with, pair by pair."""
+    alpha: float = 0.05
+    """Error level of the ``--until`` rule's confidence sequences and test."""
+    margin: float = 0.1
+    """``--margin``: ``--versus`` calls A and B equivalent once rate(B) - rate(A) is inside +-margin."""
     command: tuple[str, ...] = field(default_factory=lambda: tuple(sys.argv))
 
     @property
@@ -143,6 +152,19 @@ class RunPlan:
         """Output directory."""
         return self.settings.output
 
+    @property
+    def until(self) -> Until | None:
+        """The parsed ``--until`` rule (``--versus`` alone means ``decided``); None: a fixed-n run."""
+        s = self.settings
+        if s.until is None:
+            return Until("decided") if s.versus is not None else None
+        return parse_until(s.until)
+
+    @property
+    def interleaved(self) -> bool:
+        """Whether episodes run round by round across tasks (the suite and ``--versus`` rules)."""
+        return self.until is not None and self.until.interleaved
+
     def context(self) -> PolicyContext:
         """What the policy factory is told (the same in the driver and in every worker)."""
         s = self.settings
@@ -161,8 +183,10 @@ class RunPlan:
             stop_on_success=s.stop_on_success, backend_options=dict(s.suite.backend_options), perturb=s.perturb,
         )
 
-    def task_run(self, task: TaskSpec, needs: ObservationNeeds, stop: Any = None) -> TaskRun:
-        """The rollout's fixed facts for ``task`` under a policy with ``needs`` (``stop`` cancels it).
+    def task_run(self, task: TaskSpec, needs: ObservationNeeds, stop: Any = None, wants: Any = None) -> TaskRun:
+        """The rollout's fixed facts for ``task`` under a policy with ``needs``.
+
+        ``stop`` cancels the rollout; ``wants`` says which episodes a stopping rule still wants started.
 
         A policy that declares its chunking (``needs.replan_steps``) executes that many actions per
         chunk, and its cameras are rendered only where it reads them unless it needs every frame.
@@ -171,7 +195,7 @@ class RunPlan:
         return TaskRun(suite=s.suite.name, task=task, seed=s.seed, action_dim=self.action_dim,
                        replan_steps=needs.executed_steps(s.replan_steps), every_frame=needs.every_frame,
                        trials=s.trials_per_episode, n_init_states=self.n_init_states,
-                       step_timeout_s=s.episode_timeout, stop=stop)
+                       step_timeout_s=s.episode_timeout, stop=stop, wants=wants)
 
     def renders(self, cameras: tuple[str, ...]) -> bool:
         """Whether steps render: the policy consumes cameras, or videos are recorded."""
@@ -181,7 +205,8 @@ class RunPlan:
         """The episodes still to run, per task in suite order; ``size`` splits a task into units of that many.
 
         ``size=None`` gives one unit per task (the vector executor's unit). With ``--shard`` only the
-        shard's episodes are listed.
+        shard's episodes are listed. An interleaved plan (``interleaved``) lists them round by round: the
+        units holding episode k of every task come before those with k+1 of any.
         """
         finished = set(done)
         names = [t.name for t in self.suite.tasks]
@@ -191,6 +216,9 @@ class RunPlan:
             todo = [e for e in assigned if (task.name, e) not in finished]
             step = size or max(1, len(todo))
             units += [WorkUnit(task, tuple(todo[i:i + step])) for i in range(0, len(todo), step)]
+        if self.interleaved:
+            order = {name: i for i, name in enumerate(names)}
+            units.sort(key=lambda u: (u.episodes[0], order[u.task.name]))
         return units
 
     def error_record(self, task: TaskSpec, episode: int, error: str, trial: int = 0) -> EpisodeRecord:
@@ -218,6 +246,8 @@ class RunPlan:
             "shard": str(s.shard) if s.shard else None, "allow_sim_drift": s.allow_sim_drift,
             "simulator": self.simulator, **(self.policy_facts or {}),
             "perturb": dict(s.perturb) or None,
+            "until": str(self.until) if self.until else None,
+            "versus": str(s.versus) if s.versus else None, "alpha": s.alpha, "margin": s.margin,
         }
 
 
@@ -294,6 +324,24 @@ def make_plan(settings: RunSettings) -> RunPlan:
                           f"{s.suite.backend!r} does not declare its control rate (needed for the videos' fps)")
     if s.episode_timeout is not None and s.episode_timeout <= 0:
         raise ConfigError(f"--episode-timeout must be > 0 seconds, got {s.episode_timeout}")
+    _check_stopping(s)
     return RunPlan(settings=s, protocol=protocol, action_dim=backend.action_dim, state_dim=backend.state_dim,
                    n_init_states=s.suite.init_states or backend.n_init_states,
                    unrendered_step_ms=backend.unrendered_step_ms, control_fps=fps or 20.0)
+
+
+def _check_stopping(s: RunSettings) -> None:
+    """Validate ``--until``, ``--versus``, ``--alpha`` and ``--margin`` together."""
+    until = parse_until(s.until) if s.until is not None else None
+    if s.versus is not None and until is not None and until.kind != "decided":
+        raise ConfigError(f"--versus runs until the comparison is decided: use --until decided (or leave --until "
+                          f"out), not --until {until}")
+    if until is not None and until.kind == "decided" and s.versus is None:
+        raise ConfigError("--until decided needs --versus RUN_DIR (the recorded run to compare with)")
+    if (until is not None or s.versus is not None) and s.shard is not None:
+        raise ConfigError("--until stops on outcomes in episode order across a whole task: it cannot run on a "
+                          "--shard (run it unsharded)")
+    if not 0 < s.alpha < 1:
+        raise ConfigError(f"--alpha must lie in (0, 1), got {s.alpha:g}")
+    if not 0 < s.margin < 1:
+        raise ConfigError(f"--margin must lie in (0, 1), got {s.margin:g}")

@@ -112,6 +112,8 @@ class TaskRun:
     step_timeout_s: float | None = None
     stop: threading.Event | None = None
     """Set by the vector executor to make a task thread stop at its next step (Ctrl-C, another task failed)."""
+    wants: Callable[[int], bool] | None = None
+    """``--until``: False for an episode no longer worth starting (its task is decided); running ones finish."""
 
 
 @dataclass
@@ -208,7 +210,7 @@ def run_episodes(
     episode) and ``WorkerFailure`` if the vector env breaks; episodes finished before either are reported.
     """
     recorder = recorder or NullRecorder()
-    source = EpisodeQueue(episodes) if not hasattr(episodes, "next") else episodes
+    source = EpisodeQueue(episodes, run.wants) if not hasattr(episodes, "next") else episodes
     seed_of = functools.lru_cache(maxsize=None)(lambda e: episode_seed(run.seed, run.task.index, max(e, 0)))
     n = venv.num_envs
     slots = [_Slot() for _ in range(n)]

@@ -12,7 +12,7 @@ from typing import Any
 
 from lerobench.analysis.results import EpisodeRecord, check_output_dir
 from lerobench.envs.fingerprint import checked_fingerprint
-from lerobench.errors import RunError
+from lerobench.errors import ConfigError, RunError
 from lerobench.execution.base import ExecutionChoice, Executor
 from lerobench.execution.registry import EXECUTORS
 from lerobench.plan import FORMATS, RunPlan, RunSettings, make_plan
@@ -22,6 +22,8 @@ from lerobench.policies.loading import load_policy, observation_needs
 from lerobench.registry import get_backend
 from lerobench.reporting import Reporter, SilentReporter
 from lerobench.sink import RecordSink, load_previous
+from lerobench.stopping import Ledger
+from lerobench.versus import Recorded
 
 __all__ = ["FORMATS", "Evaluation", "RunSettings"]
 
@@ -43,6 +45,7 @@ class Evaluation:
             # before a --resume compares it; a --replan-steps conflict fails here, before any work
             facts = policy_config(self.policy, settings.replan_steps)
             self.plan: RunPlan = replace(plan, simulator=simulator, policy_facts=facts)
+            self.recorded = self._load_versus()  # after the fingerprint: run A's simulator must be this one
             self.previous: list[EpisodeRecord] = load_previous(self.plan)
         except BaseException:
             self._close_policy()
@@ -68,7 +71,7 @@ class Evaluation:
         for note in self.notes:
             self.reporter.message(note)
         plan, policy = self.plan, self.policy
-        sink = RecordSink(plan, self.reporter, self.previous)
+        sink = RecordSink(plan, self.reporter, self.previous, self._ledger())
         done = sink.done()
         todo = sum(len(u.episodes) for u in plan.work_units(done))
         try:
@@ -90,7 +93,7 @@ class Evaluation:
             sink.execution = {"executor_used": choice.executor, "workers_used": choice.workers,
                               "batch_size_used": 1 if entry.own_policy else choice.workers,
                               "parallel_tasks_used": choice.parallel_tasks}
-            units = plan.work_units(done, size=1 if entry.one_episode_units else None)
+            units = plan.work_units(done, size=self._unit_size(choice))
             sink.expect(units)
             sink.open()
             ok = False
@@ -108,6 +111,41 @@ class Evaluation:
             return results
         finally:
             self._close_policy()
+
+    def _load_versus(self) -> Recorded | None:
+        """Run A of ``--versus``: its identity checked; its episode count is this run's cap (lerobench.versus)."""
+        if self.s.versus is None:
+            return None
+        from lerobench.versus import load_recorded
+
+        recorded = load_recorded(self.s.versus, self.plan.config())
+        if self.s.episodes is None:
+            self.s = replace(self.s, episodes=recorded.episodes_per_task)
+            self.plan = replace(self.plan, settings=self.s)  # the episode count is a setting, nothing derived
+        elif self.s.episodes > recorded.episodes_per_task:
+            raise ConfigError(f"--episodes {self.s.episodes} is more than the {recorded.episodes_per_task} episodes "
+                              f"per task of the --versus run {self.s.versus}: there is nothing to pair them with")
+        return recorded
+
+    def _ledger(self) -> Ledger | None:
+        """The ``--until`` rule's index-order ledger, or None for a fixed-n run."""
+        until = self.plan.until
+        if until is None:
+            return None
+        recorded = self.recorded
+        return Ledger(until, [t.name for t in self.plan.suite.tasks], self.plan.episodes_per_task, self.s.alpha,
+                      self.s.margin, recorded.outcomes if recorded else None,
+                      str(recorded.path) if recorded else None)
+
+    def _unit_size(self, choice: ExecutionChoice) -> int | None:
+        """Episodes per work unit: one for episode workers, a batch per round when tasks are interleaved.
+
+        Ray also gets one-episode units under a stopping rule, so a decided task stops at its next episode;
+        otherwise the vector executor's unit is a whole task.
+        """
+        if choice.executor == "processes" or (choice.executor == "ray" and self.plan.until is not None):
+            return 1
+        return choice.workers if self.plan.interleaved else None
 
     def _executor(self, choice: ExecutionChoice) -> Executor:
         return EXECUTORS[choice.executor].load().create(self.plan, choice, self.policy)

@@ -33,6 +33,7 @@ from lerobench.plan import EXTENT, RunPlan, WorkUnit
 from lerobench.provenance import provenance
 from lerobench.recorder import TaskRecorder, with_videos_on_disk
 from lerobench.reporting import Reporter, SilentReporter
+from lerobench.stopping import Ledger, NoStopping
 from lerobench.trajectories import TrajectoryRecorder
 from lerobench.videos import NullVideoEncoder, VideoEncoder
 
@@ -76,8 +77,10 @@ class RecordSink:
     """Owns the output directory while a run lasts; thread-safe; ``close`` publishes the final results."""
 
     def __init__(self, plan: RunPlan, reporter: Reporter | None = None,
-                 previous: list[EpisodeRecord] | None = None):
+                 previous: list[EpisodeRecord] | None = None, ledger: Ledger | NoStopping | None = None):
         self.plan = plan
+        self.ledger = ledger or NoStopping()
+        """The ``--until`` rule's index-order ledger (lerobench.stopping); executors ask ``wants``."""
         self.reporter = reporter or SilentReporter()
         self.records: list[EpisodeRecord] = list(previous or [])
         self.execution: dict[str, Any] = {}
@@ -90,6 +93,7 @@ class RecordSink:
         self._counts: dict[str, int] = {}
         self._expected: dict[str, int] = {t.name: plan.episodes_per_task for t in plan.suite.tasks}
         self._open_tasks: set[str] = set()
+        self._finished_tasks: set[str] = set()
         self._writer: ResultsWriter | None = None
         self.encoder: VideoEncoder | NullVideoEncoder = NullVideoEncoder()
 
@@ -102,6 +106,9 @@ class RecordSink:
         for r in self.records:
             if r.trial == 0:
                 self._counts[r.task] = self._counts.get(r.task, 0) + 1
+        for r in sorted(self.records, key=lambda r: r.episode):  # a resumed rule replays in index order
+            if r.trial == 0:
+                self.ledger.add(r.task, r.episode, r.success)
         self.publish()
 
     def close(self, ok: bool) -> dict[str, Any]:
@@ -109,6 +116,10 @@ class RecordSink:
         assert self._writer is not None, "RecordSink.close before open"
         try:
             self.encoder.close(abort=not ok)
+            if ok:  # tasks a stopping rule ended before their last episode: report them as finished too
+                for task in self.plan.suite.tasks:
+                    if task.name in self._open_tasks and task.name not in self._finished_tasks:
+                        self.task_finished(task)
             return self.publish(ended=datetime.now(timezone.utc) if ok else None)
         finally:
             self._writer.close()
@@ -164,13 +175,19 @@ class RecordSink:
             complete = ends_episode and self._counts[task.name] == self._expected.get(task.name)
         self._writer.put_episode(record)
         if record.trial == 0:
+            self.ledger.add(task.name, record.episode, record.success)
             self.reporter.episode(task, record)
         if complete:
             self.task_finished(task)
 
+    def wants(self, task: str, episode: int) -> bool:
+        """Whether episode ``episode`` of ``task`` is still worth starting (False once ``--until`` decided it)."""
+        return self.ledger.wants(task, episode)
+
     def task_finished(self, task: TaskSpec) -> None:
         """Report ``task``'s summary and republish results.json."""
         with self._lock:
+            self._finished_tasks.add(task.name)
             mine = [r for r in self.records if r.task == task.name]
         trials = self.plan.settings.trials_per_episode
         summary = summarize(replace(self.plan.suite, tasks=(task,)), mine, trials)["tasks"]
@@ -201,10 +218,12 @@ class RecordSink:
         overall["env_steps_per_s"] = round(steps / elapsed, 2) if elapsed > 0 else None
         overall.update(self.calls.summary(elapsed))
         s = self.plan.settings
+        stopping = self.ledger.block()
         return {"schema_version": SCHEMA_VERSION, "suite": s.suite.name, "policy": s.policy,
                 "complete": ended is not None,
                 "config": {**self.plan.config(), **self.execution},
-                "provenance": provenance(s.command, self._started, ended), **summary}
+                "provenance": provenance(s.command, self._started, ended), **summary,
+                **({"stopping": stopping} if stopping is not None else {})}
 
     def publish(self, ended: datetime | None = None) -> dict[str, Any]:
         """Queue results.json (and the extra formats) for an atomic rewrite; return the results."""

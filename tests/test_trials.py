@@ -229,7 +229,7 @@ def test_trial_summary_counts_errors_as_failures_from_the_erroring_trial_on():
     assert (a1["delta"], a1["gained"], a1["lost"], a1["ci95"], a1["p_value"]) == (0.0, 1, 1, c1.ci95, c1.p_value)
     assert a2["trial"] == 2 and a2["delta"] == 0.25 and a2["n"] == 4 and (a2["gained"], a2["lost"]) == (2, 1)
     for row in s["per_trial"] + s["success_within_k"]:
-        assert set(row) == {"trial", "n", "successes", "success_rate", "ci95"}
+        assert set(row) == {"trial", "n", "successes", "success_rate", "ci95", "ci95_method"}
     assert set(a1) == {"trial", "delta", "ci95", "p_value", "n", "gained", "lost"}
 
 

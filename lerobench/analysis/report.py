@@ -17,6 +17,7 @@ from lerobench.analysis import charts
 from lerobench.analysis.compare import Run, compare_runs, differences, load_run, suite_indices
 from lerobench.analysis.results import write_text_atomic
 from lerobench.errors import CompareError, ConfigError, MissingDependencyError
+from lerobench.stopping import FIXED_N_NOTE, stopping_line
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px auto;max-width:1200px;
@@ -63,8 +64,11 @@ def _headline(run: Run, index: int) -> str:
     versions = ", ".join(f"{k} {v}" for k, v in (prov.get("versions") or {}).items() if v)
     state = "complete" if r.get("complete") else "<span class='bad'>incomplete (complete: false)</span>"
     wall = o.get("eval_s")
+    stopping = r.get("stopping")
+    stop = (f"<div><b>{_e(stopping_line(stopping))}</b></div><div class='dim'>95% CI: {_e(FIXED_N_NOTE)}</div>"
+            if stopping else "")
     return f"""<div class="card"><h3>{_e(_label(run, index))} on {_e(r.get('suite'))}</h3>
-<div class="big">{_pct(o.get('success_rate'))}</div>
+<div class="big">{_pct(o.get('success_rate'))}</div>{stop}
 <div>95% CI {_ci(o.get('ci95', [0, 1]))} · {o.get('n_episodes', 0)} episodes · {o.get('n_errors', 0)} errors ·
 {'–' if wall is None else f'{wall:.1f} s'} · {state}</div>
 <div class="dim">protocol {_e(run.config.get('protocol'))}, max steps

@@ -1,4 +1,4 @@
-"""Episode records, aggregates (with Wilson intervals) and the files they are written to.
+"""Episode records, aggregates (with exact intervals) and the files they are written to.
 
 Only this module (and ``videos.py``) writes files. Every episode line is appended, flushed and
 fsynced by one background writer as soon as the episode ends; ``results.json`` is replaced
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from lerobench.analysis.records import EpisodeRecord
-from lerobench.analysis.stats import wilson_interval
+from lerobench.analysis.stats import CI_METHOD, STRATIFIED_CI_METHOD, exact_interval, file_interval, wilson_interval
 from lerobench.config import Suite
 from lerobench.errors import ConfigError, RunError
 
@@ -26,6 +26,20 @@ EPISODES_FILE = "episodes.jsonl"
 RESULTS_FILE = "results.json"
 SCHEMA_VERSION = 2
 """Version of the ``results.json`` layout (1: before it was written; 2: adds ``config.simulator``, identity keys)."""
+
+
+def _stratified_interval(records: list[EpisodeRecord]) -> list[float]:
+    from lerobench.analysis.stats import stratified_exact
+
+    counts: dict[str, list[int]] = {}
+    for r in records:
+        c = counts.setdefault(r.task, [0, 0])
+        c[0] += int(r.success)
+        c[1] += 1
+    n = len(records)
+    p = sum(c[0] for c in counts.values()) / n if n else None
+    low, high = stratified_exact([(s, k) for s, k in counts.values()])
+    return file_interval(p, low, high)
 
 
 def _mean(values: list[float]) -> float | None:
@@ -42,7 +56,8 @@ def aggregate(records: Iterable[EpisodeRecord]) -> dict[str, Any]:
         "n_episodes": n,
         "successes": successes,
         "success_rate": successes / n if n else None,
-        "ci95": wilson_interval(successes, n),
+        "ci95": exact_interval(successes, n) if len({r.task for r in records}) <= 1 else _stratified_interval(records),
+        "ci95_method": CI_METHOD if len({r.task for r in records}) <= 1 else STRATIFIED_CI_METHOD,
         "success_at_end_rate": sum(r.success_at_end for r in records) / n if n else None,
         "n_errors": sum(r.error is not None for r in records),
         "mean_steps": _mean([r.steps for r in records]),

@@ -5,7 +5,7 @@ error ends the episode: the erroring trial's line has ``error`` set and later tr
 For aggregation such an episode counts as a failure at every trial index from the erroring one on,
 so every per-trial row has the same ``n`` (the number of episodes) and trials stay paired.
 
-Statistics: one rate gets a Wilson 95% interval (as everywhere in lerobench); the adaptation delta
+Statistics: one rate gets an exact (Clopper-Pearson) 95% interval (as everywhere in lerobench); the adaptation delta
 ``rate(trial k) - rate(trial 0)`` compares two outcomes of the *same* episode, so it is paired:
 ``lerobench.analysis.stats.compare_paired`` gives the Bonett-Price paired CI and the exact McNemar p-value.
 """
@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from lerobench.analysis.records import EpisodeRecord
-from lerobench.analysis.stats import compare_paired, wilson_interval
+from lerobench.analysis.stats import CI_METHOD, compare_paired, exact_interval
 
 
 def is_whole(trial_records: Sequence[EpisodeRecord], trials: int) -> bool:
@@ -68,7 +68,7 @@ def outcomes(trial_records: Sequence[EpisodeRecord], trials: int) -> list[bool]:
 
 def _rate_row(k: int, successes: int, n: int) -> dict[str, Any]:
     return {"trial": k, "n": n, "successes": successes, "success_rate": successes / n if n else None,
-            "ci95": wilson_interval(successes, n)}
+            "ci95": exact_interval(successes, n), "ci95_method": CI_METHOD}
 
 
 def trial_summary(records: Iterable[EpisodeRecord], trials: int) -> dict[str, Any]:

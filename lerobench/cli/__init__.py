@@ -10,7 +10,7 @@ from lerobench.cli.common import (
     app,
 )
 
-COMMAND_MODULES = ("browse", "evaluate", "merge", "serve", "compare", "report", "robustness", "doctor")
+COMMAND_MODULES = ("browse", "evaluate", "merge", "serve", "compare", "report", "robustness", "plan", "doctor")
 """Imported in this order to register their commands: ``--help`` lists them so."""
 
 for _name in COMMAND_MODULES:

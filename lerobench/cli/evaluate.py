@@ -117,6 +117,19 @@ class RichReporter:
 
 
 
+def _until_line(evaluation: Any) -> str:
+    """What the stopping rule will do, in one line (the cap is --episodes, or run A's episodes)."""
+    s, until = evaluation.s, evaluation.plan.until
+    cap = f"cap {s.episodes_per_task} episodes per task"
+    if until.kind == "decided":
+        recorded = evaluation.recorded
+        return (f"until decided: B = {s.policy} vs A = {recorded.policy} ({s.versus}), paired on the same episodes "
+                f"round by round, alpha {s.alpha:g}, equivalence margin ±{s.margin:g}, {cap}")
+    where = "each task" if until.kind == "halfwidth" else "the suite mean (tasks round by round)"
+    return (f"until {until}: {where} stops once its {100 * (1 - s.alpha):g}% confidence sequence has half-width "
+            f"<= {until.target:g}, updated in episode-index order; {cap}")
+
+
 @app.command("eval", short_help="Evaluate a policy on a suite: per-episode and per-task results.")
 def evaluate(
     suite: str = typer.Option(..., "--suite", "-s", help="Suite name (see `lerobench list`) or a TOML path."),
@@ -164,6 +177,15 @@ def evaluate(
     perturb: list[str] = typer.Option(
         [], "--perturb", help="Perturb every episode, same starts and seeds: obs_noise=S, action_noise=S, "
         "action_delay=K, camera_shift=M, light=S (comma-separated or repeated; docs/perturbations.md)."),
+    until: str | None = typer.Option(
+        None, "--until", help="Stop early, validly: halfwidth=H (each task's 95% confidence sequence), "
+                              "suite-halfwidth=H (the suite mean's), decided (with --versus). --episodes is the cap."),
+    versus: Path | None = typer.Option(
+        None, "--versus", help="Recorded run A (same suite, tasks, protocol, seed): run its episodes pair by pair "
+                               "and stop when B better / A better / equivalent is decided (docs/statistics.md)."),
+    alpha: float = typer.Option(0.05, "--alpha", help="Error level of --until's confidence sequences and test."),
+    margin: float = typer.Option(0.1, "--margin", help="--versus: equivalent once rate(B) - rate(A) is inside "
+                                                       "+-margin."),
 ) -> None:
     """Evaluate a policy on every task of a suite and write per-episode and per-task results."""
     from lerobench.registry import load_suite
@@ -184,7 +206,8 @@ def evaluate(
             parallel_tasks=parallel_tasks, trials=trials, device=device, record=record, formats=tuple(formats),
             executor=executor, workers=workers, ray_address=ray_address, ray_gpus_per_worker=ray_gpus_per_worker,
             command=tuple(sys.argv), shard=parse_shard(shard), allow_sim_drift=allow_sim_drift,
-            perturb=parse_perturbations(perturb),
+            perturb=parse_perturbations(perturb), until=until, versus=versus,
+            alpha=alpha, margin=margin,
         )
         units = shard_units([t.name for t in s.tasks], settings.episodes_per_task, settings.shard)
         reporter = RichReporter(len(units), s.name)
@@ -194,6 +217,10 @@ def evaluate(
             err_console.print(f"[yellow]warning: simulator drift ({escape(str(golden.get('reason')))}); running "
                               f"anyway (--allow-sim-drift): this run is marked drifted[/]", highlight=False,
                               soft_wrap=True)
+        if evaluation.s.episodes_per_task != settings.episodes_per_task:  # --versus: run A's episode count
+            settings = evaluation.s
+            units = shard_units([t.name for t in s.tasks], settings.episodes_per_task, settings.shard)
+            reporter.progress.update(reporter.suite_bar, total=len(units))
         console.print(f"Evaluating [bold]{settings.policy}[/] on [bold]{s.name}[/] "
                       f"({_plural(len(s.tasks), 'task')} x {_plural(settings.episodes_per_task, 'episode')}"
                       f"{f' x {settings.trials_per_episode} trials' if settings.trials_per_episode > 1 else ''}, "
@@ -201,6 +228,8 @@ def evaluate(
                       + (f", shard {settings.shard}: {len(units)} episodes" if settings.shard else "")
                       + f") -> {out}", highlight=False, soft_wrap=True)  # one line, the path whole
         reporter.resumed(evaluation.previous)
+        if evaluation.plan.until is not None:
+            console.print(_until_line(evaluation), highlight=False, soft_wrap=True)
         if resume:
             kept = len({(r.task, r.episode) for r in evaluation.previous})
             console.print(f"resuming: {_plural(kept, 'finished episode')} kept from {out / 'episodes.jsonl'}",

@@ -8,6 +8,7 @@ from typing import Any
 from rich.table import Table
 
 from lerobench.cli.common import _plural, _print_names_table, _rate, console
+from lerobench.stopping import FIXED_N_NOTE, stopping_line
 
 
 def _trial_cells(block: dict[str, Any], trials: int) -> list[str]:
@@ -45,6 +46,10 @@ def _print_summary(results: dict[str, Any], output: Path, merged_from: int = 0) 
     if trials > 1:
         console.print("success/CI/errors: trial 0 (comparable with 1-trial runs); Δk = rate(trial k) − rate(trial 0) "
                       "in percentage points, paired exact McNemar p", highlight=False)
+    stopping = results.get("stopping")
+    if stopping:
+        console.print(stopping_line(stopping), highlight=False, soft_wrap=True)
+        console.print(f"95% CI above: {FIXED_N_NOTE}", highlight=False, soft_wrap=True)
     timing = (f"merged {_plural(merged_from, 'run')}: {o['eval_s']:.1f} s of evaluation summed over them"
               if merged_from else f"{o['eval_s']:.1f} s")
     console.print(f"{timing}, {o['env_steps_per_s'] or 0:,.0f} env-steps/s. Results: [bold]{output}[/]",

@@ -122,9 +122,12 @@ class ProcessExecutor:
         try:
             pool = [spawn() for _ in range(min(self.workers, len(units)))]
             while pending or any(w.unit is not None for w in pool):
+                for unit in [u for u in pending if not any(sink.wants(u.task.name, e) for e in u.episodes)]:
+                    pending.remove(unit)  # --until decided its task: never started
                 for i, w in enumerate(pool):
                     if w.unit is None and pending:
-                        w.unit, w.reported, w.trials_in = _next_unit(pending, w, pool), set(), {}
+                        unit = pending.popleft() if plan.interleaved else _next_unit(pending, w, pool)
+                        w.unit, w.reported, w.trials_in = unit, set(), {}
                         w.task = w.unit.task.name
                         sink.task_started(w.unit.task)
                         try:
@@ -135,6 +138,8 @@ class ProcessExecutor:
                             w.conn.close()
                             pool[i] = spawn()
                 busy = [w for w in pool if w.unit is not None]
+                if not busy:  # --until decided every pending unit away: nothing left to wait for
+                    continue
                 ready = wait([w.conn for w in busy] + [w.process.sentinel for w in busy])
                 for w in busy:
                     if w.conn in ready or w.process.sentinel in ready:

@@ -69,8 +69,12 @@ class RayExecutor:
             while pending or in_flight:
                 while pending and len(in_flight) < limit:
                     unit = pending.pop()
+                    if not any(sink.wants(unit.task.name, e) for e in unit.episodes):
+                        continue  # --until decided its task: never started
                     sink.task_started(unit.task)
                     in_flight[remote.remote(plan, unit, key)] = unit
+                if not in_flight:  # --until decided every pending unit away
+                    continue
                 ready = _wait(ray, list(in_flight))
                 for ref in ready:
                     unit = in_flight.pop(ref)

@@ -98,7 +98,8 @@ class VectorExecutor:
         recorder = sink.recorder(task)
         cameras = observation_needs(policy).cameras
         spec = plan.env_spec(task, cameras, recorder.camera)
-        run = plan.task_run(task, observation_needs(policy), stop=self._stop)
+        run = plan.task_run(task, observation_needs(policy), stop=self._stop,
+                            wants=lambda episode: sink.wants(task.name, episode))
         trajectories = sink.trajectories()
         finished: set[int] = set()
 
@@ -106,7 +107,7 @@ class VectorExecutor:
             finished.add(record.episode)
             sink.episode(task, record)
 
-        todo = list(unit.episodes)
+        todo = [e for e in unit.episodes if sink.wants(task.name, e)]  # --until may have decided the task
         rebuilds = 0
         while todo:
             venv = make_vector_env(spec, min(self.batch, len(todo)), in_process=self.in_process)
@@ -117,7 +118,7 @@ class VectorExecutor:
                 todo, failed = [], False
             except WorkerFailure as failure:
                 rebuilds += 1
-                todo = [e for e in todo if e not in finished]
+                todo = [e for e in todo if e not in finished and sink.wants(task.name, e)]
                 if rebuilds > MAX_WORKER_REBUILDS:
                     raise RunError(f"suite {plan.suite.name!r}, task {task.name!r}: workers failed "
                                    f"{rebuilds} times (last: {failure}); stopping") from failure

@@ -1,0 +1,53 @@
+"""`lerobench plan`: episodes a paired A/B comparison needs, fixed-n and sequential (``eval --versus``)."""
+
+from __future__ import annotations
+
+import typer
+
+from lerobench.cli.common import _fail, _print_json, app, console
+from lerobench.errors import ConfigError
+
+
+def _n(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+@app.command("plan", short_help="Episodes a paired A/B comparison needs: fixed-n and sequential.")
+def plan(
+    base: float = typer.Option(..., "--base", help="Success rate of A (the baseline), e.g. 0.8."),
+    diff: float = typer.Option(..., "--diff", help="Difference to detect: rate(B) - rate(A), e.g. 0.05."),
+    discordance: float | None = typer.Option(
+        None, "--discordance", help="Share of pairs where A and B disagree (default: A and B independent given "
+                                    "the episode, the most discordant case for positively correlated policies)."),
+    alpha: float = typer.Option(0.05, "--alpha", help="Two-sided error level."),
+    power: float = typer.Option(0.8, "--power", help="Power of the fixed-n test (and of the capped sequential one)."),
+    sims: int = typer.Option(2000, "--sims", min=100, help="Simulated runs for the sequential figures."),
+    as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
+) -> None:
+    """Pairs (task, episode) needed to detect --diff over --base: exact McNemar at fixed n, and --until decided."""
+    from lerobench.analysis.planning import plan_comparison
+
+    try:
+        if not (0 < alpha < 1 and 0 < power < 1):
+            raise ConfigError(f"--alpha and --power must lie in (0, 1), got {alpha:g} and {power:g}")
+        result = plan_comparison(base, diff, discordance, alpha, power, sims)
+    except ValueError as exc:
+        _fail(ConfigError(str(exc)))
+    except ConfigError as exc:
+        _fail(exc)
+    if as_json:
+        _print_json(result)
+        return
+    seq = result["sequential"]
+    console.print(f"A at {100 * base:.1f}%, B at {100 * (base + diff):.1f}%; {result['assumption']}: B-only "
+                  f"{100 * result['p_gain']:.1f}% and A-only {100 * result['p_lost']:.1f}% of pairs.",
+                  highlight=False, soft_wrap=True)
+    console.print(f"fixed n, exact McNemar, {100 * power:g}% power at alpha {alpha:g}: "
+                  f"[bold]{_n(result['fixed_n'])}[/] pairs", highlight=False)
+    console.print(f"sequential (eval --versus A --until decided): expected [bold]{_n(seq['mean'])}[/] pairs, 90th "
+                  f"percentile {_n(seq['p90'])}; capped at {_n(seq['cap_at_power'])} pairs for the same "
+                  f"{100 * power:g}% power: expected {_n(seq['mean_capped'])} "
+                  f"({seq['simulations']:,} simulated runs, {100 * seq['undecided']:.1f}% undecided)",
+                  highlight=False, soft_wrap=True)
+    console.print("pairs are (task, episode) pairs over the whole comparison: divide by the number of tasks for "
+                  "--episodes per task", highlight=False, soft_wrap=True)

@@ -1,0 +1,301 @@
+"""Evaluate until decided: the ``--until`` rules and the index-order ledger that applies them.
+
+Episodes finish in an outcome-dependent order (a success ends early), so a rule updated as episodes
+*complete* sees successes first and is biased however sound its statistic (docs/statistics.md). The
+ledger therefore takes outcomes in a fixed order only: per task in episode-index order (``halfwidth``),
+or round by round across tasks, episode k of every task before episode k+1 of any (``suite-halfwidth``,
+``decided``). An outcome that arrives before a lower-numbered one waits. When a rule is met the ledger
+says so through ``wants``: executors start no further episode of a decided task (those already running
+finish and are recorded), and the sink writes the ``stopping`` block of results.json.
+
+Thread-safe: the sink calls ``add`` from executor threads.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from lerobench.errors import ConfigError
+
+KINDS = ("halfwidth", "suite-halfwidth", "decided")
+"""``--until`` rules: a task's interval half-width, the suite mean's, or a paired decision (``--versus``)."""
+
+
+@dataclass(frozen=True)
+class Until:
+    """A parsed ``--until`` value."""
+
+    kind: str
+    target: float | None = None
+    """Half-width to reach (``halfwidth``, ``suite-halfwidth``)."""
+
+    def __str__(self) -> str:
+        return self.kind if self.target is None else f"{self.kind}={self.target:g}"
+
+    @property
+    def interleaved(self) -> bool:
+        """Whether tasks run round by round (episode k of every task before k+1 of any)."""
+        return self.kind != "halfwidth"
+
+
+def parse_until(text: str) -> Until:
+    """``halfwidth=H``, ``suite-halfwidth=H`` (0 < H < 0.5) or ``decided``; ``ConfigError`` otherwise."""
+    kind, _, value = text.strip().partition("=")
+    if kind not in KINDS:
+        from lerobench.errors import unknown
+
+        raise unknown("--until", kind, KINDS)
+    if kind == "decided":
+        if value:
+            raise ConfigError(f"--until decided takes no value, got {text!r}")
+        return Until(kind)
+    try:
+        target = float(value)
+    except ValueError:
+        raise ConfigError(f"--until {kind}=H needs a half-width H, e.g. {kind}=0.1; got {text!r}") from None
+    if not 0 < target < 0.5:
+        raise ConfigError(f"--until {kind}=H needs 0 < H < 0.5 (a half-width of a rate), got {target:g}")
+    return Until(kind, target)
+
+
+def _rounded(interval: tuple[float, float]) -> list[float]:
+    return [round(float(interval[0]), 6), round(float(interval[1]), 6)]
+
+
+class NoStopping:
+    """The ledger of a run without ``--until``: every episode is wanted, nothing is recorded."""
+
+    active = False
+
+    def add(self, task: str, episode: int, success: bool) -> None:
+        """Nothing to update."""
+
+    def wants(self, task: str, episode: int) -> bool:
+        """Always."""
+        return True
+
+    def block(self) -> dict[str, Any] | None:
+        """No ``stopping`` block."""
+        return None
+
+
+class Ledger:
+    """Outcomes in index order and the rule's state; ``wants`` tells executors what is still worth running.
+
+    ``recorded`` maps (task, episode) to run A's success for ``--versus`` (B is the run being evaluated).
+    """
+
+    active = True
+
+    def __init__(self, until: Until, tasks: list[str], cap: int, alpha: float = 0.05, margin: float = 0.1,
+                 recorded: dict[tuple[str, int], bool] | None = None, versus: str | None = None):
+        self.until, self.tasks, self.cap, self.alpha, self.margin = until, list(tasks), cap, alpha, margin
+        self.recorded, self.versus = recorded or {}, versus
+        self._lock = threading.Lock()
+        self._outcomes: dict[tuple[str, int], bool] = {}
+        self._received: dict[str, int] = dict.fromkeys(self.tasks, 0)
+        # halfwidth: one position per task; the others: one position in the round-robin order.
+        self._next: dict[str, int] = dict.fromkeys(self.tasks, 0)
+        self._successes: dict[str, int] = dict.fromkeys(self.tasks, 0)
+        self._stops: dict[str, dict[str, Any]] = {}
+        self._position = 0
+        self._totals = {"successes": 0, "gained": 0, "lost": 0}
+        self._run_stop: dict[str, Any] | None = None
+        if until.kind == "suite-halfwidth":
+            from lerobench.analysis.sequential import optimal_rho
+
+            # Tuned (before any data) to the episode count at which a fixed-n Hoeffding interval has the target.
+            self._rho = optimal_rho(_hoeffding_n(until.target or 0.1, alpha), alpha)
+
+    # -- updates ------------------------------------------------------------------------------------
+    def add(self, task: str, episode: int, success: bool) -> None:
+        """Take one episode's outcome (trial 0); update the rule over every outcome now in index order."""
+        with self._lock:
+            if task not in self._received or (task, episode) in self._outcomes or episode >= self.cap:
+                return
+            self._outcomes[(task, episode)] = bool(success)
+            self._received[task] += 1
+            if self.until.kind == "halfwidth":
+                self._advance_task(task)
+            else:
+                self._advance_rounds()
+
+    def _advance_task(self, task: str) -> None:
+        from lerobench.analysis.sequential import beta_binomial_cs
+
+        while (task, self._next[task]) in self._outcomes and task not in self._stops:
+            self._successes[task] += self._outcomes[(task, self._next[task])]
+            self._next[task] += 1
+            n = self._next[task]
+            cs = beta_binomial_cs(self._successes[task], n, self.alpha)
+            if (cs[1] - cs[0]) / 2 <= (self.until.target or 0):
+                self._stops[task] = {"episodes": n, "reason": "target", "cs": _rounded(cs)}
+            elif n >= self.cap:
+                self._stops[task] = {"episodes": n, "reason": "cap", "cs": _rounded(cs)}
+
+    def _order(self, position: int) -> tuple[str, int]:
+        return self.tasks[position % len(self.tasks)], position // len(self.tasks)
+
+    def _advance_rounds(self) -> None:
+        total = self.cap * len(self.tasks)
+        while self._run_stop is None and self._position < total:
+            key = self._order(self._position)
+            if key not in self._outcomes:
+                return
+            task, _ = key
+            success = self._outcomes[key]
+            self._next[task] += 1
+            self._successes[task] += success
+            self._totals["successes"] += success
+            self._position += 1
+            if self.until.kind == "decided":
+                a = self.recorded[key]
+                self._totals["gained"] += success and not a
+                self._totals["lost"] += a and not success
+                self._check_pair()
+            elif self._position % len(self.tasks) == 0:  # the suite mean is defined at complete rounds only
+                self._check_suite()
+            if self._run_stop is None and self._position == total:
+                self._run_stop = {"reason": "cap", **self._run_state()}
+
+    def _check_suite(self) -> None:
+        from lerobench.analysis.sequential import subgaussian_cs
+
+        cs = subgaussian_cs(self._totals["successes"], self._position, self.alpha, rho=self._rho)
+        if (cs[1] - cs[0]) / 2 <= (self.until.target or 0):
+            self._run_stop = {"reason": "target", **self._run_state()}
+
+    def _check_pair(self) -> None:
+        from lerobench.analysis.sequential import paired_decision, paired_difference_cs
+
+        g, lost, n = self._totals["gained"], self._totals["lost"], self._position
+        if paired_decision(g, lost, self.alpha) is not None:
+            self._run_stop = {"reason": "decided", **self._run_state()}
+            return
+        low, high = paired_difference_cs(g, lost, n, self.alpha)
+        if -self.margin <= low and high <= self.margin:
+            self._run_stop = {"reason": "decided", **self._run_state()}
+
+    def _run_state(self) -> dict[str, Any]:
+        """A snapshot of the round-robin rule's statistics now (the stop's figures)."""
+        n = self._position
+        state: dict[str, Any] = {"episodes": n, "per_task": dict(self._next)}
+        if self.until.kind == "suite-halfwidth":
+            from lerobench.analysis.sequential import subgaussian_cs
+
+            state["cs"] = _rounded(subgaussian_cs(self._totals["successes"], n, self.alpha, rho=self._rho))
+        else:
+            from lerobench.analysis.sequential import paired_decision, paired_difference_cs, paired_evalues
+
+            g, lost = self._totals["gained"], self._totals["lost"]
+            e_b, e_a = paired_evalues(g, lost)
+            low, high = paired_difference_cs(g, lost, n, self.alpha)
+            decision = paired_decision(g, lost, self.alpha)
+            if decision is None and -self.margin <= low and high <= self.margin:
+                decision = f"equivalent within ±{self.margin:g}"
+            state.update(decision=decision or "undecided", pairs=n, gained=g, lost=lost,
+                         e_value_b_better=round(float(e_b), 6), e_value_a_better=round(float(e_a), 6),
+                         difference_cs=_rounded((low, high)))
+        return state
+
+    # -- what executors ask ---------------------------------------------------------------------------
+    def wants(self, task: str, episode: int) -> bool:
+        """False once ``task`` (or, round by round, the whole run) is decided: start nothing more of it."""
+        with self._lock:
+            if self.until.kind == "halfwidth":
+                return task not in self._stops
+            return self._run_stop is None
+
+    # -- results.json ---------------------------------------------------------------------------------
+    def block(self) -> dict[str, Any]:
+        """The ``stopping`` block of results.json (docs/results.md)."""
+        with self._lock:
+            out: dict[str, Any] = {
+                "rule": str(self.until), "alpha": self.alpha, "cap": self.cap,
+                "order": "episode index per task" if self.until.kind == "halfwidth" else
+                         "round robin: episode k of every task before episode k+1 of any",
+                "method": _METHODS[self.until.kind],
+                "fixed_n_intervals": "ci95 elsewhere in this file is fixed-n (Clopper-Pearson): after a sequential "
+                                     "stop it is descriptive only; the confidence sequence here is the valid one",
+            }
+            tasks = {}
+            for task in self.tasks:
+                if self.until.kind == "halfwidth":
+                    entry = dict(self._stops.get(task) or {"episodes": self._next[task], "reason": None})
+                    if "cs" not in entry:
+                        from lerobench.analysis.sequential import beta_binomial_cs
+
+                        entry["cs"] = _rounded(beta_binomial_cs(self._successes[task], self._next[task], self.alpha))
+                else:
+                    stop = self._run_stop
+                    entry = {"episodes": (stop["per_task"] if stop else self._next)[task],
+                             "reason": stop["reason"] if stop else None}
+                entry["recorded"] = self._received[task]
+                tasks[task] = entry
+            out["tasks"] = tasks
+            if self.until.kind != "halfwidth":
+                stop = self._run_stop
+                state = dict(stop) if stop else {"reason": None, **self._run_state()}
+                state.pop("per_task", None)
+                if self.until.kind == "decided":
+                    state["margin"] = self.margin
+                    state["versus"] = self.versus
+                    state["fixed_n_mcnemar"] = _fixed_n(state["gained"], state["lost"], state["pairs"], self.alpha)
+                    out["versus"] = state
+                else:
+                    out["suite"] = state
+            return out
+
+
+_METHODS = {
+    "halfwidth": "Robbins beta-binomial mixture confidence sequence per task, Jeffreys prior Beta(1/2, 1/2)",
+    "suite-halfwidth": "Robbins normal-mixture (sub-Gaussian) confidence sequence for the suite mean",
+    "decided": "one-sided mixture likelihood-ratio e-processes on the discordant pairs (uniform prior on each "
+               "half), level alpha two-sided; beta-binomial confidence sequences for the gain and loss rates",
+}
+
+
+def _hoeffding_n(halfwidth: float, alpha: float) -> float:
+    """Episodes at which a fixed-n Hoeffding interval has ``halfwidth``: log(2/alpha) / (2 h^2)."""
+    import math
+
+    return math.log(2 / alpha) / (2 * halfwidth * halfwidth)
+
+
+def _fixed_n(gained: int, lost: int, pairs: int, alpha: float) -> dict[str, Any]:
+    """Pairs a fixed-n exact McNemar test needs for 80% power at the gain and loss rates observed at the stop."""
+    from lerobench.analysis.validity import fixed_n_for_power
+
+    if pairs == 0:
+        return {"pairs_for_80pct_power": None, "at": None}
+    p_gain, p_lost = gained / pairs, lost / pairs
+    return {"pairs_for_80pct_power": fixed_n_for_power(p_gain, p_lost, 0.8, alpha, max_n=100_000),
+            "at": {"p_gain": round(p_gain, 6), "p_lost": round(p_lost, 6)},
+            "note": "the effect must be known before a fixed-n run; the sequential test needed no such guess"}
+
+
+FIXED_N_NOTE = ("fixed-n Clopper-Pearson, descriptive only after a sequential stop (the confidence sequences in "
+                "results.json's stopping block are the valid intervals)")
+"""How the terminal summary and the report label a sequentially stopped run's fixed-n intervals."""
+
+
+def stopping_line(stopping: dict[str, Any]) -> str:
+    """The ``--until`` outcome in one line: the decision (``--versus``) or where each task stopped and why."""
+    if "versus" in stopping:
+        v = stopping["versus"]
+        lo, hi = v["difference_cs"]
+        e = max(v["e_value_b_better"], v["e_value_a_better"])
+        fixed = (v.get("fixed_n_mcnemar") or {}).get("pairs_for_80pct_power")
+        return (f"{v['decision']} after {v['pairs']} of {stopping['cap'] * len(stopping['tasks'])} pairs "
+                f"(B-only {v['gained']}, A-only {v['lost']}; e-value {e:.3g}, decides at {2 / stopping['alpha']:g}; "
+                f"rate(B) - rate(A) in [{100 * lo:+.1f}, {100 * hi:+.1f}] pp, anytime-valid)"
+                + (f"; a fixed-n McNemar test would need {fixed} pairs for 80% power at these rates" if fixed else ""))
+    if "suite" in stopping:
+        s = stopping["suite"]
+        lo, hi = s["cs"]
+        return (f"until {stopping['rule']}: {s['reason'] or 'not reached'} after {s['episodes']} episodes "
+                f"(suite mean in {100 * lo:.1f}–{100 * hi:.1f}%, anytime-valid)")
+    parts = [f"{name} {t['episodes']} ({t['reason'] or 'running'})" for name, t in stopping["tasks"].items()]
+    return f"until {stopping['rule']} (cap {stopping['cap']}): stopped at " + ", ".join(parts)

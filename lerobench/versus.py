@@ -1,0 +1,59 @@
+"""``eval --versus RUN_DIR``: the recorded run A that the evaluated policy B is paired with.
+
+B must play exactly A's episodes, so the two runs must share the *episodes* part of their identity (suite,
+backend options, tasks, protocol and its settings, seed, simulator fingerprint: ``lerobench.identity``); anything
+else is refused naming the field and both values.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lerobench.errors import ConfigError
+from lerobench.identity import diff
+
+
+def identity_differences(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """How run A's episodes differ from this run's: the *episodes* part of the run identity (``lerobench.identity``).
+
+    One line per field, naming both values; the treatment (policy, replan steps...) is what is being compared.
+    """
+    return diff(json.loads(json.dumps(recorded)), json.loads(json.dumps(current)), parts=("episodes",),
+                labels=("recorded run", "this run"))
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """Run A as the ledger needs it: trial-0 success per (task, episode) and its episodes per task."""
+
+    path: Path
+    outcomes: dict[tuple[str, int], bool]
+    episodes_per_task: int
+    policy: str | None
+
+
+def load_recorded(path: Path, current: dict[str, Any]) -> Recorded:
+    """Read run A, refuse a different identity or missing episodes; ``current`` is this run's config."""
+    from lerobench.analysis.compare import load_run
+    from lerobench.errors import LerobenchError
+
+    try:
+        run = load_run(path)
+    except LerobenchError as exc:
+        raise ConfigError(f"--versus: {exc}") from exc
+    stored = run.config
+    current = {**current, "tasks": list(current.get("tasks", []))}
+    problems = identity_differences(stored, current)
+    if problems:
+        raise ConfigError(f"--versus {path}: not the same episodes: {'; '.join(problems)}")
+    cap = int(stored.get("episodes_per_task") or 0)
+    outcomes = {(r.task, r.episode): bool(r.success) for r in run.records if r.trial == 0 and r.episode < cap}
+    for task in current["tasks"]:
+        for episode in range(cap):
+            if (task, episode) not in outcomes:
+                raise ConfigError(f"--versus {path}: the recorded run has no episode {episode} of task {task!r} "
+                                  f"(finish it with `lerobench eval --resume --output {path}`)")
+    return Recorded(path=path, outcomes=outcomes, episodes_per_task=cap, policy=run.results.get("policy"))

@@ -1,0 +1,114 @@
+"""``eval --until`` and ``--versus`` on the real Meta-World simulator (short episodes), and the index-order ledger."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from lerobench.analysis.sequential import beta_binomial_cs
+from lerobench.cli import app
+from lerobench.stopping import Ledger, Until, parse_until
+
+pytest.importorskip("metaworld")
+runner = CliRunner()
+SHORT = ["--suite", "metaworld_mt10", "--videos", "0", "--max-steps", "150"]
+
+
+def run(*args):
+    return runner.invoke(app, ["eval", *SHORT, *args])
+
+
+def lines(out):
+    return [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("executor", ["inline", "processes"])
+def test_until_halfwidth_stops_a_task_at_its_target_and_resume_tightens_it(tmp_path, executor):
+    out = tmp_path / executor
+    result = run("--tasks", "reach-v3", "--policy", "metaworld-expert", "--episodes", "30", "--until",
+                 "halfwidth=0.2", "--executor", executor, "--output", str(out))
+    assert result.exit_code == 0, result.output
+    stop = json.loads((out / "results.json").read_text())["stopping"]["tasks"]["reach-v3"]
+    # All successes: the Jeffreys-mixture sequence's half-width first drops to 0.2 at episode 10.
+    assert (1 - beta_binomial_cs(9, 9)[0]) / 2 > 0.2 >= (1 - beta_binomial_cs(10, 10)[0]) / 2
+    assert stop["reason"] == "target" and stop["episodes"] == 10
+    assert (stop["cs"][1] - stop["cs"][0]) / 2 <= 0.2 and stop["cs"][1] == 1.0
+    assert 10 <= len(lines(out)) < 13  # episodes running at the stop are finished and recorded
+    assert "reach-v3 10 (target)" in result.output and "descriptive only" in result.output
+    again = run("--tasks", "reach-v3", "--policy", "metaworld-expert", "--episodes", "30", "--until",
+                "halfwidth=0.15", "--executor", executor, "--output", str(out), "--resume")
+    assert again.exit_code == 0, again.output
+    stop = json.loads((out / "results.json").read_text())["stopping"]["tasks"]["reach-v3"]
+    assert stop["reason"] == "target" and 10 < stop["episodes"] < 30
+    assert sorted(r["episode"] for r in lines(out)) == list(range(len(lines(out))))
+
+
+def test_suite_halfwidth_runs_tasks_round_by_round(tmp_path):
+    out = tmp_path / "suite"
+    result = run("--tasks", "reach-v3,push-v3", "--policy", "metaworld-expert", "--episodes", "20", "--until",
+                 "suite-halfwidth=0.15", "--output", str(out))
+    assert result.exit_code == 0, result.output
+    stopping = json.loads((out / "results.json").read_text())["stopping"]
+    assert stopping["suite"]["reason"] == "target" and stopping["suite"]["episodes"] < 40
+    used = [t["episodes"] for t in stopping["tasks"].values()]
+    assert used[0] == used[1]  # checked at complete rounds only
+
+
+@pytest.fixture(scope="module")
+def random_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("a") / "random"
+    result = run("--tasks", "reach-v3,push-v3", "--policy", "random", "--episodes", "12", "--output", str(out))
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_versus_decides_b_better_for_the_expert_against_random(random_run, tmp_path):
+    out = tmp_path / "b"
+    result = run("--tasks", "reach-v3,push-v3", "--policy", "metaworld-expert", "--versus", str(random_run),
+                 "--output", str(out))
+    assert result.exit_code == 0, result.output
+    versus = json.loads((out / "results.json").read_text())["stopping"]["versus"]
+    assert versus["decision"] == "B better" and versus["pairs"] == 8 and versus["gained"] == 8
+    assert versus["e_value_b_better"] >= 40 and versus["difference_cs"][0] > 0
+    assert "B better after 8 of 24 pairs" in result.output
+    recorded = len(lines(out))
+    again = run("--tasks", "reach-v3,push-v3", "--policy", "metaworld-expert", "--versus", str(random_run),
+                "--output", str(out), "--resume")  # already decided: nothing left to run, and no wait on nothing
+    assert again.exit_code == 0, again.output
+    assert len(lines(out)) == recorded and "B better after 8 of 24 pairs" in again.output
+    report = runner.invoke(app, ["report", str(out), "-o", str(tmp_path / "r.html")])
+    assert report.exit_code == 0, report.output
+    page = (tmp_path / "r.html").read_text()
+    assert "B better after 8 of 24 pairs" in page and "descriptive only after a sequential stop" in page
+
+
+def test_versus_a_rerun_of_itself_is_never_better(random_run, tmp_path):
+    out = tmp_path / "again"
+    result = run("--tasks", "reach-v3,push-v3", "--policy", "random", "--versus", str(random_run), "--margin", "0.3",
+                 "--output", str(out))
+    assert result.exit_code == 0, result.output
+    versus = json.loads((out / "results.json").read_text())["stopping"]["versus"]
+    assert versus["gained"] == versus["lost"] == 0
+    assert versus["decision"] == "equivalent within ±0.3" and versus["pairs"] < 24
+
+
+def test_versus_refuses_other_episodes_naming_the_field(random_run, tmp_path):
+    result = run("--tasks", "reach-v3,push-v3", "--policy", "random", "--versus", str(random_run), "--seed", "1",
+                 "--output", str(tmp_path / "x"))
+    assert result.exit_code != 0 and "seed differs (recorded run 0, this run 1)" in result.output
+    result = run("--tasks", "reach-v3", "--policy", "random", "--versus", str(random_run),
+                 "--output", str(tmp_path / "y"))
+    assert "tasks differs" in result.output
+    result = run("--tasks", "reach-v3", "--until", "decided", "--output", str(tmp_path / "z"))
+    assert "--until decided needs --versus" in result.output
+
+
+def test_ledger_updates_in_index_order_only():
+    ledger = Ledger(parse_until("halfwidth=0.3"), ["t"], cap=50)
+    for episode in range(1, 8):  # episode 0 (a failure) finishes last: nothing may be decided before it
+        ledger.add("t", episode, True)
+    assert ledger.wants("t", 8) and ledger.block()["tasks"]["t"]["episodes"] == 0
+    ledger.add("t", 0, False)
+    stop = ledger.block()["tasks"]["t"]
+    assert stop["episodes"] == 8 and stop["recorded"] == 8
+    assert Until("decided").interleaved and not parse_until("halfwidth=0.1").interleaved
