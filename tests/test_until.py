@@ -95,10 +95,10 @@ def test_versus_a_rerun_of_itself_is_never_better(random_run, tmp_path):
 def test_versus_refuses_other_episodes_naming_the_field(random_run, tmp_path):
     result = run("--tasks", "reach-v3,push-v3", "--policy", "random", "--versus", str(random_run), "--seed", "1",
                  "--output", str(tmp_path / "x"))
-    assert result.exit_code != 0 and "seed differs (recorded run 0, this run 1)" in result.output
+    assert result.exit_code == 2 and "episodes.seed: recorded run 0, this run 1" in result.output
     result = run("--tasks", "reach-v3", "--policy", "random", "--versus", str(random_run),
                  "--output", str(tmp_path / "y"))
-    assert "tasks differs" in result.output
+    assert "episodes.tasks" in result.output
     result = run("--tasks", "reach-v3", "--until", "decided", "--output", str(tmp_path / "z"))
     assert "--until decided needs --versus" in result.output
 
