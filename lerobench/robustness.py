@@ -28,10 +28,10 @@ from typing import Any
 from lerobench.analysis.compare import Run, load_run
 from lerobench.analysis.stats import (
     compare_paired,
+    exact_interval,
     holm,
     unpaired_difference_ci,
     unpaired_exact,
-    wilson,
 )
 from lerobench.analysis.trials import is_whole
 from lerobench.config import Suite
@@ -174,9 +174,8 @@ def _episodes(run: Run) -> dict[tuple[int, int], tuple[bool, str | None, str]]:
 
 
 def _rate(successes: int, n: int) -> dict[str, Any]:
-    low, high = wilson(successes, n)
     return {"n": n, "successes": successes, "rate": successes / n if n else None,
-            "ci95": [round(low, 6), round(high, 6)]}
+            "ci95": exact_interval(successes, n)}
 
 
 def _drop(control: list[bool], perturbed: list[bool], paired: bool) -> dict[str, Any]:
