@@ -149,8 +149,10 @@ class PolicyCaller:
 
     @property
     def capacity_s(self) -> float | None:
-        """Policy time one more call costs: a call's duration shared by the calls that may overlap."""
-        return None if self.call_s.value is None else self.call_s.value / self.concurrency
+        """Policy time one more call costs: none when calls may overlap (a free slot serves it at once), else a call."""
+        if self.call_s.value is None:
+            return None
+        return 0.0 if self.concurrency > 1 else self.call_s.value
 
     def _timed(self, batch: dict[str, Any], descriptions: list[str]) -> Any:
         started = time.perf_counter()
@@ -182,9 +184,10 @@ class PolicyCaller:
         """Hand finished calls to ``answer`` in the order they were made; ``block`` waits for one first."""
         if block and self._flights:
             wait([f for _, f in self._flights], return_when=FIRST_COMPLETED)
-        for flight in [f for f in self._flights if f[1].done()]:
-            self._flights.remove(flight)
-            rows, future = flight
+        done = [f for f in self._flights if f[1].done()]
+        taken = {id(f) for f in done}  # by identity: comparing the (rows, future) tuples compares arrays
+        self._flights = [f for f in self._flights if id(f) not in taken]
+        for rows, future in done:
             exc = future.exception()
             answer(rows, None if exc is not None else future.result(), exc)
 

@@ -42,6 +42,9 @@ from lerobench.inference import CallStats, EpisodeQueue, EpisodeSource, PolicyCa
 from lerobench.policies.base import policy_traits
 from lerobench.trajectories import NULL_TRAJECTORIES, Trajectory, TrajectoryRecorder
 
+STAGGER_GROUPS = 6
+"""Phase groups that rows in step are spread into when the policy's calls may overlap (``stagger``)."""
+
 
 class Recording(Protocol):
     """Frames of one episode on their way to a video file."""
@@ -303,6 +306,24 @@ def run_episodes(
                 needs_reset[i] = finish(i, summary)
         return needs_reset
 
+    delay = np.zeros(n, dtype=np.int64)
+    """Steps a ready row is still held to shift its phase (``stagger``)."""
+
+    def stagger(ready: np.ndarray) -> None:
+        """Spread rows stepping in phase over the chunk, so that their calls overlap the others' steps.
+
+        Rows in phase run dry together, and nothing steps while their call is in flight. When calls may
+        overlap, holding group j of k for j/k of the shortest queue shifts the groups' phases for good
+        (each row keeps its own cycle of one call and one chunk of steps); holding changes no outcome.
+        """
+        rows = np.flatnonzero(ready)
+        k = min(STAGGER_GROUPS, caller.concurrency, len(rows))
+        if k < 2:
+            return
+        shortest = min(len(queues[i]) for i in rows)
+        for j, group in enumerate(np.array_split(rows, k)):
+            delay[group] = j * shortest // k
+
     def answer(rows: np.ndarray, raw: Any, exc: BaseException | None) -> None:
         """A finished call: queue each row's chunk (``replan_steps`` actions of it)."""
         waiting[rows] = False
@@ -329,6 +350,13 @@ def run_episodes(
             caller.collect(answer)
             ready = np.array([a and bool(q) for a, q in zip(active, queues, strict=True)])
             dry = active & ~ready & ~waiting
+            if STAGGER_GROUPS > 1 and caller.concurrency > 1 and not caller.busy and (ready == active).all():
+                stagger(ready)
+            if delay.any():  # held to shift their phase: not dry, just not stepped yet
+                if (ready & (delay == 0)).any():
+                    ready &= delay == 0
+                else:
+                    delay[:] = 0
             if dry.any() and not caller.full:
                 rows = np.flatnonzero(dry)
                 next_dry = min((len(queues[i]) for i in np.flatnonzero(ready)), default=None)
@@ -351,6 +379,7 @@ def run_episodes(
             obs, rewards, _, _, infos = _call(venv.step_within, env_action(actions, observe, hold=active & ~ready),
                                               run.step_timeout_s, timeout=run.step_timeout_s)
             caller.step_s.add(time.perf_counter() - started)
+            np.maximum(delay - 1, 0, out=delay)
             on_steps(int(ready.sum()))
             feedback.stepped(rewards, infos, ready)
             if trajectories.enabled:
