@@ -306,23 +306,25 @@ def run_episodes(
                 needs_reset[i] = finish(i, summary)
         return needs_reset
 
-    delay = np.zeros(n, dtype=np.int64)
-    """Steps a ready row is still held to shift its phase (``stagger``)."""
+    start_at = np.zeros(n)
+    """``perf_counter`` time before which a ready row is held to shift its phase (``stagger``)."""
 
     def stagger(ready: np.ndarray) -> None:
-        """Spread rows stepping in phase over the chunk, so that their calls overlap the others' steps.
+        """Spread rows stepping in phase over one cycle (a call and a chunk of steps), so calls overlap steps.
 
         Rows in phase run dry together, and nothing steps while their call is in flight. When calls may
-        overlap, holding group j of k for j/k of the shortest queue shifts the groups' phases for good
-        (each row keeps its own cycle of one call and one chunk of steps); holding changes no outcome.
+        overlap, holding group j of k for j/k of a cycle shifts the groups' phases for good (each row
+        keeps its own cycle); held rows only wait, so no outcome changes.
         """
         rows = np.flatnonzero(ready)
         k = min(STAGGER_GROUPS, caller.concurrency, len(rows))
-        if k < 2:
+        if STAGGER_GROUPS < 2 or k < 2 or caller.call_s.value is None:
             return
         shortest = min(len(queues[i]) for i in rows)
+        cycle = caller.call_s.value + shortest * (caller.step_s.value or 0.0)
+        now = time.perf_counter()
         for j, group in enumerate(np.array_split(rows, k)):
-            delay[group] = j * shortest // k
+            start_at[group] = now + j * cycle / k
 
     def answer(rows: np.ndarray, raw: Any, exc: BaseException | None) -> None:
         """A finished call: queue each row's chunk (``replan_steps`` actions of it)."""
@@ -350,17 +352,15 @@ def run_episodes(
             caller.collect(answer)
             ready = np.array([a and bool(q) for a, q in zip(active, queues, strict=True)])
             dry = active & ~ready & ~waiting
-            if STAGGER_GROUPS > 1 and caller.concurrency > 1 and not caller.busy and (ready == active).all():
+            now = time.perf_counter()
+            if caller.concurrency > 1 and not caller.busy and (ready == active).all() and (start_at <= now).all():
                 stagger(ready)
-            if delay.any():  # held to shift their phase: not dry, just not stepped yet
-                if (ready & (delay == 0)).any():
-                    ready &= delay == 0
-                else:
-                    delay[:] = 0
+            held = ready & (start_at > now)  # waiting for their phase: not dry, just not stepped yet
+            ready &= ~held
             if dry.any() and not caller.full:
                 rows = np.flatnonzero(dry)
                 next_dry = min((len(queues[i]) for i in np.flatnonzero(ready)), default=None)
-                if not ready.any() and not caller.busy:  # nothing can step meanwhile: no thread hop
+                if not ready.any() and not held.any() and not caller.busy:  # nothing can step meanwhile: no thread hop
                     caller.call(rows, _sub_batch(obs, rows, slots, feedback, run, seed_of), _descriptions(run, rows),
                                 answer)
                     continue
@@ -369,17 +369,16 @@ def run_episodes(
                     caller.submit(rows, _sub_batch(obs, rows, slots, feedback, run, seed_of),
                                   _descriptions(run, rows))
             if not ready.any():
-                caller.collect(answer, block=True)
+                caller.collect(answer, block=True, timeout=float(start_at[held].min() - now) if held.any() else None)
                 continue
             actions = np.zeros((n, run.action_dim), dtype=np.float32)
             for i in np.flatnonzero(ready):
                 actions[i] = queues[i].popleft()
             observe = ready & np.array([run.every_frame or trajectories.enabled or not q for q in queues])
             started = time.perf_counter()
-            obs, rewards, _, _, infos = _call(venv.step_within, env_action(actions, observe, hold=active & ~ready),
+            obs, rewards, _, _, infos = _call(venv.step_within, env_action(actions, observe, hold=~ready),
                                               run.step_timeout_s, timeout=run.step_timeout_s)
             caller.step_s.add(time.perf_counter() - started)
-            np.maximum(delay - 1, 0, out=delay)
             on_steps(int(ready.sum()))
             feedback.stepped(rewards, infos, ready)
             if trajectories.enabled:
