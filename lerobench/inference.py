@@ -11,6 +11,8 @@ run dry costs the waiting rows ``steps * step_s`` of idling; not waiting costs t
 own (``call_s`` of policy time, during which the policy cannot serve anyone else). So the dry rows are
 sent now when nothing else can step, or when the next env runs dry later than one call takes:
 policy-bound runs gather rows into full calls, simulation-bound runs never hold envs for a late row.
+When calls may overlap and one is free, another call costs the others nothing: dry rows go out at once
+(gathering them would only idle them, and pull envs back into lockstep).
 
 The rollout asks an ``EpisodeSource`` for each slot's next episode: by default the task's episodes in
 index order; a sequential stopping rule (``eval --until``) replaces it with a source that returns None

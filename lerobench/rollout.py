@@ -18,7 +18,10 @@ will be read (``env_action``); envs render the policy's cameras only then (see `
 Continuous batching: the policy is asked only for the rows whose queue ran dry. While a call is in
 flight (on a helper thread, ``inference.PolicyCaller``) the envs with queued actions keep stepping and
 the waiting ones are held (``env_action(..., hold=...)``: their simulated time stands still); rows that
-run dry meanwhile join the next call. ``inference.should_call`` decides when to send.
+run dry meanwhile join the next call. ``inference.should_call`` decides when to send. When the policy's calls
+may overlap (``PolicyTraits.concurrent_calls`` > 1), rows that step in phase are spread over one cycle (a
+call and a chunk of steps, ``stagger``), so some envs step while others wait; only the stepped envs' workers
+are messaged (``WorkerVectorEnv.step_within``), so a step costs about what its stepped rows cost.
 """
 
 from __future__ import annotations
@@ -321,7 +324,10 @@ def run_episodes(
         if STAGGER_GROUPS < 2 or k < 2 or caller.call_s.value is None:
             return
         shortest = min(len(queues[i]) for i in rows)
-        cycle = caller.call_s.value + shortest * (caller.step_s.value or 0.0)
+        chunk_s = shortest * (caller.step_s.value or 0.0)
+        if 4 * caller.call_s.value < chunk_s:  # calls too short to idle the envs much: stepping together is cheaper
+            return
+        cycle = caller.call_s.value + chunk_s
         now = time.perf_counter()
         for j, group in enumerate(np.array_split(rows, k)):
             start_at[group] = now + j * cycle / k
