@@ -72,7 +72,7 @@ def _check(name, got, results, reference, in_process):
         chunks = sum(math.ceil(steps / 10) for _, _, _, steps, _ in got)
         assert NoisyExpertChunk.rows_seen == chunks, name
         assert overall["rows_per_call"] == round(chunks / overall["policy_calls"], 3)
-        assert 0 < overall["policy_busy_fraction"] < 1
+        assert 0 < overall["policy_busy_fraction"] < (1 if name != "overlapping" else 3)  # overlapping calls add up
         if name != "served":
             assert overall["policy_calls"] == NoisyExpertChunk.calls
     else:
