@@ -109,7 +109,8 @@ def lockstep_schedule(on: bool) -> None:
     """Make this checkout's rollout call the policy only when no env can step (lockstep, nothing overlapped).
 
     The baseline of the same code: dry rows wait until every env ran dry, then one call serves them all
-    while nothing steps. Patches ``rollout.should_call``, so it only exists for checkouts that have it.
+    while nothing steps, and no phases are shifted. Patches ``rollout.should_call`` (and
+    ``rollout.STAGGER_GROUPS`` where it exists), so it only exists for checkouts that have it.
     """
     import lerobench.inference
     import lerobench.rollout
@@ -117,6 +118,9 @@ def lockstep_schedule(on: bool) -> None:
     if not hasattr(lerobench.rollout, "should_call"):
         raise SystemExit("--schedules lockstep needs a checkout with lerobench.rollout.should_call")
     lerobench.rollout.should_call = (lambda steps, *_: steps is None) if on else lerobench.inference.should_call
+    if hasattr(lerobench.rollout, "STAGGER_GROUPS"):  # newer checkouts also shift phases: not in lockstep
+        default = vars(lerobench.rollout).setdefault("_stagger_default", lerobench.rollout.STAGGER_GROUPS)
+        lerobench.rollout.STAGGER_GROUPS = 1 if on else default
 
 
 def run(suite, task: str, batch: int, latency_ms: float, args, schedule: str = "default") -> dict:

@@ -11,6 +11,8 @@ run dry costs the waiting rows ``steps * step_s`` of idling; not waiting costs t
 own (``call_s`` of policy time, during which the policy cannot serve anyone else). So the dry rows are
 sent now when nothing else can step, or when the next env runs dry later than one call takes:
 policy-bound runs gather rows into full calls, simulation-bound runs never hold envs for a late row.
+When calls may overlap and one is free, another call costs the others nothing: dry rows go out at once
+(gathering them would only idle them, and pull envs back into lockstep).
 
 The rollout asks an ``EpisodeSource`` for each slot's next episode: by default the task's episodes in
 index order; a sequential stopping rule (``eval --until``) replaces it with a source that returns None
@@ -149,8 +151,10 @@ class PolicyCaller:
 
     @property
     def capacity_s(self) -> float | None:
-        """Policy time one more call costs: a call's duration shared by the calls that may overlap."""
-        return None if self.call_s.value is None else self.call_s.value / self.concurrency
+        """Policy time one more call costs: none when calls may overlap (a free slot serves it at once), else a call."""
+        if self.call_s.value is None:
+            return None
+        return 0.0 if self.concurrency > 1 else self.call_s.value
 
     def _timed(self, batch: dict[str, Any], descriptions: list[str]) -> Any:
         started = time.perf_counter()
@@ -178,13 +182,19 @@ class PolicyCaller:
             self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="lerobench-policy")
         self._flights.append((rows, self._pool.submit(self._timed, batch, descriptions)))
 
-    def collect(self, answer: Answer, block: bool = False) -> None:
-        """Hand finished calls to ``answer`` in the order they were made; ``block`` waits for one first."""
+    def collect(self, answer: Answer, block: bool = False, timeout: float | None = None) -> None:
+        """Hand finished calls to ``answer`` in the order they were made; ``block`` waits for one first.
+
+        ``timeout`` bounds that wait (seconds; also when no call is in flight).
+        """
         if block and self._flights:
-            wait([f for _, f in self._flights], return_when=FIRST_COMPLETED)
-        for flight in [f for f in self._flights if f[1].done()]:
-            self._flights.remove(flight)
-            rows, future = flight
+            wait([f for _, f in self._flights], timeout=timeout, return_when=FIRST_COMPLETED)
+        elif block and timeout is not None:
+            time.sleep(max(timeout, 0.0))
+        done = [f for f in self._flights if f[1].done()]
+        taken = {id(f) for f in done}  # by identity: comparing the (rows, future) tuples compares arrays
+        self._flights = [f for f in self._flights if id(f) not in taken]
+        for rows, future in done:
             exc = future.exception()
             answer(rows, None if exc is not None else future.result(), exc)
 

@@ -18,7 +18,10 @@ will be read (``env_action``); envs render the policy's cameras only then (see `
 Continuous batching: the policy is asked only for the rows whose queue ran dry. While a call is in
 flight (on a helper thread, ``inference.PolicyCaller``) the envs with queued actions keep stepping and
 the waiting ones are held (``env_action(..., hold=...)``: their simulated time stands still); rows that
-run dry meanwhile join the next call. ``inference.should_call`` decides when to send.
+run dry meanwhile join the next call. ``inference.should_call`` decides when to send. When the policy's calls
+may overlap (``PolicyTraits.concurrent_calls`` > 1), rows that step in phase are spread over one cycle (a
+call and a chunk of steps, ``stagger``), so some envs step while others wait; only the stepped envs' workers
+are messaged (``WorkerVectorEnv.step_within``), so a step costs about what its stepped rows cost.
 """
 
 from __future__ import annotations
@@ -41,6 +44,9 @@ from lerobench.errors import PolicyError
 from lerobench.inference import CallStats, EpisodeQueue, EpisodeSource, PolicyCaller, should_call
 from lerobench.policies.base import policy_traits
 from lerobench.trajectories import NULL_TRAJECTORIES, Trajectory, TrajectoryRecorder
+
+STAGGER_GROUPS = 6
+"""Phase groups that rows in step are spread into when the policy's calls may overlap (``stagger``)."""
 
 
 class Recording(Protocol):
@@ -303,6 +309,29 @@ def run_episodes(
                 needs_reset[i] = finish(i, summary)
         return needs_reset
 
+    start_at = np.zeros(n)
+    """``perf_counter`` time before which a ready row is held to shift its phase (``stagger``)."""
+
+    def stagger(ready: np.ndarray) -> None:
+        """Spread rows stepping in phase over one cycle (a call and a chunk of steps), so calls overlap steps.
+
+        Rows in phase run dry together, and nothing steps while their call is in flight. When calls may
+        overlap, holding group j of k for j/k of a cycle shifts the groups' phases for good (each row
+        keeps its own cycle); held rows only wait, so no outcome changes.
+        """
+        rows = np.flatnonzero(ready)
+        k = min(STAGGER_GROUPS, caller.concurrency, len(rows))
+        if STAGGER_GROUPS < 2 or k < 2 or caller.call_s.value is None:
+            return
+        shortest = min(len(queues[i]) for i in rows)
+        chunk_s = shortest * (caller.step_s.value or 0.0)
+        if 4 * caller.call_s.value < chunk_s:  # calls too short to idle the envs much: stepping together is cheaper
+            return
+        cycle = caller.call_s.value + chunk_s
+        now = time.perf_counter()
+        for j, group in enumerate(np.array_split(rows, k)):
+            start_at[group] = now + j * cycle / k
+
     def answer(rows: np.ndarray, raw: Any, exc: BaseException | None) -> None:
         """A finished call: queue each row's chunk (``replan_steps`` actions of it)."""
         waiting[rows] = False
@@ -329,10 +358,15 @@ def run_episodes(
             caller.collect(answer)
             ready = np.array([a and bool(q) for a, q in zip(active, queues, strict=True)])
             dry = active & ~ready & ~waiting
+            now = time.perf_counter()
+            if caller.concurrency > 1 and not caller.busy and (ready == active).all() and (start_at <= now).all():
+                stagger(ready)
+            held = ready & (start_at > now)  # waiting for their phase: not dry, just not stepped yet
+            ready &= ~held
             if dry.any() and not caller.full:
                 rows = np.flatnonzero(dry)
                 next_dry = min((len(queues[i]) for i in np.flatnonzero(ready)), default=None)
-                if not ready.any() and not caller.busy:  # nothing can step meanwhile: no thread hop
+                if not ready.any() and not held.any() and not caller.busy:  # nothing can step meanwhile: no thread hop
                     caller.call(rows, _sub_batch(obs, rows, slots, feedback, run, seed_of), _descriptions(run, rows),
                                 answer)
                     continue
@@ -341,14 +375,14 @@ def run_episodes(
                     caller.submit(rows, _sub_batch(obs, rows, slots, feedback, run, seed_of),
                                   _descriptions(run, rows))
             if not ready.any():
-                caller.collect(answer, block=True)
+                caller.collect(answer, block=True, timeout=float(start_at[held].min() - now) if held.any() else None)
                 continue
             actions = np.zeros((n, run.action_dim), dtype=np.float32)
             for i in np.flatnonzero(ready):
                 actions[i] = queues[i].popleft()
             observe = ready & np.array([run.every_frame or trajectories.enabled or not q for q in queues])
             started = time.perf_counter()
-            obs, rewards, _, _, infos = _call(venv.step_within, env_action(actions, observe, hold=active & ~ready),
+            obs, rewards, _, _, infos = _call(venv.step_within, env_action(actions, observe, hold=~ready),
                                               run.step_timeout_s, timeout=run.step_timeout_s)
             caller.step_s.add(time.perf_counter() - started)
             on_steps(int(ready.sum()))

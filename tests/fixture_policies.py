@@ -243,8 +243,8 @@ class NoisyExpertChunk:
         from lerobench.policies.base import row_generators
 
         assert observation["active"].all()
-        type(self).rows_seen += len(observation["state"])
-        type(self).calls += 1
+        NoisyExpertChunk.rows_seen += len(observation["state"])  # class-wide, subclasses included
+        NoisyExpertChunk.calls += 1
         base = self.expert.select_action(observation, task_descriptions)
         noise = np.stack([g.normal(0.0, self.sigma, (self.chunk, base.shape[1]))
                           for g in row_generators(observation)])
@@ -253,3 +253,23 @@ class NoisyExpertChunk:
 
 def make_noisy_expert_chunk(context):
     return NoisyExpertChunk(context)
+
+
+class SlowOverlappingNoisyChunk(NoisyExpertChunk):
+    """``NoisyExpertChunk`` whose calls take 30 ms and may overlap (a remote server): the rollout staggers rows."""
+
+    def __init__(self, context):
+        from dataclasses import replace
+
+        super().__init__(context)
+        self.traits = replace(self.traits, concurrent_calls=3)
+
+    def select_action(self, observation, task_descriptions):
+        import time
+
+        time.sleep(0.03)
+        return super().select_action(observation, task_descriptions)
+
+
+def make_slow_overlapping_noisy_chunk(context):
+    return SlowOverlappingNoisyChunk(context)

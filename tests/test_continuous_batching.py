@@ -1,8 +1,9 @@
 """Continuous batching: the policy sees only the rows that need an action, and episodes never depend on the schedule.
 
 On the real Meta-World simulator with a stochastic chunk policy (expert + per-row noise, as diffusion / flow
-policies draw noise): per-episode outcomes are identical at batch 1, 3, under the processes executor and with
-two task threads, and the policy receives exactly one row per chunk executed.
+policies draw noise): per-episode outcomes are identical at batch 1, 3, under the processes executor, with two
+task threads and with slow calls that may overlap (phases staggered), and the policy receives exactly one row per
+chunk executed.
 """
 
 import json
@@ -48,9 +49,11 @@ def test_stochastic_chunk_policy_same_episodes_at_any_batch_and_executor(tmp_pat
                                         ("processes", ("--executor", "processes", "--workers", "2"), False),
                                         ("tasks2", ("--executor", "vector", "--batch-size", "2",
                                                     "--parallel-tasks", "2"), True),
-                                        ("served", ("--executor", "vector", "--batch-size", "3"), True)):
+                                        ("served", ("--executor", "vector", "--batch-size", "3"), True),
+                                        ("overlapping", ("--executor", "vector", "--batch-size", "3"), True)):
             NoisyExpertChunk.rows_seen = NoisyExpertChunk.calls = 0
-            got, results = evaluate(tmp_path / name, *extra, policy=server.url if name == "served" else POLICY)
+            policy = {"served": server.url, "overlapping": "fixture_policies:make_slow_overlapping_noisy_chunk"}
+            got, results = evaluate(tmp_path / name, *extra, policy=policy.get(name, POLICY))
             reference = _check(name, got, results, reference, in_process)
     finally:
         server.shutdown()
@@ -69,7 +72,7 @@ def _check(name, got, results, reference, in_process):
         chunks = sum(math.ceil(steps / 10) for _, _, _, steps, _ in got)
         assert NoisyExpertChunk.rows_seen == chunks, name
         assert overall["rows_per_call"] == round(chunks / overall["policy_calls"], 3)
-        assert 0 < overall["policy_busy_fraction"] < 1
+        assert 0 < overall["policy_busy_fraction"] < (1 if name != "overlapping" else 3)  # overlapping calls add up
         if name != "served":
             assert overall["policy_calls"] == NoisyExpertChunk.calls
     else:
@@ -133,3 +136,30 @@ def test_a_held_env_does_not_move_and_reports_nothing():
         assert env._steps == 1  # the held step was not counted
     finally:
         env.close()
+
+
+def test_a_later_call_may_finish_first():
+    """Overlapping calls of equal row counts: collecting the one that finished first must not compare row arrays."""
+    from lerobench.inference import PolicyCaller
+
+    release = threading.Event()
+
+    class Policy:
+        def select_action(self, batch, descriptions):
+            if batch["state"][0, 0] == 0:
+                release.wait(5)
+            return np.zeros((len(batch["state"]), 1, 2), dtype=np.float32)
+
+    caller = PolicyCaller(Policy(), concurrency=2)
+    answered = []
+    try:
+        caller.submit(np.array([0, 1]), {"state": np.zeros((2, 3))}, ["a", "a"])
+        caller.submit(np.array([2, 3]), {"state": np.ones((2, 3))}, ["a", "a"])
+        caller.collect(lambda rows, out, exc: answered.append((rows.tolist(), exc)), block=True)
+        assert answered == [([2, 3], None)] and caller.busy
+        release.set()
+        caller.collect(lambda rows, out, exc: answered.append((rows.tolist(), exc)), block=True)
+        assert answered[-1] == ([0, 1], None) and not caller.busy
+    finally:
+        release.set()
+        caller.close()

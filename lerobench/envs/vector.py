@@ -5,11 +5,15 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import os
+import time
+from copy import deepcopy
 from dataclasses import replace
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import iterate
 
 from lerobench.envs.base import EnvSpec, LazyTaskEnv
 from lerobench.system import usable_cores
@@ -78,12 +82,46 @@ class WorkerVectorEnv(gym.vector.AsyncVectorEnv):
     workers failed and shut them down, so callers never touch ``processes`` or ``parent_pipes`` themselves.
     """
 
+    _sent: np.ndarray | None = None
+    """The slots the last partial step was sent to (None: all); only they can be late to answer."""
+
     def step_within(self, actions: Any, timeout: float | None) -> Any:
-        """``step``, raising ``multiprocessing.TimeoutError`` if the workers do not answer within ``timeout`` s."""
-        if timeout is None:
-            return self.step(actions)
-        self.step_async(actions)
-        return self.step_wait(timeout=timeout)
+        """``step``, raising ``multiprocessing.TimeoutError`` if the workers do not answer within ``timeout`` s.
+
+        Why held slots are skipped: a held env does nothing but answer its last observation (already in
+        shared memory), yet each worker's round trip costs as much as a state-only simulator step. Sending
+        only to the stepped slots makes a step's cost follow the rows stepped, so continuous batching can
+        step a few envs while the others wait for the policy. Held slots get reward 0 and no infos.
+        """
+        hold = np.asarray(actions["hold"], dtype=bool) if isinstance(actions, dict) and "hold" in actions else None
+        if hold is None or not hold.any() or hold.all() or not self.shared_memory:
+            self._sent = None
+            if timeout is None:
+                return self.step(actions)
+            self.step_async(actions)
+            return self.step_wait(timeout=timeout)
+        self._assert_is_running()
+        rows = np.flatnonzero(~hold)
+        self._sent = rows
+        per_env = list(iterate(self.action_space, actions))
+        for i in rows:
+            self.parent_pipes[i].send(("step", per_env[i]))
+        end = None if timeout is None else time.perf_counter() + timeout
+        n = self.num_envs
+        rewards, terminations, truncations = np.zeros(n), np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+        infos: dict[str, Any] = {}
+        successes = [True] * n
+        for i in rows:
+            pipe = self.parent_pipes[i]
+            if end is not None and not pipe.poll(max(end - time.perf_counter(), 0)):
+                raise multiprocessing.TimeoutError(f"step timed out after {timeout} second(s)")
+            result, successes[i] = pipe.recv()
+            if successes[i]:
+                rewards[i], terminations[i], truncations[i] = result[1], result[2], result[3]
+                infos = self._add_info(infos, result[4], int(i))
+        self._raise_if_errors(successes)
+        observations = deepcopy(self.observations) if self.copy else self.observations
+        return observations, rewards, terminations, truncations, infos
 
     def failed_slots(self, active: list[int], hung: bool) -> list[int]:
         """Which ``active`` slots' workers are dead (or, after a timeout, have not answered); all if unclear."""
@@ -91,7 +129,8 @@ class WorkerVectorEnv(gym.vector.AsyncVectorEnv):
             self.processes[i].join(timeout=0 if hung else 0.5)
         dead = [i for i in active if not self.processes[i].is_alive()]
         if not dead and hung:
-            dead = [i for i in active if not self.parent_pipes[i].poll()]
+            sent = active if self._sent is None else [i for i in active if i in set(self._sent.tolist())]
+            dead = [i for i in sent if not self.parent_pipes[i].poll()]
         return dead or list(active)
 
     def close_after_failure(self) -> None:
