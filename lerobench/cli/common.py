@@ -5,7 +5,10 @@ The CLI is the only part of lerobench that prints. Errors become one red line + 
 
 from __future__ import annotations
 
+import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import typer
@@ -120,3 +123,23 @@ def _print_names_table(table: Table, slack: int = 10) -> None:
 def _raise_terminated(signum: int, frame: Any) -> None:
     raise Terminated()
 
+
+
+@contextmanager
+def interrupts_keep_results(hint: str) -> Iterator[None]:
+    """Ctrl-C and SIGTERM (``docker stop``, a job scheduler) end a run with one line and exit 130 / 143.
+
+    Cleanup runs as for any exception (workers stopped, finished episodes already on disk); ``hint`` says how
+    to continue. Shared by every command that runs episodes (``eval``, ``robustness``).
+    """
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    except KeyboardInterrupt:
+        err_console.print(f"[bold red]interrupted:[/] finished episodes are saved; {hint}")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    except Terminated:
+        err_console.print(f"[bold red]terminated:[/] finished episodes are saved; {hint}")
+        raise typer.Exit(EXIT_TERMINATED) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import sys
 import threading
 import time
@@ -14,18 +13,15 @@ import typer
 from rich.markup import escape
 
 from lerobench.cli.common import (
-    EXIT_INTERRUPTED,
-    EXIT_TERMINATED,
     EXIT_TOO_MANY_ERRORS,
-    Terminated,
     _fail,
     _plural,
-    _raise_terminated,
     _rate,
     app,
     console,
     elide_middle,
     err_console,
+    interrupts_keep_results,
 )
 from lerobench.cli.summary import _print_summary
 from lerobench.errors import LerobenchError
@@ -190,64 +186,55 @@ def evaluate(
     """Evaluate a policy on every task of a suite and write per-episode and per-task results."""
     from lerobench.registry import load_suite
 
-    try:
-        s = load_suite(suite).select_tasks([t.strip() for t in tasks.split(",") if t.strip()] if tasks else None)
-        if resume and output is None:
-            raise LerobenchError("--resume needs --output DIR (the directory of the run to continue)")
-        out = output or Path("outputs") / s.name / datetime.now().strftime("%Y%m%d-%H%M%S")
-        from lerobench.envs.perturb import parse_perturbations
-        from lerobench.runner import Evaluation, RunSettings
-        from lerobench.shards import parse_shard, shard_units
-
-        settings = RunSettings(
-            suite=s, policy=policy or s.default_policy, output=out, protocol=protocol, episodes=episodes,
-            batch_size=batch_size, seed=seed, max_steps=max_steps, stop_on_success=stop_on_success,
-            resume=resume, videos=videos, episode_timeout=episode_timeout, replan_steps=replan_steps,
-            parallel_tasks=parallel_tasks, trials=trials, device=device, record=record, formats=tuple(formats),
-            executor=executor, workers=workers, ray_address=ray_address, ray_gpus_per_worker=ray_gpus_per_worker,
-            command=tuple(sys.argv), shard=parse_shard(shard), allow_sim_drift=allow_sim_drift,
-            perturb=parse_perturbations(perturb), until=until, versus=versus,
-            alpha=alpha, margin=margin,
-        )
-        units = shard_units([t.name for t in s.tasks], settings.episodes_per_task, settings.shard)
-        reporter = RichReporter(len(units), s.name)
-        evaluation = Evaluation(settings, reporter)
-        golden = (evaluation.plan.simulator or {}).get("golden") or {}
-        if golden.get("status") == "drifted":
-            err_console.print(f"[yellow]warning: simulator drift ({escape(str(golden.get('reason')))}); running "
-                              f"anyway (--allow-sim-drift): this run is marked drifted[/]", highlight=False,
-                              soft_wrap=True)
-        if evaluation.s.episodes_per_task != settings.episodes_per_task:  # --versus: run A's episode count
-            settings = evaluation.s
-            units = shard_units([t.name for t in s.tasks], settings.episodes_per_task, settings.shard)
-            reporter.progress.update(reporter.suite_bar, total=len(units))
-        console.print(f"Evaluating [bold]{settings.policy}[/] on [bold]{s.name}[/] "
-                      f"({_plural(len(s.tasks), 'task')} x {_plural(settings.episodes_per_task, 'episode')}"
-                      f"{f' x {settings.trials_per_episode} trials' if settings.trials_per_episode > 1 else ''}, "
-                      f"protocol {protocol}"
-                      + (f", shard {settings.shard}: {len(units)} episodes" if settings.shard else "")
-                      + f") -> {out}", highlight=False, soft_wrap=True)  # one line, the path whole
-        reporter.resumed(evaluation.previous)
-        if evaluation.plan.until is not None:
-            console.print(_until_line(evaluation), highlight=False, soft_wrap=True)
-        if resume:
-            kept = len({(r.task, r.episode) for r in evaluation.previous})
-            console.print(f"resuming: {_plural(kept, 'finished episode')} kept from {out / 'episodes.jsonl'}",
-                          highlight=False, soft_wrap=True)
-        previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    with interrupts_keep_results("continue with --resume"):
         try:
+            s = load_suite(suite).select_tasks([t.strip() for t in tasks.split(",") if t.strip()] if tasks else None)
+            if resume and output is None:
+                raise LerobenchError("--resume needs --output DIR (the directory of the run to continue)")
+            out = output or Path("outputs") / s.name / datetime.now().strftime("%Y%m%d-%H%M%S")
+            from lerobench.envs.perturb import parse_perturbations
+            from lerobench.runner import Evaluation, RunSettings
+            from lerobench.shards import parse_shard, shard_units
+
+            settings = RunSettings(
+                suite=s, policy=policy or s.default_policy, output=out, protocol=protocol, episodes=episodes,
+                batch_size=batch_size, seed=seed, max_steps=max_steps, stop_on_success=stop_on_success,
+                resume=resume, videos=videos, episode_timeout=episode_timeout, replan_steps=replan_steps,
+                parallel_tasks=parallel_tasks, trials=trials, device=device, record=record, formats=tuple(formats),
+                executor=executor, workers=workers, ray_address=ray_address, ray_gpus_per_worker=ray_gpus_per_worker,
+                command=tuple(sys.argv), shard=parse_shard(shard), allow_sim_drift=allow_sim_drift,
+                perturb=parse_perturbations(perturb), until=until, versus=versus,
+                alpha=alpha, margin=margin,
+            )
+            units = shard_units([t.name for t in s.tasks], settings.episodes_per_task, settings.shard)
+            reporter = RichReporter(len(units), s.name)
+            evaluation = Evaluation(settings, reporter)
+            golden = (evaluation.plan.simulator or {}).get("golden") or {}
+            if golden.get("status") == "drifted":
+                err_console.print(f"[yellow]warning: simulator drift ({escape(str(golden.get('reason')))}); running "
+                                  f"anyway (--allow-sim-drift): this run is marked drifted[/]", highlight=False,
+                                  soft_wrap=True)
+            if evaluation.s.episodes_per_task != settings.episodes_per_task:  # --versus: run A's episode count
+                settings = evaluation.s
+                units = shard_units([t.name for t in s.tasks], settings.episodes_per_task, settings.shard)
+                reporter.progress.update(reporter.suite_bar, total=len(units))
+            console.print(f"Evaluating [bold]{settings.policy}[/] on [bold]{s.name}[/] "
+                          f"({_plural(len(s.tasks), 'task')} x {_plural(settings.episodes_per_task, 'episode')}"
+                          f"{f' x {settings.trials_per_episode} trials' if settings.trials_per_episode > 1 else ''}, "
+                          f"protocol {protocol}"
+                          + (f", shard {settings.shard}: {len(units)} episodes" if settings.shard else "")
+                          + f") -> {out}", highlight=False, soft_wrap=True)  # one line, the path whole
+            reporter.resumed(evaluation.previous)
+            if evaluation.plan.until is not None:
+                console.print(_until_line(evaluation), highlight=False, soft_wrap=True)
+            if resume:
+                kept = len({(r.task, r.episode) for r in evaluation.previous})
+                console.print(f"resuming: {_plural(kept, 'finished episode')} kept from {out / 'episodes.jsonl'}",
+                              highlight=False, soft_wrap=True)
             with reporter.progress:
                 results = evaluation.run()
-        finally:
-            signal.signal(signal.SIGTERM, previous)
-    except LerobenchError as exc:
-        _fail(exc)
-    except KeyboardInterrupt:
-        err_console.print("[bold red]interrupted:[/] finished episodes are saved; continue with --resume")
-        raise typer.Exit(EXIT_INTERRUPTED) from None
-    except Terminated:
-        err_console.print("[bold red]terminated:[/] finished episodes are saved; continue with --resume")
-        raise typer.Exit(EXIT_TERMINATED) from None
+        except LerobenchError as exc:
+            _fail(exc)
     _print_summary(results, out)
     n_errors = evaluation.errored_episodes  # not results' n_errors: with --trials that counts trial 0 only
     if n_errors:

@@ -10,13 +10,13 @@ import typer
 from rich.table import Table
 
 from lerobench.cli.common import (
-    EXIT_INTERRUPTED,
     _fail,
     _print_json,
     _rate,
     app,
     console,
     err_console,
+    interrupts_keep_results,
 )
 from lerobench.cli.evaluate import RichReporter
 from lerobench.errors import LerobenchError
@@ -95,34 +95,32 @@ def robustness(
     from lerobench.runner import Evaluation, RunSettings
     from lerobench.shards import shard_units
 
-    try:
-        full = load_suite(base)
-        narrowed = full.select_tasks([t.strip() for t in tasks.split(",") if t.strip()] if tasks else None)
-        planned = plan_families(narrowed, full, [f for f in families.split(",") if f.strip()], output, load_suite)
-        chosen = policy or full.default_policy
-        arms = unique_arms(planned)
-        for i, arm in enumerate(arms, start=1):
-            settings = RunSettings(
-                suite=arm.suite, policy=chosen, output=arm.output, episodes=episodes, batch_size=batch_size,
-                seed=seed, max_steps=max_steps, videos=videos, executor=executor, perturb=arm.perturb,
-                resume=(arm.output / RESULTS_FILE).exists(), command=tuple(sys.argv))
-            console.print(f"[{i}/{len(arms)}] {arm.suite.name}"
-                          + (f" --perturb {','.join(f'{k}={v:g}' for k, v in arm.perturb)}" if arm.perturb else "")
-                          + f" -> {arm.output}" + (" (resuming)" if settings.resume else ""),
-                          highlight=False, soft_wrap=True)
-            units = shard_units([t.name for t in arm.suite.tasks], settings.episodes_per_task, None)
-            reporter = RichReporter(len(units), arm.suite.name)
-            evaluation = Evaluation(settings, reporter)
-            with reporter.progress:
-                evaluation.run()
-        data = analyze(planned, narrowed, chosen, alpha=alpha)
-        output.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(output / ROBUSTNESS_FILE, data)
-    except LerobenchError as exc:
-        _fail(exc)
-    except KeyboardInterrupt:
-        err_console.print("[bold red]interrupted:[/] finished episodes are saved; run the same command to resume")
-        raise typer.Exit(EXIT_INTERRUPTED) from None
+    with interrupts_keep_results("run the same command to resume"):
+        try:
+            full = load_suite(base)
+            narrowed = full.select_tasks([t.strip() for t in tasks.split(",") if t.strip()] if tasks else None)
+            planned = plan_families(narrowed, full, [f for f in families.split(",") if f.strip()], output, load_suite)
+            chosen = policy or full.default_policy
+            arms = unique_arms(planned)
+            for i, arm in enumerate(arms, start=1):
+                settings = RunSettings(
+                    suite=arm.suite, policy=chosen, output=arm.output, episodes=episodes, batch_size=batch_size,
+                    seed=seed, max_steps=max_steps, videos=videos, executor=executor, perturb=arm.perturb,
+                    resume=(arm.output / RESULTS_FILE).exists(), command=tuple(sys.argv))
+                console.print(f"[{i}/{len(arms)}] {arm.suite.name}"
+                              + (f" --perturb {','.join(f'{k}={v:g}' for k, v in arm.perturb)}" if arm.perturb else "")
+                              + f" -> {arm.output}" + (" (resuming)" if settings.resume else ""),
+                              highlight=False, soft_wrap=True)
+                units = shard_units([t.name for t in arm.suite.tasks], settings.episodes_per_task, None)
+                reporter = RichReporter(len(units), arm.suite.name)
+                evaluation = Evaluation(settings, reporter)
+                with reporter.progress:
+                    evaluation.run()
+            data = analyze(planned, narrowed, chosen, alpha=alpha)
+            output.mkdir(parents=True, exist_ok=True)
+            write_json_atomic(output / ROBUSTNESS_FILE, data)
+        except LerobenchError as exc:
+            _fail(exc)
     if as_json:
         _print_json(data)
     else:
