@@ -104,15 +104,8 @@ def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
 
 
 def wilson_interval(successes: int, n: int) -> list[float]:
-    """95% Wilson interval, rounded for files: only LeRobot's ``pc_success_ci95`` (lerobench's own are exact).
-
-    At 0% and 100% it touches the rate; the clamp keeps float rounding from putting it beside.
-    """
-    if n <= 0:
-        return [0.0, 1.0]
-    p = successes / n
-    lo, hi = wilson(successes, n)
-    return [round(max(0.0, min(p, lo)), 6), round(min(1.0, max(p, hi)), 6)]
+    """95% Wilson interval, rounded for files: only LeRobot's ``pc_success_ci95`` (lerobench's own are exact)."""
+    return file_interval(successes / n if n > 0 else None, *wilson(successes, n))
 
 
 def clopper_pearson(successes: int, n: int, alpha: float = 0.05) -> tuple[float, float]:
