@@ -110,7 +110,7 @@ def lockstep_schedule(on: bool) -> None:
 
     The baseline of the same code: dry rows wait until every env ran dry, then one call serves them all
     while nothing steps, and no phases are shifted. Patches ``rollout.should_call`` (and
-    ``rollout.STAGGER_GROUPS`` where it exists), so it only exists for checkouts that have it.
+    ``rollout.RUN_DRY_FIRST`` or ``STAGGER_GROUPS`` where they exist), so it only exists for checkouts that have it.
     """
     import lerobench.inference
     import lerobench.rollout
@@ -118,9 +118,10 @@ def lockstep_schedule(on: bool) -> None:
     if not hasattr(lerobench.rollout, "should_call"):
         raise SystemExit("--schedules lockstep needs a checkout with lerobench.rollout.should_call")
     lerobench.rollout.should_call = (lambda steps, *_: steps is None) if on else lerobench.inference.should_call
-    if hasattr(lerobench.rollout, "STAGGER_GROUPS"):  # newer checkouts also shift phases: not in lockstep
-        default = vars(lerobench.rollout).setdefault("_stagger_default", lerobench.rollout.STAGGER_GROUPS)
-        lerobench.rollout.STAGGER_GROUPS = 1 if on else default
+    for name, off in (("STAGGER_GROUPS", 1), ("RUN_DRY_FIRST", False)):  # newer checkouts shift phases: not lockstep
+        if hasattr(lerobench.rollout, name):
+            default = vars(lerobench.rollout).setdefault(f"_{name}_default", getattr(lerobench.rollout, name))
+            setattr(lerobench.rollout, name, off if on else default)
 
 
 def run(suite, task: str, batch: int, latency_ms: float, args, schedule: str = "default") -> dict:
@@ -142,7 +143,7 @@ def run(suite, task: str, batch: int, latency_ms: float, args, schedule: str = "
     with tempfile.TemporaryDirectory() as tmp:
         settings = RunSettings(suite=suite.select_tasks([task]), policy="policy_latency:make_latency_chunk",
                                output=Path(tmp) / "o", episodes=args.episodes, max_steps=args.max_steps,
-                               executor="vector", batch_size=batch, seed=args.seed, videos=0)
+                               executor=args.executor, batch_size=batch, seed=args.seed, videos=0)
         results = Evaluation(settings).run()
         lines = [json.loads(x) for x in (Path(tmp) / "o" / "episodes.jsonl").read_text().splitlines()]
     lines.sort(key=lambda e: e["episode"])
@@ -151,7 +152,7 @@ def run(suite, task: str, batch: int, latency_ms: float, args, schedule: str = "
     return {"rate": sum(steps) / window, "eval_s": results["overall"]["eval_s"], "calls": counter.calls,
             "rows": counter.rows, "busy": counter.busy_s / window,
             "lockstep": lockstep_calls(steps, batch, args.chunk), "successes": sum(e["success"] for e in lines),
-            "steps": sum(steps)}
+            "steps": sum(steps), "outcomes": [(e["success"], e["steps"]) for e in lines]}
 
 
 def main() -> None:
@@ -170,35 +171,50 @@ def main() -> None:
                         help="comma-separated: default (this checkout's), lockstep (no overlap, same code)")
     parser.add_argument("--concurrency", type=int, default=1,
                         help="calls the policy lets overlap (PolicyTraits.concurrent_calls: a remote server)")
+    parser.add_argument("--executor", default=None,
+                        help="vector (worker processes) or inline (envs in this process); default: inline for a "
+                             "state-only run (what eval's auto picks for Meta-World), vector when cameras are read")
     args = parser.parse_args()
+    args.executor = args.executor or ("inline" if args.cameras == 0 else "vector")
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 
     suite = load_suite(args.suite)
     if args.image:
         protocol = replace(suite.protocol(), image_size=(args.image, args.image))
         suite = replace(suite, protocols={**suite.protocols, "standard": protocol})
+    schedules = args.schedules.split(",")
     print(f"suite {suite.name}, task {args.task}, chunk {args.chunk}, {args.cameras} camera(s), "
-          f"{args.episodes} episodes, max {args.max_steps} steps, {args.concurrency} concurrent call(s)")
+          f"{args.episodes} episodes, max {args.max_steps} steps, {args.concurrency} concurrent call(s), "
+          f"executor {args.executor}")
     print(f"{'schedule':>8} {'B':>2} {'L ms':>6} {'steps/s':>8} {'sim':>8} {'policy':>8} {'calls':>6} {'lockstep':>8} "
-          f"{'ratio':>6} {'rows/call':>9} {'busy':>5} {'succ':>5}")
+          f"{'ratio':>6} {'rows/call':>9} {'busy':>5} {'succ':>5} {'gain':>5}")
     for batch in (int(b) for b in args.batches.split(",")):
         sim = None
-        for item in args.latencies_ms.split(","):
+        items = args.latencies_ms.split(",")
+        if "auto" in items and "0" not in items:
+            items = ["0", *items]  # the simulation rate comes first: auto is derived from it
+        for item in items:
             if item == "auto":
-                if sim is None:
-                    sim = run(suite, args.task, batch, 0.0, args)
-                latency = 1000.0 * args.chunk / (sim["rate"] / batch)  # one chunk of one env's steps at sim rate
+                latency = 1000.0 * args.chunk / (sim / batch)  # one chunk of all B envs at the simulation rate
             else:
                 latency = float(item)
-            for schedule in args.schedules.split(","):
+            rates = {}
+            for schedule in schedules:
                 r = run(suite, args.task, batch, latency, args, schedule)
-                if latency == 0 and schedule == args.schedules.split(",")[0]:
-                    sim = r
+                rates[schedule] = r
+                if latency == 0:  # the simulation rate: the best schedule at L = 0
+                    sim = max(sim or 0.0, r["rate"])
                 policy_bound = batch * args.chunk / (latency / 1000.0) if latency else math.inf
-                sim_rate = sim["rate"] if sim else math.nan
-                print(f"{schedule:>8} {batch:>2} {latency:>6.0f} {r['rate']:>8.1f} {sim_rate:>8.1f} "
+                gain = r["rate"] / rates["lockstep"]["rate"] if "lockstep" in rates else math.nan
+                print(f"{schedule:>8} {batch:>2} {latency:>6.0f} {r['rate']:>8.1f} {sim or math.nan:>8.1f} "
                       f"{policy_bound:>8.1f} {r['calls']:>6} {r['lockstep']:>8} {r['calls'] / r['lockstep']:>6.2f} "
-                      f"{r['rows'] / max(1, r['calls']):>9.2f} {r['busy']:>5.2f} {r['successes']:>5}", flush=True)
+                      f"{r['rows'] / max(1, r['calls']):>9.2f} {r['busy']:>5.2f} {r['successes']:>5} {gain:>5.2f}",
+                      flush=True)
+            if "default" in rates and "lockstep" in rates:
+                same = rates["default"]["outcomes"] == rates["lockstep"]["outcomes"]
+                gain = rates["default"]["rate"] / rates["lockstep"]["rate"]
+                print(f"{'':>8} B={batch} L={latency:.0f} ms: overlap gain {gain:.2f}x over lockstep; per-episode "
+                      f"outcomes {'identical' if same else 'DIFFERENT'}", flush=True)
 
 
 if __name__ == "__main__":

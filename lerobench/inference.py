@@ -11,8 +11,10 @@ run dry costs the waiting rows ``steps * step_s`` of idling; not waiting costs t
 own (``call_s`` of policy time, during which the policy cannot serve anyone else). So the dry rows are
 sent now when nothing else can step, or when the next env runs dry later than one call takes:
 policy-bound runs gather rows into full calls, simulation-bound runs never hold envs for a late row.
-When calls may overlap and one is free, another call costs the others nothing: dry rows go out at once
-(gathering them would only idle them, and pull envs back into lockstep).
+When calls may overlap and a call costs about a round of simulation (``worth_spreading``), the rollout runs
+envs out of phase and sends dry rows at once, a call each if need be (gathering them would idle them and
+pull envs back into lockstep). Otherwise one call is in flight at a time, as for any policy: a policy-bound
+run keeps its calls full and few.
 
 The rollout asks an ``EpisodeSource`` for each slot's next episode: by default the task's episodes in
 index order; a sequential stopping rule (``eval --until``) replaces it with a source that returns None
@@ -95,15 +97,39 @@ class CallStats:
                 "policy_busy_fraction": round(busy / elapsed_s, 4) if calls and elapsed_s else None}
 
 
-def should_call(steps_to_next_dry: int | None, step_s: float | None, call_s: float | None) -> bool:
+MIN_SPREAD_GAIN = 1.2
+"""Run envs out of phase only where that is expected to raise env-steps/s at least this much (``worth_spreading``)."""
+
+
+def worth_spreading(call_s: float | None, wave_s: float | None, waves: int, chunk: int) -> bool:
+    """Whether to run envs out of phase with overlapping calls, rather than in step with one full call per round.
+
+    In phase, a round takes a call plus every env's chunk of steps: ``T_all = waves * chunk * wave_s`` (one
+    wave of steps per ``step_width`` envs). Out of phase, each env waits only for its own call while the
+    others step, so a round takes the longer of a call plus one wave's chunk (``T_one``) and ``T_all``
+    (the simulation is then always busy), but every env is its own call. The gain
+    ``(call + T_all) / max(call + T_one, T_all)`` is 1 for a free call, peaks (up to 2x) when a call costs
+    about a round of simulation, and falls back to 1 when the policy dominates; below ``MIN_SPREAD_GAIN``
+    the few, full calls of the in-phase schedule are worth more. Unknown costs: stay in phase.
+    """
+    if call_s is None or wave_s is None or waves < 2:
+        return False
+    t_one = chunk * wave_s
+    t_all = waves * t_one
+    return call_s + t_all >= MIN_SPREAD_GAIN * max(call_s + t_one, t_all)
+
+
+def should_call(steps_to_next_dry: int | None, step_s: float | None, budget_s: float | None,
+                waited_s: float = 0.0) -> bool:
     """Send the dry rows now (True), or keep stepping the others until more rows run dry (False).
 
-    ``steps_to_next_dry`` is None when no env can step (waiting gains nothing). Until both costs are
-    measured the rows are sent at once.
+    Send once the dry rows' wait (``waited_s`` so far plus ``steps_to_next_dry`` steps of ``step_s``) would
+    reach ``budget_s`` (``PolicyCaller.budget_s``). ``steps_to_next_dry`` is None when no env can step
+    (waiting gains nothing). Until the costs are measured the rows are sent at once.
     """
-    if steps_to_next_dry is None or step_s is None or call_s is None:
+    if steps_to_next_dry is None or step_s is None or budget_s is None:
         return True
-    return steps_to_next_dry * step_s >= call_s
+    return waited_s + steps_to_next_dry * step_s >= budget_s
 
 
 class _Average:
@@ -136,6 +162,9 @@ class PolicyCaller:
         self.concurrency = max(1, concurrency)
         self.call_s = _Average()
         self.step_s = _Average()
+        """Time of one step of the rows stepped (whatever their number)."""
+        self.wave_s = _Average()
+        """Time of one step per ``step_width`` rows stepped (a wave): what stepping every env costs per wave."""
         self._pool: ThreadPoolExecutor | None = None
         self._flights: list[tuple[np.ndarray, Future]] = []
 
@@ -150,11 +179,13 @@ class PolicyCaller:
         return len(self._flights) >= self.concurrency
 
     @property
-    def capacity_s(self) -> float | None:
-        """Policy time one more call costs: none when calls may overlap (a free slot serves it at once), else a call."""
-        if self.call_s.value is None:
-            return None
-        return 0.0 if self.concurrency > 1 else self.call_s.value
+    def budget_s(self) -> float | None:
+        """How long dry rows may wait for others (``should_call``): a call (the next row would wait for one)."""
+        return self.call_s.value
+
+    def slots_free(self, limit: int) -> bool:
+        """Fewer than ``limit`` calls (at most ``concurrency``) are in flight: another may start."""
+        return len(self._flights) < min(limit, self.concurrency)
 
     def _timed(self, batch: dict[str, Any], descriptions: list[str]) -> Any:
         started = time.perf_counter()

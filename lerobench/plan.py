@@ -298,12 +298,17 @@ def make_plan(settings: RunSettings) -> RunPlan:
         if entry is not None and entry.own_policy:
             raise ConfigError(f"--record is written by the driver's writer: use --executor vector or inline, "
                               f"not {s.executor}")
-    if entry is not None and not entry.batched:  # vector-only flags would be ignored: say so instead
-        for name, value in (("--batch-size", s.batch_size), ("--parallel-tasks", s.parallel_tasks)):
-            if value > 1:
-                raise ConfigError(f"{name} {value} applies to the vector executor (envs or task threads sharing "
-                                  f"one policy), not --executor {s.executor}"
+    if entry is not None:  # flags the chosen executor would ignore: say so instead
+        for name, value, applies in (("--batch-size", s.batch_size, entry.batched),
+                                     ("--parallel-tasks", s.parallel_tasks, entry.task_threads)):
+            if value > 1 and not applies:
+                where = ("the vector and inline executors (envs" if name == "--batch-size"
+                         else "the vector executor (task threads")
+                raise ConfigError(f"{name} {value} applies to {where} sharing one policy), not --executor {s.executor}"
                                   + ("; use --workers for episode workers" if entry.own_policy else ""))
+    if entry is not None and s.episode_timeout is not None and not entry.step_timeouts:
+        raise ConfigError(f"--episode-timeout needs steps in worker processes (a step in this process cannot be "
+                          f"interrupted): use --executor vector or processes, not {s.executor}")
     if entry is not None and entry.requires and importlib.util.find_spec(entry.requires) is None:
         raise MissingDependencyError(f"--executor {s.executor} needs {entry.requires}: "
                                      f"pip install 'lerobench[{entry.extra}]'")

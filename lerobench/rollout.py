@@ -19,9 +19,12 @@ Continuous batching: the policy is asked only for the rows whose queue ran dry. 
 flight (on a helper thread, ``inference.PolicyCaller``) the envs with queued actions keep stepping and
 the waiting ones are held (``env_action(..., hold=...)``: their simulated time stands still); rows that
 run dry meanwhile join the next call. ``inference.should_call`` decides when to send. When the policy's calls
-may overlap (``PolicyTraits.concurrent_calls`` > 1), rows that step in phase are spread over one cycle (a
-call and a chunk of steps, ``stagger``), so some envs step while others wait; only the stepped envs' workers
-are messaged (``WorkerVectorEnv.step_within``), so a step costs about what its stepped rows cost.
+may overlap (``PolicyTraits.concurrent_calls`` > 1) and a call costs about a round of simulation
+(``inference.worth_spreading``), a step runs only as many rows as the vector env steps in parallel
+(``step_width``: its cores), those nearest to running dry: each env runs its chunk out and goes to the
+policy while the others still have actions, so envs fall out of phase and some always step while others
+wait (``run_dry_first``). Only the stepped envs are stepped (``step_within``), so a step costs what its rows
+cost. When the policy dominates, envs stay in phase and the calls stay full.
 """
 
 from __future__ import annotations
@@ -41,12 +44,12 @@ from lerobench.analysis.results import EpisodeRecord
 from lerobench.config import TaskSpec
 from lerobench.envs.base import IDLE, env_action, episode_seed
 from lerobench.errors import PolicyError
-from lerobench.inference import CallStats, EpisodeQueue, EpisodeSource, PolicyCaller, should_call
+from lerobench.inference import CallStats, EpisodeQueue, EpisodeSource, PolicyCaller, should_call, worth_spreading
 from lerobench.policies.base import policy_traits
 from lerobench.trajectories import NULL_TRAJECTORIES, Trajectory, TrajectoryRecorder
 
-STAGGER_GROUPS = 6
-"""Phase groups that rows in step are spread into when the policy's calls may overlap (``stagger``)."""
+RUN_DRY_FIRST = True
+"""With overlapping calls, step only the ``step_width`` rows nearest to running dry (``run_dry_first``)."""
 
 
 class Recording(Protocol):
@@ -223,8 +226,11 @@ def run_episodes(
     queues: list[deque[np.ndarray]] = [deque() for _ in range(n)]
     waiting = np.zeros(n, dtype=bool)
     """Rows in the policy call in flight: held (not stepped) until their chunk arrives."""
+    dry_since = np.full(n, np.nan)
+    """When each dry row not yet sent ran dry (``perf_counter``; NaN otherwise): how long it has waited."""
     feedback = _PolicyFeedback(n)
     caller = PolicyCaller(policy, stats, concurrency=policy_traits(policy).concurrent_calls)
+    width = max(1, int(getattr(venv, "step_width", n)))
 
     def assign(mask: np.ndarray) -> tuple[dict[str, Any], dict[str, Any]]:
         for i in np.flatnonzero(mask):
@@ -309,29 +315,6 @@ def run_episodes(
                 needs_reset[i] = finish(i, summary)
         return needs_reset
 
-    start_at = np.zeros(n)
-    """``perf_counter`` time before which a ready row is held to shift its phase (``stagger``)."""
-
-    def stagger(ready: np.ndarray) -> None:
-        """Spread rows stepping in phase over one cycle (a call and a chunk of steps), so calls overlap steps.
-
-        Rows in phase run dry together, and nothing steps while their call is in flight. When calls may
-        overlap, holding group j of k for j/k of a cycle shifts the groups' phases for good (each row
-        keeps its own cycle); held rows only wait, so no outcome changes.
-        """
-        rows = np.flatnonzero(ready)
-        k = min(STAGGER_GROUPS, caller.concurrency, len(rows))
-        if STAGGER_GROUPS < 2 or k < 2 or caller.call_s.value is None:
-            return
-        shortest = min(len(queues[i]) for i in rows)
-        chunk_s = shortest * (caller.step_s.value or 0.0)
-        if 4 * caller.call_s.value < chunk_s:  # calls too short to idle the envs much: stepping together is cheaper
-            return
-        cycle = caller.call_s.value + chunk_s
-        now = time.perf_counter()
-        for j, group in enumerate(np.array_split(rows, k)):
-            start_at[group] = now + j * cycle / k
-
     def answer(rows: np.ndarray, raw: Any, exc: BaseException | None) -> None:
         """A finished call: queue each row's chunk (``replan_steps`` actions of it)."""
         waiting[rows] = False
@@ -359,23 +342,27 @@ def run_episodes(
             ready = np.array([a and bool(q) for a, q in zip(active, queues, strict=True)])
             dry = active & ~ready & ~waiting
             now = time.perf_counter()
-            if caller.concurrency > 1 and not caller.busy and (ready == active).all() and (start_at <= now).all():
-                stagger(ready)
-            held = ready & (start_at > now)  # waiting for their phase: not dry, just not stepped yet
-            ready &= ~held
-            if dry.any() and not caller.full:
+            dry_since[dry & np.isnan(dry_since)] = now
+            spread = RUN_DRY_FIRST and caller.concurrency > 1 and worth_spreading(
+                caller.call_s.value, caller.wave_s.value, -(-int(active.sum()) // width), run.replan_steps)
+            if spread and ready.sum() > width:
+                ready = run_dry_first(ready, queues, width)
+            if dry.any() and caller.slots_free(caller.concurrency if spread else 1):
                 rows = np.flatnonzero(dry)
                 next_dry = min((len(queues[i]) for i in np.flatnonzero(ready)), default=None)
-                if not ready.any() and not held.any() and not caller.busy:  # nothing can step meanwhile: no thread hop
+                if not ready.any() and not caller.busy:  # nothing can step meanwhile: no thread hop
+                    dry_since[rows] = np.nan
                     caller.call(rows, _sub_batch(obs, rows, slots, feedback, run, seed_of), _descriptions(run, rows),
                                 answer)
                     continue
-                if should_call(next_dry, caller.step_s.value, caller.capacity_s):
+                waited = now - float(dry_since[rows].min())
+                if spread or should_call(next_dry, caller.step_s.value, caller.budget_s, waited):
                     waiting[rows] = True
+                    dry_since[rows] = np.nan
                     caller.submit(rows, _sub_batch(obs, rows, slots, feedback, run, seed_of),
                                   _descriptions(run, rows))
             if not ready.any():
-                caller.collect(answer, block=True, timeout=float(start_at[held].min() - now) if held.any() else None)
+                caller.collect(answer, block=True)
                 continue
             actions = np.zeros((n, run.action_dim), dtype=np.float32)
             for i in np.flatnonzero(ready):
@@ -384,8 +371,10 @@ def run_episodes(
             started = time.perf_counter()
             obs, rewards, _, _, infos = _call(venv.step_within, env_action(actions, observe, hold=~ready),
                                               run.step_timeout_s, timeout=run.step_timeout_s)
-            caller.step_s.add(time.perf_counter() - started)
-            on_steps(int(ready.sum()))
+            took, stepped = time.perf_counter() - started, int(ready.sum())
+            caller.step_s.add(took)
+            caller.wave_s.add(took / -(-stepped // width))
+            on_steps(stepped)
             feedback.stepped(rewards, infos, ready)
             if trajectories.enabled:
                 stepped = _mask(infos, "success")
@@ -418,6 +407,22 @@ def run_episodes(
         raise
     finally:
         caller.close()
+
+
+def run_dry_first(ready: np.ndarray, queues: Sequence[deque[np.ndarray]], width: int) -> np.ndarray:
+    """The ``width`` ready rows with the fewest queued actions (ties: lower slot), to step now; the rest wait.
+
+    Why: stepping every ready row together keeps envs in phase, so they all run dry at once and nothing
+    steps while their calls are in flight. Running a few envs' chunks out first sends them to the policy
+    while the others still step, and the phases stay apart. A held env's simulated time stands still, so
+    no outcome changes; only when calls may overlap is it worth it (one call at a time would serve
+    the rows one by one).
+    """
+    rows = np.flatnonzero(ready)
+    order = sorted(rows.tolist(), key=lambda i: (len(queues[i]), i))
+    chosen = np.zeros_like(ready)
+    chosen[order[:width]] = True
+    return chosen
 
 
 def _finite(value: Any) -> float | None:

@@ -158,7 +158,11 @@ def test_auto_choice_follows_policy_and_machine(tmp_path):
     class Shared:  # a model that must not be copied per worker (declares nothing)
         observation_needs = None
 
-    assert choose(plan, Shared(), (), 500, cores=16, memory_mb=64_000, probe=False).executor == "inline"
+    in_process = choose(plan, Shared(), (), 500, cores=16, memory_mb=64_000, probe=False)
+    assert (in_process.executor, in_process.workers) == ("inline", 16)  # a batch, stepped without IPC
+    assert "in this process" in in_process.reason
+    timed = choose(_plan(tmp_path, episode_timeout=5.0), Shared(), (), 500, cores=16, memory_mb=64_000, probe=False)
+    assert (timed.executor, timed.workers) == ("vector", 16)  # a step in this process cannot be timed out
     rendered = choose(plan, Shared(), ("corner2",), 500, cores=16, memory_mb=64_000, probe=False)
     assert (rendered.executor, rendered.workers) == ("vector", 16)
     assert choose(plan, ZeroPolicy(4), (), 500, cores=1, memory_mb=64_000, probe=False).executor == "inline"

@@ -19,7 +19,9 @@ def test_every_executor_entry_loads_a_class_with_its_name_a_factory_and_run():
         cls = entry.load()
         assert cls.name == name == entry.name and callable(cls.create) and callable(cls.run)
     assert [n for n, e in EXECUTORS.items() if e.own_policy] == ["processes", "ray"]
-    assert [n for n, e in EXECUTORS.items() if e.batched] == ["vector"]
+    assert [n for n, e in EXECUTORS.items() if e.batched] == ["inline", "vector"]
+    assert [n for n, e in EXECUTORS.items() if e.task_threads] == ["vector"]
+    assert [n for n, e in EXECUTORS.items() if not e.step_timeouts] == ["inline"]
 
 
 def test_a_backend_that_does_not_declare_its_facts_is_refused_naming_them(monkeypatch):

@@ -13,7 +13,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
-from gymnasium.vector.utils import iterate
+from gymnasium.vector.utils import concatenate, iterate
 
 from lerobench.envs.base import EnvSpec, LazyTaskEnv
 from lerobench.system import usable_cores
@@ -62,9 +62,28 @@ class InProcessVectorEnv(gym.vector.SyncVectorEnv):
     vector env instead of probing gymnasium's internals (``processes``, ``parent_pipes``, ``step_wait``).
     """
 
+    step_width = 1
+    """Rows a step runs at once: one after another in this process."""
+
     def step_within(self, actions: Any, timeout: float | None) -> Any:
-        """``step``; an in-process simulator cannot be timed out (``timeout`` is ignored)."""
-        return self.step(actions)
+        """Step the envs that are not held; an in-process simulator cannot be timed out (``timeout`` is ignored).
+
+        Why not gymnasium's ``step``: it steps every env (a held one only answers its last observation, but
+        through the whole wrapper) and, with autoreset disabled, refuses to step an env whose episode ended
+        until it is reset, while the rollout holds such slots until their next episode is assigned.
+        """
+        hold = np.asarray(actions["hold"], dtype=bool) if isinstance(actions, dict) and "hold" in actions else None
+        rows = range(self.num_envs) if hold is None else np.flatnonzero(~hold).tolist()
+        n = self.num_envs
+        rewards, terminations, truncations = np.zeros(n), np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+        infos: dict[str, Any] = {}
+        for i in rows:
+            single = {k: v[i] for k, v in actions.items()} if isinstance(actions, dict) else actions[i]
+            self._env_obs[i], rewards[i], terminations[i], truncations[i], info = self.envs[i].step(single)
+            infos = self._add_info(infos, info, i)
+        self._observations = concatenate(self.single_observation_space, self._env_obs, self._observations)
+        observations = deepcopy(self._observations) if self.copy else self._observations
+        return observations, rewards, terminations, truncations, infos
 
     def failed_slots(self, active: list[int], hung: bool) -> list[int]:
         """A failure in-process cannot be pinned on one slot: every active one."""
@@ -81,6 +100,11 @@ class WorkerVectorEnv(gym.vector.AsyncVectorEnv):
     Workers can die (a simulator segfault) or hang (``--episode-timeout``): these methods say which slots'
     workers failed and shut them down, so callers never touch ``processes`` or ``parent_pipes`` themselves.
     """
+
+    @property
+    def step_width(self) -> int:
+        """Rows a step runs at once: one per usable core (more only share the cores)."""
+        return max(1, min(self.num_envs, usable_cores()))
 
     _sent: np.ndarray | None = None
     """The slots the last partial step was sent to (None: all); only they can be late to answer."""

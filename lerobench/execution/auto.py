@@ -9,7 +9,8 @@ Rules, in order (``--executor`` and ``--batch-size`` override them):
    experts, ``ws://`` clients) runs on process-parallel episode workers, one per usable core, capped
    by the todo episodes and by memory / (backend's per-worker memory): no per-step IPC at all.
 3. Otherwise (a torch model: one copy, batched forward passes) the vector executor, whose batch comes
-   from cores and memory; a state-only step cheaper than a round trip to a worker runs inline.
+   from cores and memory; when a state-only step is cheaper than a round trip to a worker, that batch of
+   envs is stepped in this process (inline) instead.
 """
 
 from __future__ import annotations
@@ -70,18 +71,20 @@ def _vector(plan: RunPlan, cameras: tuple[str, ...], cores: int, memory_mb: int 
     n = plan.episodes_per_task
     parallel = min(s.parallel_tasks, len(s.suite.tasks))
     if forced == "inline":
-        return ExecutionChoice("inline", 1, "executor inline: batch size 1 in this process (--executor)")
+        batch = min(max(1, s.batch_size), n)
+        return ExecutionChoice("inline", batch, f"executor inline: batch size {batch} in this process (--executor)")
     if s.batch_size > 0:
         batch, how = min(s.batch_size, n), f"batch size {min(s.batch_size, n)} (--batch-size)"
     else:
         choice = auto_batch_size(n, s.suite.worker_memory_mb, cores=cores, memory_mb=memory_mb, probe=False)
         batch, how = choice.batch_size, choice.explain()
         step_ms = plan.unrendered_step_ms
-        if forced == "auto" and not plan.renders(cameras) and step_ms is not None and step_ms < IPC_STEP_MS:
-            batch, how = 1, (
-                f"batch size 1: a state-only {s.suite.backend} step ({step_ms} ms) costs less than handing it "
-                f"to a worker process (~{IPC_STEP_MS} ms), so envs run in this process "
-                f"(--executor vector --batch-size {max(2, batch)} for worker processes)")
+        if (forced == "auto" and parallel == 1 and s.episode_timeout is None and not plan.renders(cameras)
+                and step_ms is not None and step_ms < IPC_STEP_MS):
+            return ExecutionChoice("inline", batch, (
+                f"executor inline: {how}, stepped in this process: a state-only {s.suite.backend} step "
+                f"({step_ms} ms) costs less than handing it to a worker process (~{IPC_STEP_MS} ms) "
+                f"(--executor vector for worker processes)"))
     per_task = max(1, batch // parallel)
     name = "inline" if per_task == 1 and parallel == 1 and batch == 1 else "vector"
     extra = f", {parallel} tasks in parallel x {per_task} envs" if parallel > 1 else ""

@@ -1,7 +1,9 @@
-"""The inline executor: one env in this process, batch 1, no worker processes at all.
+"""The inline executor: a task's envs stepped in this process, one after another; no worker processes at all.
 
 Cheapest for a single core or a state-only simulator whose step costs less than a round trip to a
-worker; also the reference the other executors must match episode for episode.
+worker: the envs of a batch (``--batch-size``) still share each policy call, and while calls are in flight
+the envs that have actions keep stepping. Also the reference the other executors must match episode for
+episode. No ``--episode-timeout`` (a step in this process cannot be interrupted) and no task threads.
 """
 
 from __future__ import annotations
@@ -12,14 +14,14 @@ from lerobench.execution.vector import VectorExecutor
 
 
 class InlineExecutor(VectorExecutor):
-    """The vector executor at batch 1, in-process, one task at a time."""
+    """The vector executor in-process, one task at a time (``batch`` envs per task, default 1)."""
 
     name = "inline"
 
-    def __init__(self, policy: Any):
-        super().__init__(policy, batch=1, parallel=1, in_process=True)
+    def __init__(self, policy: Any, batch: int = 1):
+        super().__init__(policy, batch=batch, parallel=1, in_process=True)
 
     @classmethod
     def create(cls, plan: Any, choice: Any, policy: Any) -> InlineExecutor:
-        """Registry factory (``execution/registry.py``)."""
-        return cls(policy)
+        """Registry factory (``execution/registry.py``): ``choice.workers`` envs per task."""
+        return cls(policy, max(1, choice.workers))

@@ -22,7 +22,11 @@ class ExecutorEntry:
     """Each worker builds its own policy copy: the driver's copy is closed, and ``--record`` (written by the
     driver's sink) is refused."""
     batched: bool
-    """``--batch-size`` and ``--parallel-tasks`` apply (envs and task threads sharing the driver's policy)."""
+    """``--batch-size`` applies (envs sharing the driver's policy)."""
+    task_threads: bool = False
+    """``--parallel-tasks`` applies (task threads, each with a shallow copy of the driver's policy)."""
+    step_timeouts: bool = True
+    """``--episode-timeout`` can be enforced (steps run in worker processes that can be abandoned)."""
     one_episode_units: bool = False
     """Work units of one episode each (workers pull episodes), instead of one unit per task."""
     requires: str | None = None
@@ -36,8 +40,10 @@ class ExecutorEntry:
 
 
 EXECUTORS: dict[str, ExecutorEntry] = {
-    "inline": ExecutorEntry("inline", "lerobench.execution.inline:InlineExecutor", own_policy=False, batched=False),
-    "vector": ExecutorEntry("vector", "lerobench.execution.vector:VectorExecutor", own_policy=False, batched=True),
+    "inline": ExecutorEntry("inline", "lerobench.execution.inline:InlineExecutor", own_policy=False, batched=True,
+                            step_timeouts=False),
+    "vector": ExecutorEntry("vector", "lerobench.execution.vector:VectorExecutor", own_policy=False, batched=True,
+                            task_threads=True),
     "processes": ExecutorEntry("processes", "lerobench.execution.processes:ProcessExecutor", own_policy=True,
                                batched=False, one_episode_units=True),
     "ray": ExecutorEntry("ray", "lerobench.execution.ray_cluster:RayExecutor", own_policy=True, batched=False,
