@@ -256,7 +256,7 @@ def make_noisy_expert_chunk(context):
 
 
 class SlowOverlappingNoisyChunk(NoisyExpertChunk):
-    """``NoisyExpertChunk`` whose calls take 30 ms and may overlap (a remote server): the rollout staggers rows."""
+    """``NoisyExpertChunk`` whose calls take 30 ms and may overlap (a remote server): envs may run out of phase."""
 
     def __init__(self, context):
         from dataclasses import replace

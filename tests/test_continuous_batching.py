@@ -1,9 +1,9 @@
 """Continuous batching: the policy sees only the rows that need an action, and episodes never depend on the schedule.
 
 On the real Meta-World simulator with a stochastic chunk policy (expert + per-row noise, as diffusion / flow
-policies draw noise): per-episode outcomes are identical at batch 1, 3, under the processes executor, with two
-task threads and with slow calls that may overlap (phases staggered), and the policy receives exactly one row per
-chunk executed.
+policies draw noise): per-episode outcomes are identical at batch 1, 3 (worker processes or in this process), under
+the processes executor, with two task threads and with slow calls that may overlap (envs run out of phase), and
+the policy receives exactly one row per chunk executed.
 """
 
 import json
@@ -37,26 +37,89 @@ def evaluate(out, *extra, policy=POLICY):
         json.loads((out / "results.json").read_text())
 
 
-def test_stochastic_chunk_policy_same_episodes_at_any_batch_and_executor(tmp_path):
+def test_stochastic_chunk_policy_same_episodes_at_any_batch_and_executor(tmp_path, monkeypatch):
+    import lerobench.rollout
     from lerobench.policies.serve import PolicyServer, suite_context
 
     server = PolicyServer(POLICY, suite_context("metaworld_mt10"), port=0, max_batch=8, max_wait_ms=2)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     reference = None
+    spread = []
+    real_rule = lerobench.rollout.worth_spreading
+    overlapping = "fixture_policies:make_slow_overlapping_noisy_chunk"
     try:
         for name, extra, in_process in (("b1", ("--executor", "inline"), True),
                                         ("b3", ("--executor", "vector", "--batch-size", "3"), True),
+                                        ("inline3", ("--executor", "inline", "--batch-size", "3"), True),
                                         ("processes", ("--executor", "processes", "--workers", "2"), False),
                                         ("tasks2", ("--executor", "vector", "--batch-size", "2",
                                                     "--parallel-tasks", "2"), True),
                                         ("served", ("--executor", "vector", "--batch-size", "3"), True),
-                                        ("overlapping", ("--executor", "vector", "--batch-size", "3"), True)):
+                                        ("overlapping", ("--executor", "vector", "--batch-size", "3"), True),
+                                        ("overlapping-inline", ("--executor", "inline", "--batch-size", "3"), True)):
             NoisyExpertChunk.rows_seen = NoisyExpertChunk.calls = 0
-            policy = {"served": server.url, "overlapping": "fixture_policies:make_slow_overlapping_noisy_chunk"}
+            if name.startswith("overlapping"):  # out of phase for sure, whatever this machine's timings
+                monkeypatch.setattr(lerobench.rollout, "worth_spreading",
+                                    lambda *a: spread.append(real_rule(*a)) or True)
+            policy = {"served": server.url, "overlapping": overlapping, "overlapping-inline": overlapping}
             got, results = evaluate(tmp_path / name, *extra, policy=policy.get(name, POLICY))
             reference = _check(name, got, results, reference, in_process)
+        assert spread, "the overlapping runs asked whether to spread phases"
     finally:
         server.shutdown()
+
+
+def test_run_dry_first_steps_the_rows_nearest_to_running_dry():
+    from collections import deque
+
+    from lerobench.rollout import run_dry_first
+
+    queues = [deque(range(k)) for k in (4, 0, 2, 9, 2, 1)]
+    ready = np.array([True, False, True, True, True, False])  # slot 5 is waiting for its chunk
+    np.testing.assert_array_equal(run_dry_first(ready, queues, 2), [False, False, True, False, True, False])
+    np.testing.assert_array_equal(run_dry_first(ready, queues, 1), [False, False, True, False, False, False])
+    np.testing.assert_array_equal(run_dry_first(ready, queues, 9), ready)
+
+
+def test_spreading_pays_only_where_a_call_costs_about_a_round_of_simulation():
+    from lerobench.inference import MIN_SPREAD_GAIN, worth_spreading
+
+    wave, chunk, waves = 0.0003, 10, 6  # a round of simulation: 18 ms
+    assert not worth_spreading(0.0, wave, waves, chunk)  # a free call: nothing to overlap
+    assert worth_spreading(0.018, wave, waves, chunk)  # (18 + 18) / (18 + 3) = 1.7x
+    assert not worth_spreading(0.1, wave, waves, chunk)  # policy-bound: (100 + 18) / 103 = 1.15x, keep calls full
+    assert not worth_spreading(None, wave, waves, chunk) and not worth_spreading(0.018, None, waves, chunk)
+    assert not worth_spreading(0.018, wave, 1, chunk)  # one wave: every env already steps at once
+
+    # the rule is the model's gain against MIN_SPREAD_GAIN, checked by brute force over call times
+    for call in np.linspace(0.0, 0.2, 401):
+        t_one, t_all = chunk * wave, waves * chunk * wave
+        gain = (call + t_all) / max(call + t_one, t_all)
+        assert worth_spreading(float(call), wave, waves, chunk) == (gain >= MIN_SPREAD_GAIN)
+
+
+def test_inline_steps_only_the_envs_not_held(tmp_path):
+    """``InProcessVectorEnv.step_within`` (a batch in this process) moves only the stepped envs."""
+    from lerobench.envs.base import env_action
+    from lerobench.envs.vector import make_vector_env
+    from lerobench.plan import RunSettings, make_plan
+    from lerobench.registry import load_suite
+
+    plan = make_plan(RunSettings(suite=load_suite("smoke"), policy="zero", output=tmp_path))
+    venv = make_vector_env(plan.env_spec(plan.suite.tasks[0], (), None), 3, in_process=True)
+    try:
+        assert venv.step_width == 1
+        obs, _ = venv.reset(seed=[0, 1, 2], options={"episodes": [0, 1, 2], "trials": [0, 0, 0],
+                                                     "record": [False] * 3})
+        before = obs["state"].copy()
+        push = np.ones((3, venv.single_action_space["action"].shape[0]), dtype=np.float32)
+        hold = np.array([False, True, False])
+        moved, rewards, *_ = venv.step_within(env_action(push, np.ones(3, bool), hold=hold), None)
+        np.testing.assert_array_equal(moved["state"][1], before[1])
+        assert not np.array_equal(moved["state"][0], before[0]) and not np.array_equal(moved["state"][2], before[2])
+        assert rewards[1] == 0.0
+    finally:
+        venv.close()
 
 
 def _check(name, got, results, reference, in_process):
