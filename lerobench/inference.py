@@ -213,15 +213,21 @@ class PolicyCaller:
             self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="lerobench-policy")
         self._flights.append((rows, self._pool.submit(self._timed, batch, descriptions)))
 
-    def collect(self, answer: Answer, block: bool = False, timeout: float | None = None) -> None:
+    def collect(self, answer: Answer, block: bool = False, timeout: float | None = None,
+                also: Iterable[Future] = ()) -> None:
         """Hand finished calls to ``answer`` in the order they were made; ``block`` waits for one first.
 
-        ``timeout`` bounds that wait (seconds; also when no call is in flight).
+        ``also``: other futures that end the wait too (the rollout's background resets). ``timeout`` bounds
+        the wait (seconds).
         """
-        if block and self._flights:
-            wait([f for _, f in self._flights], timeout=timeout, return_when=FIRST_COMPLETED)
-        elif block and timeout is not None:
-            time.sleep(max(timeout, 0.0))
+        if block:
+            waits = [f for _, f in self._flights] + list(also)
+            if waits:
+                wait(waits, timeout=timeout, return_when=FIRST_COMPLETED)
+            elif timeout is not None:
+                time.sleep(max(timeout, 0.0))
+        if not self._flights:
+            return
         done = [f for f in self._flights if f[1].done()]
         taken = {id(f) for f in done}  # by identity: comparing the (rows, future) tuples compares arrays
         self._flights = [f for f in self._flights if id(f) not in taken]

@@ -35,6 +35,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -232,7 +233,11 @@ def run_episodes(
     caller = PolicyCaller(policy, stats, concurrency=policy_traits(policy).concurrent_calls)
     width = max(1, int(getattr(venv, "step_width", n)))
 
-    def assign(mask: np.ndarray) -> tuple[dict[str, Any], dict[str, Any]]:
+    resets: dict[int, Future] = {}
+    """Slots whose reset runs in the background (``venv.reset_one``): held until their first observation lands."""
+
+    def begin(mask: np.ndarray) -> dict[str, Any]:
+        """Move the slots in ``mask`` to their next trial, episode or idleness; return the reset options."""
         for i in np.flatnonzero(mask):
             slot = slots[i]
             slot.begin(source)
@@ -242,15 +247,35 @@ def run_episodes(
             if slot.active and recorder.wants(slot.episode):
                 slot.recording = recorder.start(run.task.name, slot.episode, slot.trial if run.trials > 1 else None)
             slot.trajectory = trajectories.start() if slot.active else None
-        options = {
+        return {
             "episodes": [s.episode for s in slots],
             "trials": [s.trial for s in slots],
             "record": [s.recording is not None for s in slots],
         }
+
+    def assign(mask: np.ndarray) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Begin the slots in ``mask`` and reset them now, together (the first reset builds the simulators)."""
+        options = begin(mask)
         if not mask.all():
             options["reset_mask"] = mask
         seeds = [seed_of(s.episode) for s in slots]
         return _call(venv.reset, seed=seeds, options=options)
+
+    def restart(mask: np.ndarray) -> None:
+        """Begin the slots in ``mask`` and start their resets in the background; the others keep stepping."""
+        options = begin(mask)
+        for i in np.flatnonzero(mask).tolist():
+            resets[i] = _call(venv.reset_one, i, seed_of(slots[i].episode), options)
+
+    def landed() -> bool:
+        """Take the finished background resets (first observations; a failed reset ends its episode). True if any."""
+        done = [i for i, future in resets.items() if future.done()]
+        for i in done:
+            result = _call(resets.pop(i).result)
+            again = collect(*venv.reset_landed(i, result), np.arange(n) == i)
+            if again.any():
+                restart(again)
+        return bool(done)
 
     def finish(i: int, summary: dict[str, Any] | None, error: str | None = None) -> bool:
         """Record slot ``i``'s trial; True: the slot must be reset (next trial, next episode, or idle)."""
@@ -300,8 +325,11 @@ def run_episodes(
         ended = _mask(infos, "episode_end")
         frames = _mask(infos, "frame")
         needs_reset = np.zeros(n, dtype=bool)
-        for i, slot in enumerate(slots):
-            if not slot.active or not which[i]:
+        for i in np.flatnonzero(which).tolist():
+            slot = slots[i]
+            if not slot.active:
+                continue
+            if ended is None and slot.trajectory is None and slot.recording is None:
                 continue
             if slot.trajectory is not None:
                 slot.trajectory.observe(obs, i)
@@ -329,17 +357,27 @@ def run_episodes(
         everyone = np.ones(n, dtype=bool)
         obs, infos = assign(everyone)
         needs_reset = collect(obs, infos, everyone)
+        actions = np.zeros((n, run.action_dim), dtype=np.float32)
+        observe_all = run.every_frame or trajectories.enabled
+        active = np.zeros(n, dtype=bool)
+        changed = True
         while True:
-            while needs_reset.any():
-                obs, infos = assign(needs_reset)
-                needs_reset = collect(obs, infos, needs_reset.copy())
-            active = np.array([s.active for s in slots])
-            if not active.any():
+            if needs_reset.any():
+                restart(needs_reset)
+                needs_reset[:] = False
+                changed = True
+            if resets and landed():
+                changed = True
+            if changed:  # slots change episodes (or go idle) only above
+                active = np.fromiter((s.active for s in slots), dtype=bool, count=n)
+                active[list(resets)] = False
+                changed = False
+            if not active.any() and not resets:
                 return
             if run.stop is not None and run.stop.is_set():
                 raise Cancelled(f"task {run.task.name!r} cancelled")
             caller.collect(answer)
-            ready = np.array([a and bool(q) for a, q in zip(active, queues, strict=True)])
+            ready = active & np.fromiter(map(bool, queues), dtype=bool, count=n)
             dry = active & ~ready & ~waiting
             now = time.perf_counter()
             dry_since[dry & np.isnan(dry_since)] = now
@@ -362,30 +400,31 @@ def run_episodes(
                     caller.submit(rows, _sub_batch(obs, rows, slots, feedback, run, seed_of),
                                   _descriptions(run, rows))
             if not ready.any():
-                caller.collect(answer, block=True)
+                caller.collect(answer, block=True, also=list(resets.values()))
                 continue
-            actions = np.zeros((n, run.action_dim), dtype=np.float32)
-            for i in np.flatnonzero(ready):
+            stepping = np.flatnonzero(ready)
+            for i in stepping:
                 actions[i] = queues[i].popleft()
-            observe = ready & np.array([run.every_frame or trajectories.enabled or not q for q in queues])
+            observe = ready if observe_all else ready & ~np.fromiter(map(bool, queues), dtype=bool, count=n)
             started = time.perf_counter()
             obs, rewards, _, _, infos = _call(venv.step_within, env_action(actions, observe, hold=~ready),
                                               run.step_timeout_s, timeout=run.step_timeout_s)
-            took, stepped = time.perf_counter() - started, int(ready.sum())
+            took, stepped = time.perf_counter() - started, len(stepping)
             caller.step_s.add(took)
             caller.wave_s.add(took / -(-stepped // width))
             on_steps(stepped)
             feedback.stepped(rewards, infos, ready)
             if trajectories.enabled:
-                stepped = _mask(infos, "success")
-                for i in np.flatnonzero(ready):
+                reported = _mask(infos, "success")
+                for i in stepping:
                     slot = slots[i]
                     if slot.trajectory is not None:
-                        success = bool(infos["success"][i]) if stepped is not None and stepped[i] else False
+                        success = bool(infos["success"][i]) if reported is not None and reported[i] else False
                         slot.trajectory.act(actions[i], float(rewards[i]), success)
             needs_reset = collect(obs, infos, ready)
     except WorkerFailure as failure:
         caller.close()
+        settle(resets)
         culprits = venv.failed_slots([i for i, s in enumerate(slots) if s.active], failure.hung)
         failure.in_flight = [slots[i].episode for i in culprits]
         for i in culprits:
@@ -400,6 +439,7 @@ def run_episodes(
         raise
     except BaseException:
         caller.close()
+        settle(resets)
         for slot in slots:
             if slot.recording is not None:
                 slot.recording.abort()
@@ -407,6 +447,12 @@ def run_episodes(
         raise
     finally:
         caller.close()
+
+
+def settle(resets: dict[int, Future], timeout: float = 30.0) -> None:
+    """Wait (bounded) for background resets still running, so none touches an env being closed."""
+    if resets:
+        wait(list(resets.values()), timeout=timeout)
 
 
 def run_dry_first(ready: np.ndarray, queues: Sequence[deque[np.ndarray]], width: int) -> np.ndarray:

@@ -226,3 +226,34 @@ def test_a_later_call_may_finish_first():
     finally:
         release.set()
         caller.close()
+
+
+def test_a_worker_resets_one_env_while_the_others_step(tmp_path):
+    """``WorkerVectorEnv.reset_one``: env 1 starts its next episode in its worker while env 0 keeps stepping."""
+    from lerobench.envs.base import env_action
+    from lerobench.envs.vector import make_vector_env
+    from lerobench.plan import RunSettings, make_plan
+    from lerobench.registry import load_suite
+
+    plan = make_plan(RunSettings(suite=load_suite("smoke"), policy="zero", output=tmp_path))
+    spec = plan.env_spec(plan.suite.tasks[0], (), None)
+    options = {"episodes": [0, 1], "trials": [0, 0], "record": [False, False]}
+    venv = make_vector_env(spec, 2, in_process=False)
+    reference = make_vector_env(spec, 1, in_process=True)
+    try:
+        obs, _ = venv.reset(seed=[5, 6], options=options)
+        pending = venv.reset_one(1, 7, {**options, "episodes": [0, 3]})
+        push = np.ones((2, venv.single_action_space["action"].shape[0]), dtype=np.float32)
+        steps = 0
+        while not pending.done() and steps < 50:  # env 0 steps, env 1 (busy resetting) is held
+            venv.step_within(env_action(push, np.ones(2, bool), hold=np.array([False, True])), 10.0)
+            steps += 1
+        obs, infos = venv.reset_landed(1, pending.result(timeout=30))
+        first, _ = reference.reset(seed=[7], options={"episodes": [3], "trials": [0], "record": [False]})
+        np.testing.assert_array_equal(obs["state"][1], first["state"][0])  # episode 3's start, bit for bit
+        assert infos == {} or "episode_end" not in infos
+        moved, *_ = venv.step_within(env_action(push, np.ones(2, bool)), 10.0)  # both step again
+        assert not np.array_equal(moved["state"][1], first["state"][0])
+    finally:
+        venv.close()
+        reference.close()
