@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import difflib
+import threading
 from collections.abc import Iterable
+
+STOP_REQUESTED = threading.Event()
+"""Set by the CLI's signal handlers the moment Ctrl-C or SIGTERM arrives (its exception may land a little later):
+a failure seen meanwhile (workers stopped by the same signal) is a consequence of the stop, not a crash."""
 
 
 class LerobenchError(Exception):

@@ -1,7 +1,10 @@
 """Runs one task's episodes on one vector env. No file I/O, no printing: results go to callbacks.
 
 Slots of the vector env take episodes from an ``EpisodeSource`` (by default the task's episodes in index
-order); when an episode ends its slot is reset to the next one. With ``trials`` > 1 an episode is that
+order); when an episode ends its slot is reset to the next one, in the background (``venv.reset_one``: a
+worker resets its env while the others keep stepping; the slot is held until its first observation
+lands). The very first reset of all slots is one blocking call (it builds the simulators). With
+``trials`` > 1 an episode is that
 many attempts at the same start on the same slot, in order: when a trial ends and trials remain, the
 slot is reset to the same episode's start (the policy is not reset; lerobench's pending actions are
 dropped). An episode's trial records are reported together once the episode is over, so a consumer only
@@ -44,10 +47,13 @@ import numpy as np
 from lerobench.analysis.results import EpisodeRecord
 from lerobench.config import TaskSpec
 from lerobench.envs.base import IDLE, env_action, episode_seed
-from lerobench.errors import PolicyError
+from lerobench.errors import STOP_REQUESTED, PolicyError
 from lerobench.inference import CallStats, EpisodeQueue, EpisodeSource, PolicyCaller, should_call, worth_spreading
 from lerobench.policies.base import policy_traits
 from lerobench.trajectories import NULL_TRAJECTORIES, Trajectory, TrajectoryRecorder
+
+STOP_GRACE_S = 1.0
+"""How long a failure of workers killed by SIGINT/SIGTERM waits for the driver's own stop to arrive."""
 
 RUN_DRY_FIRST = True
 """With overlapping calls, step only the ``step_width`` rows nearest to running dry (``run_dry_first``)."""
@@ -425,6 +431,8 @@ def run_episodes(
     except WorkerFailure as failure:
         caller.close()
         settle(resets)
+        if STOP_REQUESTED.is_set() or venv.stopped_by_signal():  # Ctrl-C / SIGTERM to the process group: the
+            time.sleep(STOP_GRACE_S)  # driver's own stop lands here, before episodes are recorded as failures
         culprits = venv.failed_slots([i for i, s in enumerate(slots) if s.active], failure.hung)
         failure.in_flight = [slots[i].episode for i in culprits]
         for i in culprits:

@@ -125,4 +125,27 @@ def test_interrupting_the_vector_executor_prints_one_clean_line(tmp_path, sig):
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 128 + sig, stderr
     assert "\x1b[" not in stderr and "Warning" not in stderr, stderr
-    assert "continue with --resume" in stderr.splitlines()[-1]
+    assert "continue with --resume" in stderr.splitlines()[-1], stderr
+
+
+def test_a_stop_during_an_import_is_raised_once_the_import_is_done():
+    """A signal landing in importlib would be swallowed by its weakref callbacks ("Exception ignored"): retried."""
+    from types import SimpleNamespace
+
+    from lerobench.cli.common import Terminated, _raise_outside_imports
+
+    requested = []
+    handler = _raise_outside_imports(Terminated, requested)
+    importing = SimpleNamespace(f_code=SimpleNamespace(co_filename="<frozen importlib._bootstrap>"), f_back=None)
+    inner = SimpleNamespace(f_code=SimpleNamespace(co_filename="scipy/stats/__init__.py"), f_back=importing)
+    previous = signal.getsignal(signal.SIGALRM)
+    try:
+        handler(signal.SIGTERM, inner)  # deferred, not raised
+        assert signal.getitimer(signal.ITIMER_REAL)[0] > 0 and signal.getsignal(signal.SIGALRM) is handler
+        assert requested == [Terminated]  # an error raised before the retry is reported as the stop
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        with pytest.raises(Terminated):
+            handler(signal.SIGTERM, SimpleNamespace(f_code=SimpleNamespace(co_filename=__file__), f_back=None))
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from lerobench.errors import LerobenchError
+from lerobench.errors import STOP_REQUESTED, LerobenchError
 
 # The click exceptions typer raises: click's own in older typer, a vendored copy (typer._click) in newer ones.
 click_exceptions = sys.modules[typer.BadParameter.__module__]
@@ -120,8 +120,33 @@ def _print_names_table(table: Table, slack: int = 10) -> None:
 
 
 
-def _raise_terminated(signum: int, frame: Any) -> None:
-    raise Terminated()
+RETRY_SIGNAL_S = 0.05
+"""How soon a stop that arrived during an import is raised again (``_raise_outside_imports``)."""
+
+
+def _raise_outside_imports(exc_type: type[BaseException], requested: list[type[BaseException]]) -> Any:
+    """A signal handler raising ``exc_type``, but never inside Python's import machinery.
+
+    Why: raised there, the exception can land in one of importlib's weakref callbacks, where Python prints
+    "Exception ignored in ... Traceback" and drops it: the user sees a traceback and the run goes on. So a
+    stop that arrives while any import is running (scipy takes ~0.5 s the first time a task is summarized)
+    is raised again ``RETRY_SIGNAL_S`` later (SIGALRM), once the import is done. ``requested`` records the
+    stop at once: an error raised meanwhile (workers killed by the same signal) is a consequence of it.
+    """
+
+    def handler(signum: int, frame: Any) -> None:
+        if exc_type not in requested:
+            requested.append(exc_type)
+        STOP_REQUESTED.set()
+        while frame is not None:
+            if frame.f_code.co_filename.startswith("<frozen importlib"):
+                signal.signal(signal.SIGALRM, handler)
+                signal.setitimer(signal.ITIMER_REAL, RETRY_SIGNAL_S)
+                return
+            frame = frame.f_back
+        raise exc_type()
+
+    return handler
 
 
 
@@ -132,14 +157,24 @@ def interrupts_keep_results(hint: str) -> Iterator[None]:
     Cleanup runs as for any exception (workers stopped, finished episodes already on disk); ``hint`` says how
     to continue. Shared by every command that runs episodes (``eval``, ``robustness``).
     """
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    requested: list[type[BaseException]] = []
+    STOP_REQUESTED.clear()
+    previous = {sig: signal.signal(sig, _raise_outside_imports(exc, requested))
+                for sig, exc in ((signal.SIGTERM, Terminated), (signal.SIGINT, KeyboardInterrupt))}
+    previous[signal.SIGALRM] = signal.getsignal(signal.SIGALRM)
     try:
         yield
-    except KeyboardInterrupt:
-        err_console.print(f"[bold red]interrupted:[/] finished episodes are saved; {hint}")
-        raise typer.Exit(EXIT_INTERRUPTED) from None
-    except Terminated:
+    except (KeyboardInterrupt, Terminated, Exception) as exc:
+        if isinstance(exc, Exception) and not requested:
+            raise
+        stop = type(exc) if isinstance(exc, (KeyboardInterrupt, Terminated)) else requested[0]
+        if stop is KeyboardInterrupt:
+            err_console.print(f"[bold red]interrupted:[/] finished episodes are saved; {hint}")
+            raise typer.Exit(EXIT_INTERRUPTED) from None
         err_console.print(f"[bold red]terminated:[/] finished episodes are saved; {hint}")
         raise typer.Exit(EXIT_TERMINATED) from None
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        STOP_REQUESTED.clear()
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import os
+import queue
+import signal
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from copy import deepcopy
@@ -117,6 +119,10 @@ class InProcessVectorEnv(gym.vector.SyncVectorEnv):
         """A failure in-process cannot be pinned on one slot: every active one."""
         return list(active)
 
+    def stopped_by_signal(self) -> bool:
+        """No workers: never."""
+        return False
+
     def close_after_failure(self) -> None:
         """Close the envs (there are no workers to kill)."""
         self.close()
@@ -165,12 +171,21 @@ class WorkerVectorEnv(gym.vector.AsyncVectorEnv):
         return self._background(self._reset_answer, i)
 
     def _reset_answer(self, i: int) -> Any:
+        """The worker's answer; a worker that failed (it stops after reporting) counts as died.
+
+        Not gymnasium's ``_raise_if_errors``: from this thread its coloured log line would reach the
+        user's terminal beside the one-line message (on Ctrl-C every worker reports an interrupted reset).
+        """
         result, success = self.parent_pipes[i].recv()
-        if not success:
-            successes = [True] * self.num_envs
-            successes[i] = False
-            self._raise_if_errors(successes)
-        return result
+        if success:
+            return result
+        try:
+            _, kind, message, _ = self.error_queue.get(timeout=1.0)
+        except queue.Empty:
+            raise EOFError(f"worker {i} stopped during a reset") from None
+        if issubclass(kind, KeyboardInterrupt):  # Ctrl-C reached the worker too: the user's stop, not a failure
+            raise KeyboardInterrupt
+        raise EOFError(f"worker {i} stopped during a reset ({kind.__name__}: {message})")
 
     def reset_landed(self, i: int, result: Any) -> tuple[Any, dict[str, Any]]:
         """Take env ``i``'s finished reset: its first observation is in shared memory already."""
@@ -239,6 +254,13 @@ class WorkerVectorEnv(gym.vector.AsyncVectorEnv):
             sent = active if self._sent is None else [i for i in active if i in set(self._sent.tolist())]
             dead = [i for i in sent if not self.parent_pipes[i].poll()]
         return dead or list(active)
+
+    def stopped_by_signal(self) -> bool:
+        """Whether a worker died of SIGINT or SIGTERM (the whole process group is being stopped).
+
+        Then the driver's own stop (Ctrl-C, ``docker stop``) is on its way; restarting workers now would race it.
+        """
+        return any(p.exitcode in (-signal.SIGINT, -signal.SIGTERM) for p in self.processes)
 
     def close_after_failure(self) -> None:
         """Terminate the workers (dead or hung ones cannot be asked to close); kill any that survive."""
