@@ -136,8 +136,8 @@ def test_a_stop_during_an_import_is_raised_once_the_import_is_done():
 
     requested = []
     handler = _raise_outside_imports(Terminated, requested)
-    importing = SimpleNamespace(f_code=SimpleNamespace(co_filename="<frozen importlib._bootstrap>"), f_back=None)
-    inner = SimpleNamespace(f_code=SimpleNamespace(co_filename="scipy/stats/__init__.py"), f_back=importing)
+    outer = SimpleNamespace(f_code=SimpleNamespace(co_filename="lerobench/sink.py"), f_back=None)
+    inner = SimpleNamespace(f_code=SimpleNamespace(co_filename="<frozen importlib._bootstrap>"), f_back=outer)
     previous = signal.getsignal(signal.SIGALRM)
     try:
         handler(signal.SIGTERM, inner)  # deferred, not raised

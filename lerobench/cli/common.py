@@ -129,8 +129,8 @@ def _raise_outside_imports(exc_type: type[BaseException], requested: list[type[B
 
     Why: raised there, the exception can land in one of importlib's weakref callbacks, where Python prints
     "Exception ignored in ... Traceback" and drops it: the user sees a traceback and the run goes on. So a
-    stop that arrives while any import is running (scipy takes ~0.5 s the first time a task is summarized)
-    is raised again ``RETRY_SIGNAL_S`` later (SIGALRM), once the import is done. ``requested`` records the
+    stop that arrives while importlib's own code runs (scipy's import takes ~0.5 s the first time a task is
+    summarized) is raised again ``RETRY_SIGNAL_S`` later (SIGALRM). ``requested`` records the
     stop at once: an error raised meanwhile (workers killed by the same signal) is a consequence of it.
     """
 
@@ -138,12 +138,10 @@ def _raise_outside_imports(exc_type: type[BaseException], requested: list[type[B
         if exc_type not in requested:
             requested.append(exc_type)
         STOP_REQUESTED.set()
-        while frame is not None:
-            if frame.f_code.co_filename.startswith("<frozen importlib"):
-                signal.signal(signal.SIGALRM, handler)
-                signal.setitimer(signal.ITIMER_REAL, RETRY_SIGNAL_S)
-                return
-            frame = frame.f_back
+        if frame is not None and frame.f_code.co_filename.startswith("<frozen importlib"):
+            signal.signal(signal.SIGALRM, handler)
+            signal.setitimer(signal.ITIMER_REAL, RETRY_SIGNAL_S)
+            return
         raise exc_type()
 
     return handler
