@@ -8,9 +8,9 @@
 The policy returns a chunk of ``--chunk`` actions (Meta-World's expert action repeated; zeros elsewhere) after
 sleeping L ms per call, whatever the number of rows, as a VLA on a GPU or a remote server does. For each
 batch size B and latency L (``--concurrency`` calls may overlap, as with a remote server) it runs a full
-``Evaluation`` (vector executor) and prints env-steps/s (between the start of the first policy call and the
-end of the last: worker start-up excluded), policy calls, rows given to the policy per call, the policy's
-busy fraction, and two bounds:
+``Evaluation`` (``--executor``: inline for state-only runs, vector when cameras are read) and prints
+env-steps/s (between the start of the first policy call and the end of the last: worker start-up excluded),
+policy calls, rows given to the policy per call, the policy's busy fraction, and two bounds:
 
 - policy bound ``B x chunk / L`` env-steps/s (every call full, the policy never idle), and
 - the simulation rate: the same run at L = 0 (the render-bound limit of docs/scaling.md for this batch).
