@@ -174,11 +174,6 @@ class PolicyCaller:
         return bool(self._flights)
 
     @property
-    def full(self) -> bool:
-        """As many calls are in flight as the policy allows: a new one must wait."""
-        return len(self._flights) >= self.concurrency
-
-    @property
     def budget_s(self) -> float | None:
         """How long dry rows may wait for others (``should_call``): a call (the next row would wait for one)."""
         return self.call_s.value
@@ -208,24 +203,19 @@ class PolicyCaller:
 
     def submit(self, rows: np.ndarray, batch: dict[str, Any], descriptions: list[str]) -> None:
         """Start one call on a helper thread; ``collect`` hands its result over once it is done."""
-        assert not self.full, "PolicyCaller.submit with every call slot in flight"
+        assert self.slots_free(self.concurrency), "PolicyCaller.submit with every call slot in flight"
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="lerobench-policy")
         self._flights.append((rows, self._pool.submit(self._timed, batch, descriptions)))
 
-    def collect(self, answer: Answer, block: bool = False, timeout: float | None = None,
-                also: Iterable[Future] = ()) -> None:
+    def collect(self, answer: Answer, block: bool = False, also: Iterable[Future] = ()) -> None:
         """Hand finished calls to ``answer`` in the order they were made; ``block`` waits for one first.
 
-        ``also``: other futures that end the wait too (the rollout's background resets). ``timeout`` bounds
-        the wait (seconds).
+        ``also``: other futures that end the wait too (the rollout's background resets).
         """
-        if block:
-            waits = [f for _, f in self._flights] + list(also)
-            if waits:
-                wait(waits, timeout=timeout, return_when=FIRST_COMPLETED)
-            elif timeout is not None:
-                time.sleep(max(timeout, 0.0))
+        waits = [f for _, f in self._flights] + list(also) if block else []
+        if waits:
+            wait(waits, return_when=FIRST_COMPLETED)
         if not self._flights:
             return
         done = [f for f in self._flights if f[1].done()]

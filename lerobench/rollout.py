@@ -53,7 +53,7 @@ from lerobench.policies.base import policy_traits
 from lerobench.trajectories import NULL_TRAJECTORIES, Trajectory, TrajectoryRecorder
 
 STOP_GRACE_S = 1.0
-"""How long a failure of workers killed by SIGINT/SIGTERM waits for the driver's own stop to arrive."""
+"""How long a worker failure seen after Ctrl-C/SIGTERM (``STOP_REQUESTED``) waits for the driver's stop to land."""
 
 RUN_DRY_FIRST = True
 """With overlapping calls, step only the ``step_width`` rows nearest to running dry (``run_dry_first``)."""
@@ -431,8 +431,8 @@ def run_episodes(
     except WorkerFailure as failure:
         caller.close()
         settle(resets)
-        if STOP_REQUESTED.is_set() or venv.stopped_by_signal():  # Ctrl-C / SIGTERM to the process group: the
-            time.sleep(STOP_GRACE_S)  # driver's own stop lands here, before episodes are recorded as failures
+        if STOP_REQUESTED.is_set():  # Ctrl-C / SIGTERM stopped the workers too: the driver's own stop (its
+            time.sleep(STOP_GRACE_S)  # exception) lands here, before episodes are recorded as failures
         culprits = venv.failed_slots([i for i, s in enumerate(slots) if s.active], failure.hung)
         failure.in_flight = [slots[i].episode for i in culprits]
         for i in culprits:

@@ -6,7 +6,6 @@ import functools
 import multiprocessing
 import os
 import queue
-import signal
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from copy import deepcopy
@@ -118,10 +117,6 @@ class InProcessVectorEnv(gym.vector.SyncVectorEnv):
     def failed_slots(self, active: list[int], hung: bool) -> list[int]:
         """A failure in-process cannot be pinned on one slot: every active one."""
         return list(active)
-
-    def stopped_by_signal(self) -> bool:
-        """No workers: never."""
-        return False
 
     def close_after_failure(self) -> None:
         """Close the envs (there are no workers to kill)."""
@@ -254,13 +249,6 @@ class WorkerVectorEnv(gym.vector.AsyncVectorEnv):
             sent = active if self._sent is None else [i for i in active if i in set(self._sent.tolist())]
             dead = [i for i in sent if not self.parent_pipes[i].poll()]
         return dead or list(active)
-
-    def stopped_by_signal(self) -> bool:
-        """Whether a worker died of SIGINT or SIGTERM (the whole process group is being stopped).
-
-        Then the driver's own stop (Ctrl-C, ``docker stop``) is on its way; restarting workers now would race it.
-        """
-        return any(p.exitcode in (-signal.SIGINT, -signal.SIGTERM) for p in self.processes)
 
     def close_after_failure(self) -> None:
         """Terminate the workers (dead or hung ones cannot be asked to close); kill any that survive."""
