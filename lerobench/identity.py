@@ -28,11 +28,13 @@ EPISODE_FIELDS = ("suite", "backend", "backend_options", "tasks", "protocol", "p
                   "simulator")
 """Config keys that fix the episodes' start states (``simulator``: ``simulator_identity`` of the fingerprint)."""
 
-TREATMENT_FIELDS = ("policy", "replan_steps", "trials", "stop_on_success", "device", "perturb")
+TREATMENT_FIELDS = ("policy", "replan_steps", "trials", "stop_on_success", "device", "perturb", "call_width")
 """Config keys that fix what is done from those starts (``replan_steps``: the executed value; ``perturb``: the
-``--perturb`` wrappers, which never move a start)."""
+``--perturb`` wrappers, which never move a start; ``call_width``: the rows per call of a torch policy, which
+fixes its numerics; None for policies that do not pad)."""
 
-DEFAULTS: dict[str, Any] = {"trials": 1, "backend_options": {}, "device": "cpu", "perturb": None}
+DEFAULTS: dict[str, Any] = {"trials": 1, "backend_options": {}, "device": "cpu", "perturb": None,
+                            "call_width": None}
 """Values of keys that result files written by older lerobench versions lack."""
 
 PARTS = ("episodes", "treatment")

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -32,6 +33,25 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
+
+from lerobench.policies.base import Policy, policy_traits
+from lerobench.policies.invariance import checked_call
+
+_CHECKED: weakref.WeakSet[Any] = weakref.WeakSet()
+"""Policy objects whose batch invariance this process has checked: once each, at its first call."""
+
+
+def needs_check(policy: Any) -> bool:
+    """Whether ``policy``'s next call should be checked (``checked_call``): its first one, if it is checkable."""
+    if not policy_traits(policy).checkable:
+        return False
+    try:
+        if policy in _CHECKED:
+            return False
+        _CHECKED.add(policy)
+    except TypeError:  # not weak-referenceable: check every rollout's first call (still on episode starts)
+        pass
+    return True
 
 
 class EpisodeSource(Protocol):
@@ -156,8 +176,11 @@ class PolicyCaller:
     server, a latency-bound model). ``close`` waits for calls in flight, so none outlives the rollout.
     """
 
-    def __init__(self, policy: Any, stats: CallStats | None = None, concurrency: int = 1):
+    def __init__(self, policy: Policy, stats: CallStats | None = None, concurrency: int = 1):
         self.policy = policy
+        self._check_next = needs_check(policy)
+        self.check: dict[str, Any] | None = None
+        """The batch-invariance check of this caller's first call (``lerobench.policies.invariance``), until taken."""
         self.stats = stats if stats is not None else CallStats()
         self.concurrency = max(1, concurrency)
         self.call_s = _Average()
@@ -183,6 +206,12 @@ class PolicyCaller:
         return len(self._flights) < min(limit, self.concurrency)
 
     def _timed(self, batch: dict[str, Any], descriptions: list[str]) -> Any:
+        if self._check_next:  # the first call: its rows again in probe calls first (not timed)
+            self._check_next = False
+            started = time.perf_counter()
+            out, self.check = checked_call(self.policy.select_action, batch, descriptions)
+            self.stats.add(len(batch["state"]), time.perf_counter() - started)
+            return out
         started = time.perf_counter()
         try:
             return self.policy.select_action(batch, descriptions)
@@ -190,6 +219,11 @@ class PolicyCaller:
             took = time.perf_counter() - started
             self.call_s.add(took)
             self.stats.add(len(batch["state"]), took)
+
+    def take_check(self) -> dict[str, Any] | None:
+        """The first call's check, once (the rollout stamps it on the next record it reports)."""
+        check, self.check = self.check, None
+        return check
 
     def call(self, rows: np.ndarray, batch: dict[str, Any], descriptions: list[str], answer: Answer) -> None:
         """Run one call now, in this thread, and hand its result to ``answer``."""

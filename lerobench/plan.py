@@ -74,6 +74,9 @@ class RunSettings:
     trials: int | None = None
     """Trials (attempts at the same start) per episode; None = the suite's default."""
     device: str = "cpu"
+    call_width: int | None = None
+    """``--call-width``: rows per call of a batched torch policy, padded (0: unpadded); None = the device's
+    default (``lerobench.policies.width``). Part of the treatment identity."""
     shard: Shard | None = None
     """``--shard I/N``: evaluate only this shard's (task, episode) units (lerobench.shards)."""
     executor: str = "auto"
@@ -171,7 +174,7 @@ class RunPlan:
         return PolicyContext(
             suite=s.suite.name, backend=s.suite.backend, tasks=s.suite.tasks, action_dim=self.action_dim,
             state_dim=self.state_dim, cameras=self.protocol.cameras, image_size=self.protocol.image_size,
-            seed=s.seed, device=s.device,
+            seed=s.seed, device=s.device, call_width=s.call_width,
         )
 
     def env_spec(self, task: TaskSpec, cameras: tuple[str, ...], record_camera: str | None) -> EnvSpec:
@@ -242,7 +245,8 @@ class RunPlan:
             "trials": s.trials_per_episode, "record": s.record, "formats": list(s.formats), "batch_size": s.batch_size,
             "parallel_tasks": s.parallel_tasks, "videos": s.videos, "executor": s.executor,
             "workers": s.workers, "ray_address": s.ray_address, "ray_gpus_per_worker": s.ray_gpus_per_worker,
-            "episode_timeout": s.episode_timeout, "device": s.device, "output": str(s.output),
+            "episode_timeout": s.episode_timeout, "device": s.device, "call_width_requested": s.call_width,
+            "output": str(s.output),
             "shard": str(s.shard) if s.shard else None, "allow_sim_drift": s.allow_sim_drift,
             "simulator": self.simulator, **(self.policy_facts or {}),
             "perturb": dict(s.perturb) or None,

@@ -39,7 +39,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -316,7 +316,8 @@ def run_episodes(
             slot.next_trial = True
             return True
         for done, trajectory in slot.finished:  # an episode is reported whole (an error ends it early)
-            on_episode(done)
+            check = caller.take_check()
+            on_episode(done if check is None else replace(done, policy_check=check))
             trajectories.finish(run.task.name, done, trajectory)
         slot.finished = []
         slot.episode = IDLE

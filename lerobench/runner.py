@@ -159,9 +159,18 @@ def policy_config(policy: Any, replan_steps: int) -> dict[str, Any]:
     """What the policy makes of the run, for ``results.json`` ``config``: the executed chunk length and its traits.
 
     ``replan_steps_executed`` is what runs (a policy's own chunking wins over the CLI default of 1);
-    ``batch_invariant`` says whether per-episode outcomes are independent of batch size and schedule
-    (None: the policy does not declare it).
+    ``batch_invariant`` starts ``unchecked``: the sink replaces it with what the run's own check found
+    (``lerobench.policies.invariance``); the policy's declaration is ``batch_invariance.declared``.
+    ``numerics`` and ``call_width`` (torch policies) fix a row's bits; None for other policies.
     """
+    from lerobench.policies.base import policy_numerics
+    from lerobench.policies.invariance import summarize_checks
+
     needs, traits = observation_needs(policy), policy_traits(policy)
+    numerics = policy_numerics(policy)
+    invariance = {**summarize_checks([]), "declared": traits.batch_invariant,
+                  "checkable": traits.checkable}
     return {"replan_steps_executed": needs.executed_steps(replan_steps), "every_frame": needs.every_frame,
-            "batch_invariant": traits.batch_invariant, "stochastic_policy": traits.stochastic}
+            "batch_invariant": invariance["status"], "batch_invariance": invariance,
+            "stochastic_policy": traits.stochastic, "numerics": numerics,
+            "call_width": numerics.get("call_width") if numerics else None}

@@ -32,11 +32,16 @@ class EpisodeRecord:
     start_digest: str | None = None
     """Hash of the simulator state right after reset (``lerobench.envs.perturb.start_digest``): equal digests
     mean the same start, which ``compare`` and ``robustness`` require to pair two episodes."""
+    policy_check: dict[str, Any] | None = None
+    """The batch-invariance check of the policy's first call in the process that ran this episode
+    (``lerobench.policies.invariance``), on the first record reported after it; None on every other record."""
 
     def to_json(self) -> dict[str, Any]:
         """JSON form: ``return_`` is written as ``return``."""
         data = asdict(self)
         data["return"] = data.pop("return_")
+        if data["policy_check"] is None:
+            del data["policy_check"]  # only the record after a check carries one
         return data
 
     @classmethod

@@ -156,6 +156,10 @@ def evaluate(
     formats: list[str] = typer.Option([], "--format", help="Also write another format: lerobot (eval_info.json)."),
     record: str = typer.Option("none", "--record", help="Save rollouts to recordings/<task>.h5: none|success|all."),
     device: str = typer.Option("cpu", "--device", help="cpu | cuda | cuda:N | auto (for torch policies)."),
+    call_width: int | None = typer.Option(
+        None, "--call-width", min=0,
+        help="Rows per call of a torch policy, padded, so a row's action never depends on its neighbours "
+             "(default: 4 on cpu, 16 on cuda; 0: unpadded, batch-dependent numerics). docs/policies.md"),
     shard: str | None = typer.Option(None, "--shard", help="Run only shard I of N (I/N, from 0) of the "
                                      "(task, episode) units; combine shards with `lerobench merge`."),
     max_errors: int | None = typer.Option(
@@ -200,7 +204,8 @@ def evaluate(
                 suite=s, policy=policy or s.default_policy, output=out, protocol=protocol, episodes=episodes,
                 batch_size=batch_size, seed=seed, max_steps=max_steps, stop_on_success=stop_on_success,
                 resume=resume, videos=videos, episode_timeout=episode_timeout, replan_steps=replan_steps,
-                parallel_tasks=parallel_tasks, trials=trials, device=device, record=record, formats=tuple(formats),
+                parallel_tasks=parallel_tasks, trials=trials, device=device, call_width=call_width,
+                record=record, formats=tuple(formats),
                 executor=executor, workers=workers, ray_address=ray_address, ray_gpus_per_worker=ray_gpus_per_worker,
                 command=tuple(sys.argv), shard=parse_shard(shard), allow_sim_drift=allow_sim_drift,
                 perturb=parse_perturbations(perturb), until=until, versus=versus,

@@ -17,6 +17,8 @@ def serve_policy(
     protocol: str = typer.Option("standard", "--protocol", help="Named protocol of the suite (image size)."),
     seed: int = typer.Option(0, "--seed", help="Run seed given to the policy factory."),
     device: str = typer.Option("cpu", "--device", help="cpu | cuda | cuda:N | auto (for torch policies)."),
+    call_width: int | None = typer.Option(
+        None, "--call-width", min=0, help="Rows per call of a torch policy, padded (default: 4 cpu, 16 cuda)."),
     max_batch: int = typer.Option(1, "--max-batch", help="Stack up to N rows of concurrent requests into one "
                                   "policy call (1: no batching; the policy must declare batchable = True)."),
     max_wait_ms: float = typer.Option(5.0, "--max-wait-ms", help="With --max-batch: wait at most T ms after a "
@@ -26,7 +28,7 @@ def serve_policy(
     try:
         from lerobench.policies.serve import PolicyServer, suite_context
 
-        context = suite_context(suite, protocol, seed=seed, device=device)
+        context = suite_context(suite, protocol, seed=seed, device=device, call_width=call_width)
         server = PolicyServer(policy, context, host, port,
                               on_event=lambda text: err_console.print(f"[dim]{text}[/]", highlight=False),
                               max_batch=max_batch, max_wait_ms=max_wait_ms)

@@ -83,6 +83,9 @@ class PolicyContext:
     seed: int = 0
     device: str = "cpu"
     options: dict[str, Any] = field(default_factory=dict)
+    call_width: int | None = None
+    """``--call-width``: rows per call of a batched torch policy (padded); None = the device's default
+    (``lerobench.policies.width``)."""
 
 
 @dataclass(frozen=True)
@@ -111,7 +114,12 @@ class PolicyTraits:
     batch_invariant: bool | None = None
     """Every episode's outcome is independent of which other rows share its calls (``--batch-size``, executor,
     schedule): state keyed by ``row_ids``, randomness from ``row_generators``. None: not declared (unknown).
-    Recorded in ``results.json`` ``config.batch_invariant``."""
+    A declaration only: ``results.json`` ``config.batch_invariant`` records what the run's own check found
+    (``lerobench.policies.invariance``), recorded as ``config.batch_invariance.declared``."""
+    checkable: bool = True
+    """Extra calls on copies of the first call's rows (reordered, beside made-up rows with negative slot ids)
+    leave no trace in the episodes: the run checks batch invariance on them. False (a remote server that is
+    not lerobench's own): the run records ``unchecked``."""
 
 
 def policy_traits(policy: Any) -> PolicyTraits:
@@ -132,6 +140,12 @@ def observation_needs(policy: Any) -> ObservationNeeds:
     """A policy's declared needs; policies that declare nothing are state-only."""
     needs = getattr(policy, "observation_needs", None)
     return needs if isinstance(needs, ObservationNeeds) else ObservationNeeds()
+
+
+def policy_numerics(policy: Any) -> dict[str, Any] | None:
+    """A torch policy's numerics (torch version, device, dtype, call width, determinism flags), else None."""
+    numerics = getattr(policy, "numerics", None)
+    return dict(numerics) if isinstance(numerics, dict) else None
 
 
 def close_policy(policy: Any) -> None:

@@ -28,11 +28,19 @@ an episode, so a new episode never inherits actions or observation history from 
 the envs of the batch still mid-episode lose their queue and history too (they re-plan early). With
 ``--batch-size 1`` the behaviour is exactly LeRobot's.
 
-Batch invariance and noise. Chunk mode is batch-invariant (``results.json`` ``config.batch_invariant``):
-ACT is deterministic, and pi0, pi0.5 and SmolVLA get their initial flow-matching noise from each row's own
-random stream (``row_noise``: keyed on run seed, task, episode, trial and call), so an episode draws the same
-noise at any batch size. The ``select_action`` mode (diffusion, VQ-BeT, TD-MPC, ACT with temporal
-ensembling) is not: LeRobot keeps one queue and one noise draw for the whole batch.
+Diffusion (per-row history). A diffusion policy reads its last ``n_obs_steps`` observations at every step and
+re-plans when its queue of ``n_action_steps`` runs dry. LeRobot keeps one history and one queue for the whole
+batch; this adapter keeps them per row (keyed by ``row_ids``, emptied at the row's episode or trial start, as
+LeRobot's ``populate_queues`` does for a fresh episode), sends only the rows whose queue ran dry to the model,
+and draws each row's initial noise and every DDPM step's noise from the row's own random stream
+(``row_seeds``). A row's actions are then those of a one-env LeRobot rollout with that noise, at any batch size.
+
+Batch invariance and noise. Every model call has the same shape (``--call-width``, ``lerobench.policies.width``):
+the rows padded to the call width. Chunk mode (ACT, pi0, pi0.5, SmolVLA) and diffusion are then
+batch-invariant, and each run checks it on its first call (``results.json`` ``config.batch_invariant``): ACT is
+deterministic, and pi0, pi0.5 and SmolVLA get their initial flow-matching noise from each row's own random
+stream (``row_noise``). The remaining ``select_action`` mode (VQ-BeT, TD-MPC, ACT with temporal ensembling) is
+not: LeRobot keeps one queue and one noise draw for the whole batch.
 
 Trials (``--trials``). At a trial start (``observation["trial_start"]``) the env jumps back to the
 episode's start: lerobench drops that env's pending chunk itself; policies run through their own
@@ -48,13 +56,15 @@ import os
 import sys
 import threading
 import warnings
+from collections import deque
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from lerobench.errors import ConfigError, MissingDependencyError
-from lerobench.policies.base import ObservationNeeds, PolicyContext, PolicyTraits, row_ids, row_noise
+from lerobench.policies.base import ObservationNeeds, PolicyContext, PolicyTraits, row_ids, row_noise, row_seeds
+from lerobench.policies.width import PADDING_SLOT, call_at_width, pad_rows, resolve_call_width, take_rows
 
 PREFIX = "lerobot:"
 INSTALL_HINT = "see docs/lerobot.md for the install recipe (lerobot==0.4.4 with --no-deps beside your torch)"
@@ -64,6 +74,8 @@ _CHUNK_TYPES = ("act", "pi0", "pi05", "smolvla")
 # Flow-matching types: they draw an initial noise tensor (B, chunk_size, max_action_dim) and accept it as
 # predict_action_chunk(batch, noise=...): the adapter passes each row's own (``row_noise``).
 _FLOW_TYPES = ("pi0", "pi05", "smolvla")
+# Types run with per-row observation history and action queues (see "Diffusion (per-row history)").
+_HISTORY_TYPES = ("diffusion",)
 # Types that draw random numbers at inference (the flow types, and diffusion's DDPM/DDIM sampling).
 _STOCHASTIC_TYPES = (*_FLOW_TYPES, "diffusion", "vqbet")
 
@@ -184,6 +196,7 @@ class LeRobotPolicy:
         config.device = device
         self.config = config
         self.type = config.type
+        self.call_width = resolve_call_width(context.call_width, device)
         self._plan_features(config, context)
         try:
             self.module = lr["get_policy_class"](config.type).from_pretrained(str(path), config=config)
@@ -203,10 +216,15 @@ class LeRobotPolicy:
             raise ConfigError(f"lerobot policy {path}: cannot load its pre/post-processors "
                               f"({type(exc).__name__}: {exc})") from exc
         self.device = torch.device(device)
-        # select_action mode shares the module's batch-wide state; chunk mode keeps none (lerobench queues), and
-        # its noise is drawn per row: the same episode gets the same actions at any batch size.
-        self.traits = PolicyTraits(copy_safe=self.chunked, stochastic=self.type in _STOCHASTIC_TYPES,
-                                   batch_invariant=self.chunked)
+        from lerobench.policies.numerics import deterministic_torch, numerics_record
+
+        deterministic_torch()
+        dtype = next((p.dtype for p in self.module.parameters()), torch.float32)
+        self.numerics = numerics_record(self.device, dtype, self.call_width if self.per_row else 0)
+        # select_action mode shares the module's batch-wide state; chunk and history modes keep it per row and
+        # draw noise per row: the same episode gets the same actions at any batch size.
+        self.traits = PolicyTraits(copy_safe=self.per_row, stochastic=self.type in _STOCHASTIC_TYPES,
+                                   batch_invariant=self.per_row)
         self._warned_partial_reset = False
         self._rows: tuple[int, ...] = ()
         self.reset()
@@ -245,6 +263,9 @@ class LeRobotPolicy:
                 raise ConfigError(f"{where} consumes {key!r} ({kind}), which lerobench cannot provide "
                                   "(it provides observation.state, observation.environment_state and images)")
         self.chunked = config.type in _CHUNK_TYPES and getattr(config, "temporal_ensemble_coeff", None) is None
+        self.history = config.type in _HISTORY_TYPES
+        self.per_row = self.chunked or self.history
+        """Chunk or history mode: per-row state, fixed-width calls (the rest: LeRobot's batch-wide select_action)."""
         self.n_action_steps = int(getattr(config, "n_action_steps", 1) or 1)
         self.observation_needs = ObservationNeeds(cameras=tuple(dict.fromkeys(self.image_keys.values())),
                                                   replan_steps=self.n_action_steps if self.chunked else None)
@@ -274,8 +295,14 @@ class LeRobotPolicy:
         return clone
 
     def reset(self) -> None:
-        """Forget LeRobot's queues (chunk mode keeps none: lerobench's per-env queues hold the chunks)."""
+        """Forget LeRobot's queues and the per-row histories and queues of history mode.
+
+        Chunk mode keeps none (lerobench's per-env queues hold the chunks); the per-row dicts are rebound, so a
+        shallow copy never shares them.
+        """
         self.module.reset()
+        self._obs_history: dict[int, dict[str, deque[Any]]] = {}
+        self._action_queues: dict[int, deque[Any]] = {}
 
     def select_action(self, observation: dict[str, Any], task_descriptions: list[str]) -> np.ndarray:
         """A chunk (B, n_action_steps, action_dim) for chunk policies, else one action per env (B, action_dim)."""
@@ -287,8 +314,59 @@ class LeRobotPolicy:
         active = np.asarray(observation.get("active", np.ones(n, bool)), dtype=bool)
         with torch.inference_mode():
             if self.chunked:
-                return self._select_chunk(observation, task_descriptions)
+                return call_at_width(self._select_chunk, observation, task_descriptions, self.call_width)
+            if self.history:
+                for slot in row_ids(observation)[starts].tolist():
+                    self._obs_history.pop(slot, None)
+                    self._action_queues.pop(slot, None)
+                return call_at_width(self._select_history, observation, task_descriptions, self.call_width)
             return self._select_stateful(observation, task_descriptions, n, starts, active)
+
+    def _select_history(self, observation: dict[str, Any], task_descriptions: list[str]) -> np.ndarray:
+        """Diffusion with per-row history and queues: one fixed-width model call for the rows whose queue ran dry."""
+        import torch
+
+        batch = self.preprocessor(self._to_lerobot(observation, task_descriptions))
+        if self.config.image_features:
+            batch["observation.images"] = torch.stack([batch[k] for k in self.config.image_features], dim=-4)
+        keys = [k for k in ("observation.state", "observation.images", "observation.environment_state")
+                if k in batch]
+        slots = row_ids(observation).tolist()
+        real = [i for i, slot in enumerate(slots) if slot != PADDING_SLOT]
+        n_obs = int(self.config.n_obs_steps)
+        for i in real:
+            history = self._obs_history.setdefault(slots[i], {k: deque(maxlen=n_obs) for k in keys})
+            for k in keys:
+                row = batch[k][i]
+                history[k].extend([row] * (n_obs - len(history[k])) if not history[k] else [row])
+        dry = np.array([i for i in real if not self._action_queues.get(slots[i])], dtype=np.int64)
+        if len(dry):
+            chunks = self._diffusion_chunks(take_rows(observation, dry), [slots[i] for i in dry], keys)
+            for k, i in enumerate(dry.tolist()):
+                self._action_queues[slots[i]] = deque(chunks[k])
+        out = np.zeros((len(slots), int(self.config.action_feature.shape[0])), dtype=np.float32)
+        for i in real:
+            out[i] = self._action_queues[slots[i]].popleft()
+        return out
+
+    def _diffusion_chunks(self, observation: dict[str, Any], slots: list[int], keys: list[str]) -> np.ndarray:
+        """Each row's next ``n_action_steps`` actions from its history, in one call of ``call_width`` rows."""
+        import torch
+
+        n = len(slots)
+        width = max(self.call_width, n)
+        index = [*range(n), *[n - 1] * (width - n)]
+        stacked = {k: torch.stack([torch.stack(list(self._obs_history[slots[i]][k])) for i in index]) for k in keys}
+        padded, _ = pad_rows(observation, [""] * n, width)
+        diffusion = self.module.diffusion
+        horizon, action_dim = int(self.config.horizon), int(self.config.action_feature.shape[0])
+        noise = torch.from_numpy(row_noise(padded, (horizon, action_dim))).to(self.device)
+        generators = [torch.Generator(device=self.device).manual_seed(seed) for seed in row_seeds(padded)]
+        global_cond = diffusion._prepare_global_conditioning(stacked)
+        actions = diffusion.conditional_sample(width, global_cond=global_cond, generator=generators, noise=noise)
+        start = int(self.config.n_obs_steps) - 1
+        actions = self.postprocessor(actions[:n, start:start + int(self.config.n_action_steps)])
+        return actions.detach().to("cpu", torch.float32).numpy()
 
     def _select_chunk(self, observation: dict[str, Any], task_descriptions: list[str]) -> np.ndarray:
         """LeRobot's chunk cut to ``n_action_steps``, as its ``select_action`` would queue it."""

@@ -30,7 +30,7 @@ def load_policy(spec: str, context: PolicyContext) -> Any:
     from lerobench.policies.torch_policy import TorchPolicy, is_torch_module, resolve_device
 
     if is_torch_module(policy):
-        policy = TorchPolicy(policy, resolve_device(context.device))
+        policy = TorchPolicy(policy, resolve_device(context.device), context.call_width)
     return _validated(spec, policy, context)
 
 

@@ -102,11 +102,20 @@ class RemotePolicy:
     def traits(self) -> PolicyTraits:
         """Copy-safe and replicable; ``batch_invariant`` and ``stochastic`` are the served policy's (metadata).
 
-        Each copy / episode worker opens its own connection; the server batches or serializes them.
+        Each copy / episode worker opens its own connection; the server batches or serializes them. Batch
+        invariance is checked through a ``lerobench serve`` server (its rows keep per-slot state); any other
+        server is a black box whose extra calls might leave traces: its runs record ``unchecked``.
         """
         invariant = self.metadata.get("batch_invariant")
         return PolicyTraits(copy_safe=True, replicable=True, stochastic=bool(self.metadata.get("stochastic", False)),
-                            batch_invariant=invariant if isinstance(invariant, bool) else None)
+                            batch_invariant=invariant if isinstance(invariant, bool) else None,
+                            checkable=self.metadata.get("server") == "lerobench")
+
+    @property
+    def numerics(self) -> dict[str, Any] | None:
+        """The served torch policy's numerics (call width, device, torch), as the server reports them."""
+        numerics = self.metadata.get("numerics")
+        return numerics if isinstance(numerics, dict) else None
 
     @property
     def batched(self) -> bool:

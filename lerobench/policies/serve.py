@@ -32,7 +32,7 @@ import numpy as np
 
 from lerobench import __version__
 from lerobench.errors import ConfigError, MissingDependencyError
-from lerobench.policies.base import PolicyContext, policy_traits
+from lerobench.policies.base import PolicyContext, policy_numerics, policy_traits
 from lerobench.policies.batching import Batcher, SlotTable, check_batching
 from lerobench.policies.loading import load_policy, observation_needs
 from lerobench.policies.msgpack_numpy import SERVE_EXTRA_HINT, DecodeError, packb, unpackb
@@ -54,7 +54,8 @@ class RequestError(ValueError):
     """A request the server cannot turn into an observation batch; its text goes back to the client."""
 
 
-def suite_context(suite: str, protocol: str | None = None, seed: int = 0, device: str = "cpu") -> PolicyContext:
+def suite_context(suite: str, protocol: str | None = None, seed: int = 0, device: str = "cpu",
+                  call_width: int | None = None) -> PolicyContext:
     """The ``PolicyContext`` a policy gets when evaluated on ``suite`` (shapes from its backend)."""
     from lerobench.registry import get_backend, load_suite
 
@@ -63,7 +64,7 @@ def suite_context(suite: str, protocol: str | None = None, seed: int = 0, device
     proto = s.protocol(protocol)
     return PolicyContext(suite=s.name, backend=s.backend, tasks=s.tasks, action_dim=backend.action_dim,
                          state_dim=backend.state_dim, cameras=proto.cameras, image_size=proto.image_size,
-                         seed=seed, device=device)
+                         seed=seed, device=device, call_width=call_width)
 
 
 class PolicyServer:
@@ -81,7 +82,7 @@ class PolicyServer:
             "batched": True, "action_dim": context.action_dim, "state_dim": context.state_dim,
             "cameras": list(self.cameras), "image_size": list(context.image_size), "max_batch": max_batch,
             "every_frame": needs.every_frame, "batch_invariant": policy_traits(self.policy).batch_invariant,
-            "stochastic": policy_traits(self.policy).stochastic,
+            "stochastic": policy_traits(self.policy).stochastic, "numerics": policy_numerics(self.policy),
         }
         if needs.replan_steps is not None:  # the served policy fixes how much of each chunk is executed
             self.metadata["replan_steps"] = needs.replan_steps

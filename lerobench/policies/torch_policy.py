@@ -2,8 +2,13 @@
 
 A module policy receives the observation batch with arrays already as tensors on its device:
 ``state`` float32 (B, D) and ``images[camera]`` float32 (B, 3, H, W) in [0, 1] — converted once per
-step for the whole batch (one ``torch.from_numpy`` per key, no per-env Python loops). Non-array keys
+call for the whole batch (one ``torch.from_numpy`` per key, no per-env Python loops). Non-array keys
 (``task``, ``episode``, ``episode_start``, ...) are passed as they are.
+
+Every call has the same shape: B is the call width (``--call-width``, ``lerobench.policies.width``), the
+rows that need an action padded with copies of the last one (``padding`` True, ``slot`` -1), and larger
+requests split into several calls; so a row's action never depends on how many rows shared its call.
+Numerics are deterministic (``lerobench.policies.numerics``) and recorded in ``results.json``.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import numpy as np
 
 from lerobench.errors import ConfigError
 from lerobench.policies.base import observation_needs, policy_traits
+from lerobench.policies.width import call_at_width, resolve_call_width
 
 
 def is_torch_module(obj: Any) -> bool:
@@ -63,14 +69,20 @@ class TorchPolicy:
     become per-copy.
     """
 
-    def __init__(self, module: Any, device: str):
+    def __init__(self, module: Any, device: str, call_width: int | None = None):
         import torch
 
+        from lerobench.policies.numerics import deterministic_torch, numerics_record
+
+        deterministic_torch()
         self.module = module.to(device).eval()
         self.device = torch.device(device)
         self.observation_needs = observation_needs(module)
         self.traits = policy_traits(module)
         """The module's declared traits, forwarded (``copy_safe``, ``batchable`` for ``serve --max-batch``, ...)."""
+        self.call_width = resolve_call_width(call_width, device)
+        dtype = next((p.dtype for p in module.parameters()), torch.float32)
+        self.numerics = numerics_record(self.device, dtype, self.call_width)
 
     def __copy__(self) -> TorchPolicy:
         clone = object.__new__(TorchPolicy)
@@ -95,11 +107,14 @@ class TorchPolicy:
         return batch
 
     def select_action(self, observation: dict[str, Any], task_descriptions: list[str]) -> np.ndarray:
-        """Convert once, run under ``torch.inference_mode()``, return NumPy actions."""
+        """Calls of exactly ``call_width`` rows, each converted once and run under ``torch.inference_mode()``."""
+        return call_at_width(self._call, observation, task_descriptions, self.call_width)
+
+    def _call(self, observation: dict[str, Any], task_descriptions: list[str]) -> np.ndarray:
         import torch
 
         with torch.inference_mode():
             out = self.module.select_action(self._to_tensors(observation), task_descriptions)
         if isinstance(out, torch.Tensor):
             out = out.detach().to("cpu").numpy()
-        return out
+        return np.asarray(out)

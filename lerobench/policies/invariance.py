@@ -1,0 +1,147 @@
+"""Batch invariance checked on a run's real rows, not declared: the first call's rows computed again elsewhere.
+
+At the first call of a rollout (every row at its episode's first observation) the same rows are also sent
+in another order, between made-up neighbour rows, and the first row alone; each real row's action must be
+bit-identical in every call. Probe calls go *before* the real call, so a policy that follows the contract
+(per-row state keyed by ``row_ids`` and reset at ``episode_start``) ends in the state it would have had
+without them; neighbour rows use negative slot ids (-2, -3, ...) and never collide with a real row.
+
+The outcome travels with the episode records (``EpisodeRecord.policy_check``) from whichever process made
+the call, so every executor, ``--resume`` and ``merge`` see it, and ``results.json`` ``config.batch_invariant``
+says ``verified``, ``failed`` (with the largest difference) or ``unchecked``; never a declaration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from lerobench.policies.width import take_rows
+
+VERIFIED, FAILED, UNCHECKED = "verified", "failed", "unchecked"
+NEIGHBOURS = 2
+"""Made-up rows around the real ones in the reordered probe call."""
+
+Select = Callable[[dict[str, Any], list[str]], Any]
+
+
+def as_actions(raw: Any) -> np.ndarray:
+    """A policy's output as a float64 array (torch tensors moved to the CPU); what the check compares."""
+    if hasattr(raw, "detach"):
+        raw = raw.detach().cpu().numpy()
+    return np.asarray(raw, dtype=np.float64)
+
+
+def neighbour_rows(observation: dict[str, Any], descriptions: list[str], count: int,
+                   salt: int = 1) -> tuple[dict[str, Any], list[str]]:
+    """``count`` plausible rows unlike the real ones, with negative slot ids (``-1 - salt - k``).
+
+    Each is the first real row with its state and images perturbed and another episode key.
+    """
+    rows = take_rows(observation, np.zeros(count, dtype=np.int64))
+    rng = np.random.default_rng(12345 + salt)
+    state = np.asarray(rows["state"])
+    rows["state"] = (state + rng.normal(0.0, 0.5, size=state.shape)).astype(state.dtype)
+    if isinstance(rows.get("images"), dict):
+        rows["images"] = {cam: np.ascontiguousarray(img[:, :, ::-1]) for cam, img in rows["images"].items()}
+    rows["slot"] = -1 - salt - np.arange(count, dtype=np.int64)
+    if "episode_seed" in rows:
+        rows["episode_seed"] = np.asarray(rows["episode_seed"], dtype=np.int64) ^ (0x9E3779B9 + salt)
+    return rows, [descriptions[0]] * count
+
+
+def concat_rows(parts: list[tuple[dict[str, Any], list[str]]]) -> tuple[dict[str, Any], list[str]]:
+    """Stack several row sets (same keys) into one observation."""
+    first = parts[0][0]
+    out: dict[str, Any] = {}
+    for key, value in first.items():
+        if isinstance(value, dict):
+            out[key] = {k: np.concatenate([np.asarray(p[0][key][k]) for p in parts]) for k in value}
+        elif isinstance(value, np.ndarray) and value.ndim >= 1:
+            out[key] = np.concatenate([np.asarray(p[0][key]) for p in parts])
+        elif isinstance(value, list | tuple):
+            out[key] = [x for p in parts for x in p[0][key]]
+        else:
+            out[key] = value
+    return out, [d for p in parts for d in p[1]]
+
+
+def probes(observation: dict[str, Any], descriptions: list[str]) -> list[tuple[dict[str, Any], list[str], np.ndarray]]:
+    """Calls that hold the real rows elsewhere: (observation, descriptions, position of each real row or -1)."""
+    n = len(observation["state"])
+    order = np.arange(n)[::-1]
+    out = []
+    before = neighbour_rows(observation, descriptions, 1, salt=1)
+    after = neighbour_rows(observation, descriptions, NEIGHBOURS - 1, salt=2)
+    reordered = concat_rows([before, (take_rows(observation, order), [descriptions[i] for i in order]), after])
+    where = np.empty(n, dtype=np.int64)
+    where[order] = 1 + np.arange(n)
+    out.append((*reordered, where))
+    if n > 1:
+        alone = np.full(n, -1, dtype=np.int64)
+        alone[0] = 0
+        out.append((take_rows(observation, np.array([0])), [descriptions[0]], alone))
+    return out
+
+
+def _difference(a: np.ndarray, b: np.ndarray) -> float:
+    same_nan = np.isnan(a) & np.isnan(b)
+    diff = np.abs(np.where(same_nan, 0.0, a - b))
+    return float(np.nanmax(np.where(np.isnan(diff), np.inf, diff))) if diff.size else 0.0
+
+
+def compare(real: np.ndarray, probe: np.ndarray, where: np.ndarray) -> float | None:
+    """Largest |difference| between each real row and its copy in ``probe``; None if the shapes cannot match."""
+    rows = np.flatnonzero(where >= 0)
+    if probe.ndim != real.ndim or probe.shape[1:] != real.shape[1:] or len(probe) <= where.max():
+        return None
+    return _difference(real[rows], probe[where[rows]])
+
+
+def checked_call(select: Select, observation: dict[str, Any],
+                 descriptions: list[str]) -> tuple[Any, dict[str, Any]]:
+    """Run ``select`` on the real rows after the probe calls; return its output and the check's outcome.
+
+    The outcome: ``{"status": "verified" | "failed", "max_abs_diff": float, "rows": n, "reason": str | None}``.
+    A probe call that raises makes the check fail (the real call still decides the run).
+    """
+    probe_out: list[tuple[np.ndarray | BaseException, np.ndarray]] = []
+    for obs, texts, where in probes(observation, descriptions):
+        try:
+            probe_out.append((as_actions(select(obs, texts)), where))
+        except Exception as exc:  # noqa: BLE001 - recorded as the reason the check failed
+            probe_out.append((exc, where))
+    raw = select(observation, descriptions)
+    real = as_actions(raw)
+    worst, reason = 0.0, None
+    for out, where in probe_out:
+        if isinstance(out, BaseException):
+            reason = f"a probe call raised {type(out).__name__}: {out}"
+            worst = float("inf")
+            continue
+        diff = compare(real, out, where)
+        if diff is None:
+            reason = f"a probe call returned shape {out.shape} for rows of shape {real.shape}"
+            worst = float("inf")
+        else:
+            worst = max(worst, diff)
+    if reason is None and worst > 0:
+        reason = (f"a row's action changed by up to {worst:.3g} with other rows beside it: it depends on the "
+                  "rest of the call (batch statistics? unpadded calls, --call-width 0? a random stream "
+                  "not drawn from row_generators?)")
+    check = {"status": VERIFIED if worst == 0 else FAILED, "max_abs_diff": worst if np.isfinite(worst) else None,
+             "rows": len(real), "reason": reason}
+    return raw, check
+
+
+def summarize_checks(checks: list[dict[str, Any]]) -> dict[str, Any]:
+    """``config.batch_invariance`` from every record's check: failed if any failed, verified if any ran."""
+    if not checks:
+        return {"status": UNCHECKED, "checks": 0, "max_abs_diff": None, "reason": None}
+    failed = [c for c in checks if c.get("status") == FAILED]
+    diffs = [c["max_abs_diff"] for c in checks if c.get("max_abs_diff") is not None]
+    return {"status": FAILED if failed else VERIFIED, "checks": len(checks),
+            "max_abs_diff": max(diffs) if diffs else None,
+            "reason": failed[0].get("reason") if failed else None}

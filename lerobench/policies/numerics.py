@@ -1,0 +1,50 @@
+"""Deterministic torch numerics for policy calls, and the record that tells two runs' numerics apart.
+
+Why each setting: cuDNN's benchmark mode times several kernels at the first call and keeps the fastest, so
+two runs may compute with different kernels; TF32 (and float32 matmul precision below "highest") trades
+mantissa bits for speed on Ampere+ GPUs; some CUDA kernels (scatter/index adds, some backward convs) use
+atomics whose order varies. All of these change a row's bits from one run to the next. The thread count
+is recorded but not fixed: at a fixed call shape it did not change a row's bits (1, 2 and 4 threads,
+``tests/test_batch_invariance.py``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+
+def deterministic_torch() -> None:
+    """Switch torch to deterministic numerics for this process.
+
+    Idempotent; where torch has no deterministic kernel it warns, never fails.
+    """
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # cuBLAS determinism; read at CUDA init
+    import torch
+
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    torch.use_deterministic_algorithms(True, warn_only=True)
+
+
+def numerics_record(device: Any, dtype: Any, call_width: int) -> dict[str, Any]:
+    """What ``results.json`` ``config.numerics`` holds for a torch policy: enough to tell numerics apart."""
+    import torch
+
+    dev = torch.device(device)
+    return {
+        "torch": torch.__version__,
+        "device": str(dev),
+        "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
+        "cuda": torch.version.cuda if dev.type == "cuda" else None,
+        "dtype": str(dtype).replace("torch.", ""),
+        "call_width": call_width,
+        "threads": torch.get_num_threads(),
+        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+        "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
+        "tf32": bool(torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32),
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+    }
