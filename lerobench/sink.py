@@ -96,6 +96,7 @@ class RecordSink:
         self._open_tasks: set[str] = set()
         self._finished_tasks: set[str] = set()
         self._writer: ResultsWriter | None = None
+        self._warned_check = False
         self.encoder: VideoEncoder | NullVideoEncoder = NullVideoEncoder()
 
     # -- lifecycle -----------------------------------------------------------------------------------
@@ -175,11 +176,23 @@ class RecordSink:
                 self._counts[task.name] = self._counts.get(task.name, 0) + 1
             complete = ends_episode and self._counts[task.name] == self._expected.get(task.name)
         self._writer.put_episode(record)
+        self._warn_failed_check(task, record)
         if record.trial == 0:
             self.ledger.add(task.name, record.episode, record.success)
             self.reporter.episode(task, record)
         if complete:
             self.task_finished(task)
+
+    def _warn_failed_check(self, task: TaskSpec, record: EpisodeRecord) -> None:
+        """One line, once per run, when a batch-invariance check failed: the numbers depend on the schedule."""
+        check = record.policy_check
+        if not check or check.get("status") != "failed" or self._warned_check:
+            return
+        self._warned_check = True
+        self.reporter.message(
+            f"warning: batch invariance failed on task {task.name!r} ({check.get('reason')}): this run's "
+            "per-episode numbers depend on --batch-size, executor and timing; run `lerobench check-policy` "
+            "on this policy and see docs/policies.md#batch-invariance")
 
     def wants(self, task: str, episode: int) -> bool:
         """Whether episode ``episode`` of ``task`` is still worth starting (False once ``--until`` decided it)."""

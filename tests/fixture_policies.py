@@ -273,3 +273,50 @@ class SlowOverlappingNoisyChunk(NoisyExpertChunk):
 
 def make_slow_overlapping_noisy_chunk(context):
     return SlowOverlappingNoisyChunk(context)
+
+
+def make_mlp(context):
+    """A deterministic random-init torch MLP (seed 0): state -> tanh action, like a small BC policy."""
+    import torch
+
+    class MLP(torch.nn.Module):
+        observation_needs = ObservationNeeds()
+
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.net = torch.nn.Sequential(torch.nn.Linear(context.state_dim, 256), torch.nn.ReLU(),
+                                           torch.nn.Linear(256, 256), torch.nn.ReLU(),
+                                           torch.nn.Linear(256, context.action_dim), torch.nn.Tanh())
+
+        def reset(self):
+            pass
+
+        def select_action(self, observation, task_descriptions):
+            return self.net(observation["state"])
+
+    return MLP()
+
+
+def make_batch_norm(context):
+    """An MLP that normalises over the batch (BatchNorm statistics of the call): a row depends on its neighbours."""
+    import torch
+
+    class BatchNormalising(torch.nn.Module):
+        observation_needs = ObservationNeeds()
+
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.inp = torch.nn.Linear(context.state_dim, 64)
+            self.out = torch.nn.Linear(64, context.action_dim)
+
+        def reset(self):
+            pass
+
+        def select_action(self, observation, task_descriptions):
+            h = self.inp(observation["state"])
+            h = torch.nn.functional.batch_norm(h, None, None, training=True)  # statistics of this call
+            return torch.tanh(self.out(torch.relu(h)))
+
+    return BatchNormalising()

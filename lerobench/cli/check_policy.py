@@ -1,0 +1,77 @@
+"""`lerobench check-policy`: a policy conformance check before a long evaluation; exit 1 on a failed invariant."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from lerobench.cli.common import _fail, _print_json, app, console, err_console
+from lerobench.errors import LerobenchError
+
+STYLE = {"pass": "green", "fail": "bold red", "warn": "yellow", "info": ""}
+
+
+@app.command("check-policy", short_help="Check a policy before a long run: deterministic, batch-invariant, ...")
+def check_policy(
+    policy: str = typer.Option(..., "--policy", "-p", help="Policy spec, as for `lerobench eval`."),
+    suite: str = typer.Option(..., "--suite", "-s", help="Suite whose real first steps feed the checks."),
+    task: str | None = typer.Option(None, "--task", help="Task name or index (default: the suite's first)."),
+    episodes: int = typer.Option(4, "--episodes", min=2, help="Episodes whose first steps are the rows checked."),
+    steps: int = typer.Option(3, "--steps", min=1, help="Steps of each episode observed (the reset check)."),
+    protocol: str = typer.Option("standard", "--protocol", help="Named protocol of the suite."),
+    seed: int = typer.Option(0, "--seed", help="Run seed (fixes the episodes' starts)."),
+    device: str = typer.Option("cpu", "--device", help="cpu | cuda | cuda:N | auto (for torch policies)."),
+    call_width: int | None = typer.Option(None, "--call-width", min=0, help="As for eval (default: 4 cpu, 16 cuda)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON instead of a table."),
+) -> None:
+    """Check a policy on a suite's real first observations; exit 1 when an invariant fails.
+
+    Rows must be deterministic, batch-invariant, isolated from their neighbours, keyed per episode, reset
+    cleanly and valid; calls are timed at 1..2W rows.
+
+    Exit 1 when an invariant fails: an evaluation of this policy would give numbers that depend on the batch
+    size, executor or timing (docs/policies.md#check-policy).
+    """
+    from lerobench.plan import RunSettings, make_plan
+    from lerobench.policies.base import close_policy
+    from lerobench.policies.conformance import run_checks
+    from lerobench.policies.loading import load_policy
+    from lerobench.registry import load_suite
+
+    try:
+        s = load_suite(suite).select_tasks([task] if task else None)
+        settings = RunSettings(suite=s, policy=policy, output=Path("."), protocol=protocol, seed=seed,
+                               device=device, call_width=call_width, max_steps=max(steps + 1, 2))
+        plan = make_plan(settings)
+        loaded = load_policy(policy, plan.context())
+        try:
+            report = run_checks(policy, plan, loaded, s.tasks[0], episodes=episodes, steps=steps)
+        finally:
+            close_policy(loaded)
+    except LerobenchError as exc:
+        _fail(exc)
+    if as_json:
+        _print_json(report.to_json())
+    else:
+        table = Table(title=f"check-policy {escape(policy)} on {s.name} / {escape(report.task)}")
+        for col in ("check", "status", "detail"):
+            table.add_column(col, overflow="fold")
+        for c in report.checks:
+            style = STYLE.get(c.status, "")
+            table.add_row(c.name, f"[{style}]{c.status}[/]" if style else c.status, escape(c.detail))
+        console.print(table)
+        timing = Table(title="latency per call")
+        for col in ("rows", "latency ms", "rows/s", "peak RSS growth MB"):
+            timing.add_column(col, justify="right")
+        for row in report.latency:
+            timing.add_row(*(str(row[k]) for k in ("rows", "latency_ms", "rows_per_s", "peak_rss_growth_mb")))
+        console.print(timing)
+        console.print(f"suggestion: {escape(report.suggestion)}", highlight=False, soft_wrap=True)
+    if not report.ok:
+        failed = [c for c in report.checks if c.status == "fail"]
+        err_console.print(f"[bold red]error:[/] {escape(failed[0].name)}: {escape(failed[0].detail)}", highlight=False,
+                          soft_wrap=True)
+        raise typer.Exit(1)

@@ -1,0 +1,275 @@
+"""``lerobench check-policy``: does a policy keep the promises a long evaluation relies on? Checked, not declared.
+
+On observations from the suite's real first steps (the first ``episodes`` episodes of one task, a few steps
+each) the policy is asked the same rows in many ways. A benchmark's numbers are a pure function of
+(seed, task, episode) only if a row's action is
+
+- **deterministic**: the same rows twice give the same bits;
+- **batch-invariant**: a row alone, among all rows, at the call width and beyond it (split calls), and in
+  reversed order gives the same bits;
+- **row-isolated**: changing a neighbour row never changes a row (a policy normalising over the batch, e.g.
+  BatchNorm in train mode, fails here with a difference of the size of the actions);
+- **noise keyed per episode** (stochastic policies): another episode draws other noise, the same one the same;
+- **reset**: after ``reset()`` the first rows give what they gave a fresh policy;
+- **valid**: the declared shape, finite, inside the action space [-1, 1].
+
+Latency and memory per call are measured at 1 .. 2W rows and turned into a suggested ``--batch-size``.
+Nothing here prints: ``cli/check_policy.py`` draws the table.
+"""
+
+from __future__ import annotations
+
+import copy
+import resource
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from lerobench.envs.base import env_action, episode_seed
+from lerobench.policies.base import Policy, observation_needs, policy_numerics, policy_traits
+from lerobench.policies.invariance import as_actions, concat_rows, neighbour_rows
+from lerobench.policies.width import take_rows
+
+PASS, FAIL, WARN, INFO = "pass", "fail", "warn", "info"
+BATCH_HINT = ("a row's action depends on the other rows of the call: does it normalise over the batch (BatchNorm "
+              "in train mode, statistics of the call)? Compute each row from its own inputs")
+SHAPE_HINT = ("a row's bits depend on the call's shape: pad calls to a fixed width (torch policies: --call-width "
+              ">= 1, the default) or compute rows one at a time")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of the report."""
+
+    name: str
+    status: str
+    detail: str
+    max_abs_diff: float | None = None
+
+
+@dataclass
+class Report:
+    """Every check, plus the latency table and the suggestion; ``ok`` is False when an invariant failed."""
+
+    policy: str
+    suite: str
+    task: str
+    checks: list[Check] = field(default_factory=list)
+    latency: list[dict[str, Any]] = field(default_factory=list)
+    suggestion: str = ""
+    numerics: dict[str, Any] | None = None
+
+    @property
+    def ok(self) -> bool:
+        """No check failed."""
+        return all(c.status != FAIL for c in self.checks)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form (``--json``)."""
+        return {"ok": self.ok, "policy": self.policy, "suite": self.suite, "task": self.task,
+                "checks": [{**c.__dict__, "max_abs_diff": c.max_abs_diff if c.max_abs_diff is None
+                            or np.isfinite(c.max_abs_diff) else None} for c in self.checks], "latency": self.latency,
+                "suggestion": self.suggestion, "numerics": self.numerics}
+
+
+def first_rows(plan: Any, policy: Policy, task: Any, episodes: int, steps: int) -> list[dict[str, Any]]:
+    """One-row observations of the first ``episodes`` episodes of ``task`` at steps 0..``steps``-1.
+
+    Built as the rollout builds them (slot = episode, ``episode_seed``, ``call`` = step, ``episode_start``); the
+    policy itself chooses the actions that lead from one step to the next (then it is reset).
+    """
+    from lerobench.envs.vector import make_vector_env
+
+    needs = observation_needs(policy)
+    venv = make_vector_env(plan.env_spec(task, needs.cameras, None), 1, in_process=True)
+    rows: list[dict[str, Any]] = []
+    try:
+        for episode in range(episodes):
+            policy.reset()
+            obs, _ = venv.reset(options={"episodes": [episode], "trials": [0]})
+            queue: list[np.ndarray] = []
+            reward, success = 0.0, False
+            for step in range(steps):
+                row = {"state": np.array(obs["state"], dtype=np.float32)}
+                if needs.cameras:
+                    row["images"] = {c: np.array(obs["images"][c]) for c in needs.cameras}
+                row.update(slot=np.array([episode]), task=[task.name], episode=np.array([episode]),
+                           episode_seed=np.array([episode_seed(plan.settings.seed, task.index, episode)]),
+                           episode_start=np.array([step == 0]), trial=np.array([0]), trial_start=np.array([step == 0]),
+                           call=np.array([step]), reward=np.array([reward], np.float32), success=np.array([success]),
+                           active=np.array([True]))
+                rows.append(row)
+                if not queue:
+                    out = as_actions(policy.select_action(row, [task.description]))
+                    queue = list(out[0] if out.ndim == 3 else out[:1])
+                obs, r, _, _, info = venv.step(env_action(np.asarray([queue.pop(0)], np.float32), np.ones(1, bool)))
+                reward, success = float(np.asarray(r)[0]), bool(np.asarray(info.get("success", [False]))[0])
+    finally:
+        venv.close()
+        policy.reset()
+    return rows
+
+
+def _stack(rows: list[dict[str, Any]]) -> tuple[dict[str, Any], list[str]]:
+    return concat_rows([(r, list(r["task"])) for r in rows])
+
+
+def _call(policy: Policy, batch: tuple[dict[str, Any], list[str]], descriptions: dict[str, str]) -> np.ndarray:
+    """A fresh-state call (``reset`` first: every row is at its episode start)."""
+    policy.reset()
+    obs, tasks = batch
+    return as_actions(policy.select_action(obs, [descriptions.get(t, t) for t in tasks]))
+
+
+def _diff(a: np.ndarray, b: np.ndarray) -> float:
+    if a.shape != b.shape:
+        return float("inf")
+    d = np.abs(a - b)
+    d[np.isnan(a) & np.isnan(b)] = 0.0
+    return float(np.nan_to_num(d, nan=np.inf).max()) if d.size else 0.0
+
+
+def run_checks(spec: str, plan: Any, policy: Policy, task: Any, episodes: int = 4, steps: int = 3,
+               width: int | None = None) -> Report:
+    """Every check of the module docstring on ``task``'s first rows; never raises for a failing policy."""
+    descriptions = {task.name: task.description}
+    numerics = policy_numerics(policy)
+    width = width or (numerics or {}).get("call_width") or 8
+    report = Report(policy=spec, suite=plan.suite.name, task=task.name, numerics=numerics)
+    rows = first_rows(plan, policy, task, episodes, steps)
+    starts = [r for r in rows if r["episode_start"][0]]
+    batch = _stack(starts)
+    base = _call(policy, batch, descriptions)
+    report.checks.append(_validity(base, len(starts), plan.action_dim))
+    again = _call(policy, batch, descriptions)
+    d = _diff(base, again)
+    report.checks.append(Check("deterministic", PASS if d == 0 else FAIL,
+                               "same rows twice: identical bits" if d == 0 else
+                               f"same rows twice differ by up to {d:.3g}: a random stream outside row_generators, "
+                               "or state not reset", d))
+    report.checks.append(_invariance(policy, starts, base, width, descriptions))
+    report.checks.append(_isolation(policy, starts, base, descriptions))
+    report.checks.append(_noise(policy, starts, base, descriptions))
+    report.checks.append(_reset(policy, rows, base, batch, descriptions))
+    report.latency, report.suggestion = _latency(policy, starts, width, descriptions)
+    return report
+
+
+def _validity(out: np.ndarray, n: int, action_dim: int) -> Check:
+    if out.ndim not in (2, 3) or out.shape[0] != n or out.shape[-1] != action_dim:
+        return Check("actions", FAIL, f"expected ({n}, {action_dim}) or ({n}, T, {action_dim}), got {out.shape}")
+    if not np.isfinite(out).all():
+        return Check("actions", FAIL, "NaN or infinity in the actions")
+    outside = float(np.mean(np.abs(out) > 1.0))
+    shape = "chunk " + "x".join(map(str, out.shape[1:])) if out.ndim == 3 else f"{action_dim}-D"
+    if outside:
+        return Check("actions", WARN, f"{shape}, finite; {outside:.0%} of values outside [-1, 1] (the simulator "
+                                      "clips them: un-normalised outputs?)")
+    return Check("actions", PASS, f"{shape}, finite, inside [-1, 1]")
+
+
+def _invariance(policy: Policy, starts: list[dict[str, Any]], base: np.ndarray, width: int,
+                descriptions: dict[str, str]) -> Check:
+    """Each row alone, all rows reversed, and all rows among neighbours beyond 2W rows (split calls)."""
+    n = len(starts)
+    worst = 0.0
+    for i, row in enumerate(starts):
+        worst = max(worst, _diff(_call(policy, _stack([row]), descriptions)[0], base[i]))
+    reversed_out = _call(policy, _stack(starts[::-1]), descriptions)[::-1]
+    worst = max(worst, _diff(reversed_out, base))
+    obs, tasks = _stack(starts)
+    fill = neighbour_rows(obs, tasks, max(1, 2 * width + 1 - n), salt=7)
+    wide = _call(policy, concat_rows([fill, (obs, tasks)]), descriptions)[-n:]
+    worst = max(worst, _diff(wide, base))
+    if worst == 0:
+        return Check("batch-invariant", PASS, f"1, {n} and {2 * width + 1} rows, reversed: identical bits", 0.0)
+    hint = SHAPE_HINT if worst < 1e-4 else BATCH_HINT
+    return Check("batch-invariant", FAIL, f"a row differs by up to {worst:.3g} between calls: {hint}", worst)
+
+
+def _isolation(policy: Policy, starts: list[dict[str, Any]], base: np.ndarray, descriptions: dict[str, str]) -> Check:
+    obs, tasks = _stack(starts)
+    other = neighbour_rows(obs, tasks, len(starts), salt=11)
+    for key in ("slot", "episode", "episode_seed"):  # same identity as the real rows: only their inputs differ
+        if key in other[0]:
+            other[0][key] = np.asarray(obs[key])
+    changed = take_rows(other[0], np.arange(len(starts)))
+    changed_obs = take_rows(obs, np.arange(len(starts)))
+    changed_obs["state"] = np.array(changed_obs["state"])
+    changed_obs["state"][1:] = changed["state"][1:]
+    if "images" in changed_obs:
+        changed_obs["images"] = {c: np.array(v) for c, v in changed_obs["images"].items()}
+        for c in changed_obs["images"]:
+            changed_obs["images"][c][1:] = changed["images"][c][1:]
+    out = _call(policy, (changed_obs, tasks), descriptions)
+    d = _diff(out[:1], base[:1])
+    if len(starts) < 2:
+        return Check("row isolation", INFO, "one row only: nothing to change beside it")
+    return Check("row isolation", PASS if d == 0 else FAIL,
+                 "changing the other rows leaves row 0 unchanged" if d == 0 else
+                 f"changing the other rows moves row 0 by {d:.3g}: {BATCH_HINT if d >= 1e-4 else SHAPE_HINT}", d)
+
+
+def _noise(policy: Policy, starts: list[dict[str, Any]], base: np.ndarray, descriptions: dict[str, str]) -> Check:
+    """Another episode key must change a stochastic policy's draw; a deterministic one must not care."""
+    obs, tasks = _stack(starts)
+    shifted = dict(obs, episode_seed=np.asarray(obs["episode_seed"]) + 1_000_003)
+    out = _call(policy, (shifted, tasks), descriptions)
+    moved = _diff(out, base)
+    if policy_traits(policy).stochastic:
+        if moved == 0:
+            return Check("noise per episode", WARN, "declared stochastic, but another episode key draws the same "
+                                                    "actions: is the noise keyed per episode (row_generators)?")
+        return Check("noise per episode", PASS, "another episode key draws other noise; the same key the same")
+    if moved:
+        return Check("noise per episode", WARN, f"not declared stochastic, yet the episode key moves actions by "
+                                                f"{moved:.3g}: declare PolicyTraits(stochastic=True)", moved)
+    return Check("noise per episode", INFO, "deterministic: actions do not depend on the episode key")
+
+
+def _reset(policy: Policy, rows: list[dict[str, Any]], base: np.ndarray, batch: tuple[dict[str, Any], list[str]],
+           descriptions: dict[str, str]) -> Check:
+    """Run some later steps, then ``reset()``: the first rows must give what they gave a fresh policy."""
+    policy.reset()
+    for row in rows:
+        policy.select_action(row, [descriptions.get(t, t) for t in row["task"]])
+    d = _diff(_call(policy, batch, descriptions), base)
+    clone = copy.copy(policy) if policy_traits(policy).copy_safe else None
+    d_copy = _diff(_call(clone, batch, descriptions), base) if clone is not None else 0.0
+    worst = max(d, d_copy)
+    return Check("reset", PASS if worst == 0 else FAIL,
+                 "after later steps, reset() (and a copy's reset) gives the fresh policy's actions" if worst == 0 else
+                 f"after reset() the first rows differ by up to {worst:.3g}: reset() must forget every episode's "
+                 "state (or key state by row_ids and reset it at episode_start)", worst)
+
+
+def _latency(policy: Policy, starts: list[dict[str, Any]], width: int,
+             descriptions: dict[str, str]) -> tuple[list[dict[str, Any]], str]:
+    """Median latency, rows/s and peak memory growth per call at 1, 2, 4, .. up to 2W rows."""
+    from lerobench.system import usable_cores
+
+    obs, tasks = _stack(starts)
+    sizes = sorted({1, 2, *[w for w in (4, 8, 16, 32, 64) if w <= 2 * width], width, 2 * width})
+    table = []
+    for size in sizes:
+        index = np.arange(size) % len(starts)
+        batch = (take_rows(obs, index), [tasks[i] for i in index])
+        times = []
+        rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        for _ in range(3):
+            started = time.perf_counter()
+            _call(policy, batch, descriptions)
+            times.append(time.perf_counter() - started)
+        grew = max(0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) / 1024
+        median = float(np.median(times))
+        table.append({"rows": size, "latency_ms": round(median * 1e3, 3),
+                      "rows_per_s": round(size / median, 1) if median > 0 else None,
+                      "peak_rss_growth_mb": round(grew, 1)})
+    best = max(table, key=lambda r: r["rows_per_s"] or 0)
+    cores = usable_cores()
+    suggestion = (f"most rows/s at {best['rows']} rows per call ({best['rows_per_s']} rows/s, "
+                  f"{best['latency_ms']} ms); with {cores} usable cores, --batch-size {min(max(best['rows'], 1), 64)}"
+                  f" keeps calls that full")
+    return table, suggestion
