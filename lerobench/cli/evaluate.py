@@ -159,7 +159,7 @@ def evaluate(
     call_width: int | None = typer.Option(
         None, "--call-width", min=0,
         help="Rows per call of a torch policy, padded, so a row's action never depends on its neighbours "
-             "(default: 4 on cpu, 16 on cuda; 0: unpadded, batch-dependent numerics). docs/policies.md"),
+             "(default: 8 on cpu, 16 on cuda; 0: unpadded, batch-dependent numerics). docs/policies.md"),
     shard: str | None = typer.Option(None, "--shard", help="Run only shard I of N (I/N, from 0) of the "
                                      "(task, episode) units; combine shards with `lerobench merge`."),
     max_errors: int | None = typer.Option(

@@ -18,7 +18,7 @@ def serve_policy(
     seed: int = typer.Option(0, "--seed", help="Run seed given to the policy factory."),
     device: str = typer.Option("cpu", "--device", help="cpu | cuda | cuda:N | auto (for torch policies)."),
     call_width: int | None = typer.Option(
-        None, "--call-width", min=0, help="Rows per call of a torch policy, padded (default: 4 cpu, 16 cuda)."),
+        None, "--call-width", min=0, help="Rows per call of a torch policy, padded (default: 8 cpu, 16 cuda)."),
     max_batch: int = typer.Option(1, "--max-batch", help="Stack up to N rows of concurrent requests into one "
                                   "policy call (1: no batching; the policy must declare batchable = True)."),
     max_wait_ms: float = typer.Option(5.0, "--max-wait-ms", help="With --max-batch: wait at most T ms after a "
