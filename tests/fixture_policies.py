@@ -279,8 +279,11 @@ def make_mlp(context):
     """A deterministic random-init torch MLP (seed 0): state -> tanh action, like a small BC policy."""
     import torch
 
+    from lerobench.policies.base import PolicyTraits
+
     class MLP(torch.nn.Module):
         observation_needs = ObservationNeeds()
+        traits = PolicyTraits(batchable=True)
 
         def __init__(self):
             super().__init__()

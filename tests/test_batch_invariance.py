@@ -1,0 +1,184 @@
+"""Neural policies give the same per-episode numbers at any batch size, executor and schedule (issue 26).
+
+Real torch models (an MLP, LeRobot ACT, a LeRobot diffusion policy with per-row noise) on the real Meta-World
+simulator: bit-identical outcomes at --batch-size 1/3/8, processes, --parallel-tasks 2 and through
+``serve --max-batch``, and results.json says ``verified`` because the run checked it. Unpadded calls
+(``--call-width 0``, what landed main did) differ, and the run's own check says ``failed``.
+"""
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from lerobench.cli import app
+from lerobench.policies.base import PolicyContext
+from lerobench.policies.loading import load_policy
+from lerobench.policies.width import call_at_width, pad_rows
+from lerobench.registry import load_suite
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("metaworld")
+runner = CliRunner()
+TASKS = ["--suite", "metaworld_mt10", "--tasks", "reach-v3,push-v3", "--videos", "0"]
+
+
+def _context(call_width=None):
+    suite = load_suite("metaworld_mt10")
+    return PolicyContext(suite=suite.name, backend="metaworld", tasks=suite.tasks, action_dim=4, state_dim=39,
+                         cameras=(), image_size=(64, 64), call_width=call_width)
+
+
+def _observation(slots, seed=0):
+    n = len(slots)
+    state = np.random.default_rng(seed).normal(size=(64, 39)).astype(np.float32)[slots]
+    return {"state": state, "slot": np.asarray(slots), "episode_start": np.ones(n, bool), "task": ["reach-v3"] * n,
+            "episode_seed": np.asarray(slots) * 7 + 1, "call": np.zeros(n, np.int64), "active": np.ones(n, bool)}
+
+
+def _outcomes(out):
+    lines = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
+    return sorted((e["task"], e["episode"], e["success"], e["steps"], e["return"]) for e in lines)
+
+
+def _eval(out, *args):
+    result = runner.invoke(app, ["eval", *TASKS, "--output", str(out), *args])
+    assert result.exit_code == 0, result.output
+    return json.loads((out / "results.json").read_text())
+
+
+def test_padding_marks_rows_and_keeps_real_rows_first():
+    obs = _observation([3, 5])
+    padded, texts = pad_rows(obs, ["a", "b"], 4)
+    assert padded["padding"].tolist() == [False, False, True, True]
+    assert padded["slot"].tolist() == [3, 5, -1, -1] and texts == ["a", "b", "b", "b"]
+    assert np.array_equal(padded["state"][2], obs["state"][1])
+    shapes = []
+    call_at_width(lambda o, t: shapes.append(len(o["state"])) or np.zeros((len(o["state"]), 4)), _observation(
+        list(range(11))), ["x"] * 11, 4)
+    assert shapes == [4, 4, 4]  # larger requests split into calls of exactly the width
+
+
+@pytest.mark.parametrize("width", [1, 8, 16])
+def test_mlp_rows_do_not_depend_on_neighbours_count_or_position(width):
+    policy = load_policy("fixture_policies:make_mlp", _context(width))
+    alone = {s: policy.select_action(_observation([s]), ["x"])[0] for s in range(20)}
+    for slots in ([0, 1, 2], [5, 2, 9, 0], list(range(19, -1, -1)), [7] + list(range(10))):
+        out = policy.select_action(_observation(slots), ["x"] * len(slots))
+        for k, s in enumerate(slots):
+            assert np.array_equal(out[k], alone[s]), (width, slots, s)
+
+
+def test_thread_count_does_not_change_rows():
+    policy = load_policy("fixture_policies:make_mlp", _context())
+    threads = torch.get_num_threads()
+    try:
+        got = []
+        for n in (1, 2, 4):
+            torch.set_num_threads(n)
+            got.append(policy.select_action(_observation(list(range(13))), ["x"] * 13))
+    finally:
+        torch.set_num_threads(threads)
+    assert np.array_equal(got[0], got[1]) and np.array_equal(got[0], got[2])
+
+
+def test_mlp_same_numbers_at_every_batch_size_and_executor(tmp_path):
+    """The issue's MLP: batch 1 vs 3 vs 8, processes and parallel tasks: identical and verified."""
+    common = ["--policy", "fixture_policies:make_mlp", "--episodes", "3", "--max-steps", "80"]
+    runs = {"b1": ["--batch-size", "1"], "b3": ["--batch-size", "3"], "b8": ["--batch-size", "8"],
+            "processes": ["--executor", "processes", "--workers", "2"],
+            "parallel": ["--batch-size", "2", "--parallel-tasks", "2"]}
+    reference = None
+    for name, extra in runs.items():
+        results = _eval(tmp_path / name, *common, *extra)
+        config = results["config"]
+        assert config["batch_invariant"] == "verified", (name, config["batch_invariance"])
+        assert config["call_width"] == 8 and config["numerics"]["deterministic_algorithms"]
+        outcomes = _outcomes(tmp_path / name)
+        assert len(outcomes) == 6
+        reference = reference or outcomes
+        assert outcomes == reference, name
+
+
+def test_unpadded_calls_differ_and_the_run_says_failed(tmp_path):
+    """What landed main did (no fixed width): batch 1 and 3 give other returns, and the check catches it."""
+    common = ["--policy", "fixture_policies:make_mlp", "--episodes", "3", "--max-steps", "60", "--call-width", "0"]
+    one = _eval(tmp_path / "b1", *common, "--batch-size", "1")
+    three = _eval(tmp_path / "b3", *common, "--batch-size", "3")
+    assert _outcomes(tmp_path / "b1") != _outcomes(tmp_path / "b3")
+    assert three["config"]["batch_invariant"] == "failed" and three["config"]["batch_invariance"]["max_abs_diff"] > 0
+    assert one["config"]["call_width"] == 0
+    # the call width is part of the treatment: resuming with another width is refused
+    result = runner.invoke(app, ["eval", *TASKS, *common[:-2], "--batch-size", "1", "--resume",
+                                 "--output", str(tmp_path / "b1")])
+    assert result.exit_code == 2 and "call_width" in result.output
+
+
+def test_batch_normalising_policy_fails_check_policy_and_its_eval_records_failed(tmp_path):
+    result = runner.invoke(app, ["check-policy", "--policy", "fixture_policies:make_batch_norm", "--suite",
+                                 "metaworld_mt10", "--json"])
+    assert result.exit_code == 1, result.output
+    report = json.loads(result.stdout[: result.stdout.rindex("}") + 1])
+    failed = {c["name"] for c in report["checks"] if c["status"] == "fail"}
+    assert {"batch-invariant", "row isolation"} <= failed
+    assert "normalise over the batch" in result.output
+    results = _eval(tmp_path / "bn", "--policy", "fixture_policies:make_batch_norm", "--episodes", "2",
+                    "--max-steps", "20")
+    assert results["config"]["batch_invariant"] == "failed"
+    assert results["config"]["batch_invariance"]["max_abs_diff"] > 1e-3
+
+
+def test_check_policy_passes_a_conforming_policy():
+    result = runner.invoke(app, ["check-policy", "--policy", "fixture_policies:make_mlp", "--suite",
+                                 "metaworld_mt10", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["ok"] and {c["name"]: c["status"] for c in report["checks"]}["batch-invariant"] == "pass"
+    assert [r["rows"] for r in report["latency"]][:2] == [1, 2] and report["suggestion"]
+
+
+@pytest.fixture(scope="module")
+def lerobot_dirs(tmp_path_factory):
+    pytest.importorskip("lerobot")
+    from lerobot_fixtures import save_tiny_diffusion
+    from test_lerobot import save_tiny_act
+
+    root = tmp_path_factory.mktemp("lerobot")
+    return {"act": save_tiny_act(root / "act"), "diffusion": save_tiny_diffusion(root / "diffusion")}
+
+
+@pytest.mark.parametrize("kind", ["act", "diffusion"])
+def test_lerobot_policies_same_numbers_at_batch_1_3_8(tmp_path, lerobot_dirs, kind):
+    common = ["--policy", f"lerobot:{lerobot_dirs[kind]}", "--episodes", "3", "--max-steps", "40" if kind == "act"
+              else "24"]
+    reference = None
+    for batch in ("1", "3", "8"):
+        results = _eval(tmp_path / batch, *common, "--batch-size", batch)
+        assert results["config"]["batch_invariant"] == "verified", results["config"]["batch_invariance"]
+        outcomes = _outcomes(tmp_path / batch)
+        reference = reference or outcomes
+        assert outcomes == reference, batch
+
+
+def test_served_batched_mlp_gives_the_local_numbers(tmp_path):
+    """``serve --max-batch 4`` stacks rows of 3 envs into calls: the numbers of a local run at batch 1."""
+    pytest.importorskip("websockets")
+    import threading
+
+    from lerobench.policies.serve import PolicyServer, suite_context
+
+    server = PolicyServer("fixture_policies:make_mlp", suite_context("metaworld_mt10"), port=0, max_batch=4,
+                          max_wait_ms=20)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    common = ["--episodes", "3", "--max-steps", "60"]
+    try:
+        served = _eval(tmp_path / "served", "--policy", server.url, "--batch-size", "3", *common)
+    finally:
+        server.shutdown()
+        thread.join(timeout=30)
+    _eval(tmp_path / "local", "--policy", "fixture_policies:make_mlp", "--batch-size", "1", *common)
+    assert served["config"]["batch_invariant"] == "verified", served["config"]["batch_invariance"]
+    assert served["config"]["call_width"] == 8
+    assert _outcomes(tmp_path / "served") == _outcomes(tmp_path / "local")
