@@ -243,8 +243,9 @@ class NoisyExpertChunk:
         from lerobench.policies.base import row_generators
 
         assert observation["active"].all()
-        NoisyExpertChunk.rows_seen += len(observation["state"])  # class-wide, subclasses included
-        NoisyExpertChunk.calls += 1
+        probe = np.asarray(observation.get("probe", np.zeros(len(observation["state"]), bool)))
+        NoisyExpertChunk.rows_seen += int((~probe).sum())  # class-wide, subclasses included; not check calls
+        NoisyExpertChunk.calls += int(not probe.all())
         base = self.expert.select_action(observation, task_descriptions)
         noise = np.stack([g.normal(0.0, self.sigma, (self.chunk, base.shape[1]))
                           for g in row_generators(observation)])

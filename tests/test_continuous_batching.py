@@ -130,7 +130,8 @@ def _check(name, got, results, reference, in_process):
     assert got == reference, name
     config, overall = results["config"], results["overall"]
     assert config["replan_steps_executed"] == 10
-    assert config["batch_invariant"] is True  # a server passes its policy's declaration on
+    assert config["batch_invariant"] == "verified"  # checked on the first call, also through a server
+    assert config["batch_invariance"]["declared"] is True  # a server passes its policy's declaration on
     if in_process:  # one row per chunk executed: ceil(steps / 10) per episode (also through the server)
         chunks = sum(math.ceil(steps / 10) for _, _, _, steps, _ in got)
         assert NoisyExpertChunk.rows_seen == chunks, name

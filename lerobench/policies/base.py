@@ -18,6 +18,10 @@ row is in exactly one call per chunk executed. Rows of one call may come from an
   what belongs to the old attempt (e.g. queued actions). See docs/trials.md.
 - ``call``: int64 (B,) index of this call within the current trial (0 at its first observation): with
   ``episode_seed`` and ``trial`` it keys the row's random stream (``row_generators``).
+- ``padding``: bool (B,) (torch policies, ``lerobench.policies.width``): True on rows that only pad the call to
+  its fixed width (``slot`` -1); their outputs are discarded.
+- ``probe``: bool (B,) True on every row of a batch-invariance check call (``lerobench.policies.invariance``):
+  the first call's rows again, reordered, beside made-up rows with negative slots; outputs discarded.
 - ``reward``: float32 (B,) and ``success``: bool (B,) of the step that produced this observation
   (0.0 and False on a trial's first observation): what a policy that adapts within an episode learns
   from. Returning to the same start is the policy's only other signal.
@@ -31,7 +35,8 @@ renders them at every step instead). Calls run on a helper thread, overlapped wi
 
 Batch invariance: if a row's action depends only on that row (its observation, its state keyed by
 ``row_ids``, its random stream from ``row_generators``), every episode's outcome is the same at any
-``--batch-size``, executor or schedule. A policy says so in ``PolicyTraits.batch_invariant``.
+``--batch-size``, executor or schedule. A policy may declare it (``PolicyTraits.batch_invariant``); each run
+checks it on its first call and records what it found (``results.json`` ``config.batch_invariant``).
 """
 from __future__ import annotations
 

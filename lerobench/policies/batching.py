@@ -77,6 +77,9 @@ class SlotTable:
             fresh = np.zeros(len(keys), dtype=bool)
             slots = np.zeros(len(keys), dtype=np.int64)
             for k, key in enumerate(keys.tolist()):
+                if key < 0:  # a made-up row of a batch-invariance probe: no slot of its own, fresh every time
+                    slots[k], fresh[k] = key, True
+                    continue
                 if key not in owned:
                     fresh[k] = True
                     if self._free:

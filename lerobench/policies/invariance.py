@@ -1,10 +1,11 @@
 """Batch invariance checked on a run's real rows, not declared: the first call's rows computed again elsewhere.
 
 At the first call of a rollout (every row at its episode's first observation) the same rows are also sent
-in another order, between made-up neighbour rows, and the first row alone; each real row's action must be
-bit-identical in every call. Probe calls go *before* the real call, so a policy that follows the contract
-(per-row state keyed by ``row_ids`` and reset at ``episode_start``) ends in the state it would have had
-without them; neighbour rows use negative slot ids (-2, -3, ...) and never collide with a real row.
+in another order between made-up neighbour rows, and the first row with another neighbour; each real row's
+action must be bit-identical in every call. Every row of a probe call has ``probe`` True (its output is
+discarded: a policy that counts its calls may skip them). Probe calls go *before* the real call, so a policy
+that follows the contract (per-row state keyed by ``row_ids`` and reset at ``episode_start``) ends in the
+state it would have had without them; neighbour rows use negative slot ids (-2, -3, ...): never a real row.
 
 The outcome travels with the episode records (``EpisodeRecord.policy_check``) from whichever process made
 the call, so every executor, ``--resume`` and ``merge`` see it, and ``results.json`` ``config.batch_invariant``
@@ -18,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from lerobench.policies.base import row_ids
 from lerobench.policies.width import take_rows
 
 VERIFIED, FAILED, UNCHECKED = "verified", "failed", "unchecked"
@@ -71,6 +73,7 @@ def concat_rows(parts: list[tuple[dict[str, Any], list[str]]]) -> tuple[dict[str
 def probes(observation: dict[str, Any], descriptions: list[str]) -> list[tuple[dict[str, Any], list[str], np.ndarray]]:
     """Calls that hold the real rows elsewhere: (observation, descriptions, position of each real row or -1)."""
     n = len(observation["state"])
+    observation = dict(observation, slot=row_ids(observation))  # the neighbours' negative slots need a column
     order = np.arange(n)[::-1]
     out = []
     before = neighbour_rows(observation, descriptions, 1, salt=1)
@@ -79,10 +82,13 @@ def probes(observation: dict[str, Any], descriptions: list[str]) -> list[tuple[d
     where = np.empty(n, dtype=np.int64)
     where[order] = 1 + np.arange(n)
     out.append((*reordered, where))
-    if n > 1:
+    if n > 1:  # the first row with one other neighbour, at the front
         alone = np.full(n, -1, dtype=np.int64)
         alone[0] = 0
-        out.append((take_rows(observation, np.array([0])), [descriptions[0]], alone))
+        first = (take_rows(observation, np.array([0])), [descriptions[0]])
+        out.append((*concat_rows([first, neighbour_rows(observation, descriptions, 1, salt=3)]), alone))
+    for obs, _, _ in out:
+        obs["probe"] = np.ones(len(obs["state"]), dtype=bool)
     return out
 
 

@@ -223,8 +223,8 @@ class LeRobotPolicy:
         self.numerics = numerics_record(self.device, dtype, self.call_width if self.per_row else 0)
         # select_action mode shares the module's batch-wide state; chunk and history modes keep it per row and
         # draw noise per row: the same episode gets the same actions at any batch size.
-        self.traits = PolicyTraits(copy_safe=self.per_row, batchable=self.per_row, stochastic=self.type in _STOCHASTIC_TYPES,
-                                   batch_invariant=self.per_row)
+        self.traits = PolicyTraits(copy_safe=self.per_row, batchable=self.per_row,
+                                   stochastic=self.type in _STOCHASTIC_TYPES, batch_invariant=self.per_row)
         self._warned_partial_reset = False
         self._rows: tuple[int, ...] = ()
         self.reset()

@@ -35,7 +35,8 @@ OPENPI_LIBERO_IMAGES = {"observation/image": "agentview", "observation/wrist_ima
 OPENPI_LIBERO_STATE = "observation/state"
 """openpi's key for LIBERO's 8-D state (eef pos 3, eef axis-angle 3, gripper qpos 2)."""
 LIBERO_STATE_DIM = 8
-PER_ENV_KEYS = ("episode", "episode_seed", "episode_start", "trial", "trial_start", "reward", "success", "slot", "call")
+PER_ENV_KEYS = ("episode", "episode_seed", "episode_start", "trial", "trial_start", "reward", "success", "slot", "call",
+                "probe")
 """Batch entries sent along with state and images (plus ``active`` in batched mode)."""
 
 

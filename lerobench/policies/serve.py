@@ -272,6 +272,7 @@ def to_batch(request: Any, context: PolicyContext, cameras: tuple[str, ...],
         "active": per_env("active", True, bool),
         "slot": per_env("slot", np.arange(n), np.int64),
         "call": per_env("call", 0, np.int64),
+        "probe": per_env("probe", False, bool),
     }
     batch |= {  # --trials: a client that does not send them is running one trial per episode
         "trial": per_env("trial", 0, np.int64),
