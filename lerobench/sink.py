@@ -30,7 +30,7 @@ from lerobench.errors import ResumeError
 from lerobench.identity import diff
 from lerobench.inference import CallStats
 from lerobench.plan import EXTENT, RunPlan, WorkUnit
-from lerobench.policies.invariance import summarize_checks
+from lerobench.policies.invariance import with_checks
 from lerobench.provenance import provenance
 from lerobench.recorder import TaskRecorder, with_videos_on_disk
 from lerobench.reporting import Reporter, SilentReporter
@@ -233,11 +233,8 @@ class RecordSink:
         overall.update(self.calls.summary(elapsed))
         s = self.plan.settings
         stopping = self.ledger.block()
-        config = {**self.plan.config(), **self.execution}
-        if isinstance(config.get("batch_invariance"), dict):  # what the checks found, never the declaration
-            found = summarize_checks([r.policy_check for r in records if r.policy_check is not None])
-            config["batch_invariance"] = {**config["batch_invariance"], **found}
-            config["batch_invariant"] = found["status"]
+        config = with_checks({**self.plan.config(), **self.execution},  # what the checks found, not a declaration
+                             [r.policy_check for r in records if r.policy_check is not None])
         return {"schema_version": SCHEMA_VERSION, "suite": s.suite.name, "policy": s.policy,
                 "complete": ended is not None,
                 "config": config,

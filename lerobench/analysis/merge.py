@@ -39,6 +39,7 @@ from lerobench.analysis.trials import group_episodes, is_whole, whole_episodes
 from lerobench.config import Suite
 from lerobench.errors import LerobenchError
 from lerobench.identity import diff
+from lerobench.policies.invariance import with_checks
 from lerobench.provenance import provenance
 from lerobench.shards import all_units
 
@@ -240,7 +241,8 @@ def merge(output: Path, inputs: Sequence[Path], command: Sequence[str] | None = 
     results = {
         "schema_version": SCHEMA_VERSION, "suite": config.get("suite"), "policy": config.get("policy"),
         "complete": not missing,
-        "config": {**config, "shard": None, "output": str(output)},
+        "config": with_checks({**config, "shard": None, "output": str(output)},
+                              [r.policy_check for r in records if r.policy_check is not None]),
         "provenance": provenance(command if command is not None else sys.argv, started,
                                  datetime.now(timezone.utc)),
         "missing": [{"task": t, "episode": e} for t, e in missing], "merge_notes": notes,

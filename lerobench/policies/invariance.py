@@ -142,6 +142,14 @@ def checked_call(select: Select, observation: dict[str, Any],
     return raw, check
 
 
+def with_checks(config: dict[str, Any], checks: list[dict[str, Any]]) -> dict[str, Any]:
+    """``config`` with ``batch_invariant`` / ``batch_invariance`` from ``checks`` (the sink and merge both use it)."""
+    if not isinstance(config.get("batch_invariance"), dict):
+        return config  # a file from before checks existed: it keeps what it said
+    found = summarize_checks(checks)
+    return {**config, "batch_invariant": found["status"], "batch_invariance": {**config["batch_invariance"], **found}}
+
+
 def summarize_checks(checks: list[dict[str, Any]]) -> dict[str, Any]:
     """``config.batch_invariance`` from every record's check: failed if any failed, verified if any ran."""
     if not checks:
