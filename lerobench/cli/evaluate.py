@@ -22,6 +22,7 @@ from lerobench.cli.common import (
     elide_middle,
     err_console,
     interrupts_keep_results,
+    task_names,
 )
 from lerobench.cli.summary import _print_summary
 from lerobench.errors import LerobenchError
@@ -188,7 +189,7 @@ def evaluate(
 
     with interrupts_keep_results("continue with --resume"):
         try:
-            s = load_suite(suite).select_tasks([t.strip() for t in tasks.split(",") if t.strip()] if tasks else None)
+            s = load_suite(suite).select_tasks(task_names(tasks))
             if resume and output is None:
                 raise LerobenchError("--resume needs --output DIR (the directory of the run to continue)")
             out = output or Path("outputs") / s.name / datetime.now().strftime("%Y%m%d-%H%M%S")

@@ -1,0 +1,38 @@
+"""Issue 28: runs a user can restart and debug (resume before results.json, unique and locked output
+directories, merge of one directory twice, no empty directories, policy tracebacks, clipped actions, policy
+paths, remote mismatches, empty --tasks, golden-state shape, extending a run)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from lerobench.cli import app
+
+pytest.importorskip("metaworld")
+ROOT = Path(__file__).parent.parent
+runner = CliRunner()
+FAST = ("--suite", "smoke", "--tasks", "reach-v3", "--max-steps", "3", "--videos", "0")
+
+
+def _eval(*args):
+    return runner.invoke(app, ["eval", *args])
+
+
+def _one_line(output: str) -> str:
+    return " ".join(output.split())
+
+
+@pytest.mark.parametrize("command", ["eval", "robustness"])
+def test_empty_tasks_is_refused_not_every_task(tmp_path, command):
+    out = tmp_path / "o"
+    args = (["eval", "--suite", "smoke", "--tasks", "", "--max-steps", "2", "--videos", "0", "-o", str(out)]
+            if command == "eval" else
+            ["robustness", "--base", "smoke", "--tasks", " , ", "--families", "action_noise=0.1", "-o", str(out)])
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert "names no task" in _one_line(result.output) and not out.exists()
