@@ -36,3 +36,12 @@ def test_empty_tasks_is_refused_not_every_task(tmp_path, command):
     result = runner.invoke(app, args)
     assert result.exit_code == 2, result.output
     assert "names no task" in _one_line(result.output) and not out.exists()
+
+
+@pytest.mark.parametrize(("url", "suggested"), [("http://127.0.0.1:8000", "ws://127.0.0.1:8000"),
+                                                ("https://gpu-box:8000/", "wss://gpu-box:8000/")])
+def test_http_policy_url_suggests_websockets(tmp_path, url, suggested):
+    out = tmp_path / "o"
+    result = _eval(*FAST, "--policy", url, "-o", str(out))
+    assert result.exit_code == 2, result.output
+    assert f"use {suggested}" in _one_line(result.output) and "Traceback" not in result.output

@@ -23,6 +23,10 @@ def load_policy(spec: str, context: PolicyContext) -> Any:
         policy = make_lerobot_policy(spec, context)
     elif spec in BUILTIN:
         policy = BUILTIN[spec](context)
+    elif spec.startswith(("http://", "https://")):
+        secure = "s" if spec.startswith("https://") else ""
+        raise ConfigError(f"policy {spec!r}: remote policies speak websockets (openpi's protocol): use "
+                          f"ws{secure}://{spec.partition('://')[2]}")
     elif ":" in spec:
         policy = _from_factory(spec, context)
     else:
