@@ -2,10 +2,6 @@
 directories, merge of one directory twice, no empty directories, policy tracebacks, clipped actions, policy
 paths, remote mismatches, empty --tasks, golden-state shape, extending a run)."""
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -45,3 +41,21 @@ def test_http_policy_url_suggests_websockets(tmp_path, url, suggested):
     result = _eval(*FAST, "--policy", url, "-o", str(out))
     assert result.exit_code == 2, result.output
     assert f"use {suggested}" in _one_line(result.output) and "Traceback" not in result.output
+
+
+def test_merge_refuses_one_directory_twice_or_a_copy(tmp_path):
+    import shutil
+
+    s0 = tmp_path / "s0"
+    result = _eval("--suite", "smoke", "--policy", "zero", "--max-steps", "2", "--videos", "0", "--shard", "0/2",
+                   "-o", str(s0))
+    assert result.exit_code == 0, result.output
+    for inputs, says in (([s0, s0], "is given twice"), ([s0, tmp_path / "." / "s0"], "is given twice"),
+                         ([s0, tmp_path / "copy"], "hold the same run")):
+        if inputs[1].name == "copy":
+            shutil.copytree(s0, inputs[1])
+        out = tmp_path / f"merged-{says[:4]}"
+        result = runner.invoke(app, ["merge", *map(str, inputs), "-o", str(out)])
+        assert result.exit_code == 2, result.output
+        assert result.output.startswith("error: cannot merge") and says in _one_line(result.output)
+        assert not (out / "results.json").exists()
