@@ -2,6 +2,7 @@
 directories, merge of one directory twice, no empty directories, policy tracebacks, clipped actions, policy
 paths, remote mismatches, empty --tasks, golden-state shape, extending a run)."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -59,3 +60,47 @@ def test_merge_refuses_one_directory_twice_or_a_copy(tmp_path):
         assert result.exit_code == 2, result.output
         assert result.output.startswith("error: cannot merge") and says in _one_line(result.output)
         assert not (out / "results.json").exists()
+
+
+@pytest.fixture
+def golden_copy(tmp_path, monkeypatch):
+    """A private cache and a perturbable copy of the Meta-World golden file (not another MuJoCo)."""
+    import shutil
+
+    from lerobench.envs.fingerprint import golden_path
+
+    monkeypatch.setenv("LEROBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    golden = tmp_path / "golden"
+    shutil.copytree(golden_path("metaworld").parent, golden)
+    monkeypatch.setenv("LEROBENCH_GOLDEN_DIR", str(golden))
+
+    def perturb(change) -> None:
+        doc = json.loads((golden / "metaworld.json").read_text())
+        change(doc)
+        (golden / "metaworld.json").write_text(json.dumps(doc))
+
+    return perturb
+
+
+def test_golden_check_names_a_state_size_that_differs_and_the_versions(golden_copy, tmp_path):
+    def longer_state_recorded_elsewhere(doc):
+        doc["recorded_with"]["mujoco"] = "3.2.7"
+        for key in ("state", "state_after"):
+            doc["cases"][0][key].append(0.0)
+
+    golden_copy(longer_state_recorded_elsewhere)
+    result = _eval(*FAST, "-o", str(tmp_path / "o"))
+    assert result.exit_code == 2, result.output
+    line = _one_line(result.output)
+    assert "reach-v3 episode 0: state size differs: expected 40, got 39" in line
+    assert "versions differ from the golden file's: mujoco 3.3.0 here, recorded with 3.2.7" in line
+    assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "o" / "results.json").exists()
+
+
+def test_golden_check_that_cannot_run_names_the_case_and_phase(golden_copy):
+    from lerobench.envs.fingerprint import fingerprint
+    from lerobench.envs.metaworld import BACKEND
+
+    golden_copy(lambda doc: doc["cases"][0].update(action=[0.0] * 7))  # the simulator raises inside a step
+    reason = fingerprint("metaworld", BACKEND.packages)["golden"]["reason"]
+    assert reason.startswith("the check could not run: RuntimeError: reach-v3 episode 0: step 1 of 5 raised "), reason
