@@ -104,3 +104,23 @@ def test_golden_check_that_cannot_run_names_the_case_and_phase(golden_copy):
     golden_copy(lambda doc: doc["cases"][0].update(action=[0.0] * 7))  # the simulator raises inside a step
     reason = fingerprint("metaworld", BACKEND.packages)["golden"]["reason"]
     assert reason.startswith("the check could not run: RuntimeError: reach-v3 episode 0: step 1 of 5 raised "), reason
+
+
+def test_eval_refuses_a_server_for_another_suite_in_one_line(tmp_path):
+    import threading
+
+    from lerobench.policies.serve import PolicyServer, suite_context
+
+    server = PolicyServer("metaworld-expert", suite_context("smoke"), port=0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        out = tmp_path / "o"
+        result = _eval("--suite", "metaworld_mt10", "--tasks", "push-v3", "--policy", server.url, "--max-steps", "3",
+                       "--videos", "0", "-o", str(out))
+        served = _eval(*FAST, "--policy", server.url, "-o", str(tmp_path / "ok"))  # its own suite still runs
+    finally:
+        server.shutdown()
+    assert result.exit_code == 2, result.output
+    assert len(result.output.strip().splitlines()) == 1 and "KeyError" not in result.output
+    assert "serves suite 'smoke', which has no task push-v3 of suite 'metaworld_mt10'" in _one_line(result.output)
+    assert served.exit_code == 0, served.output
