@@ -3,6 +3,7 @@ directories, merge of one directory twice, no empty directories, policy tracebac
 paths, remote mismatches, empty --tasks, golden-state shape, extending a run)."""
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -124,3 +125,46 @@ def test_eval_refuses_a_server_for_another_suite_in_one_line(tmp_path):
     assert len(result.output.strip().splitlines()) == 1 and "KeyError" not in result.output
     assert "serves suite 'smoke', which has no task push-v3 of suite 'metaworld_mt10'" in _one_line(result.output)
     assert served.exit_code == 0, served.output
+
+
+POLICY_FILE = '''
+from lerobench.policies.builtin import ZeroPolicy
+
+
+def make_policy(context):
+    return ZeroPolicy(context.action_dim)
+'''
+
+
+@pytest.mark.parametrize("executor", ["inline", "processes"])
+def test_policy_from_a_file_path_runs_on_every_executor_kind(tmp_path, monkeypatch, executor):
+    folder = tmp_path / "pols"
+    folder.mkdir()
+    (folder / "my_policy.py").write_text(POLICY_FILE)
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "o"
+    result = _eval(*FAST, "--policy", "./pols/my_policy.py:make_policy", "--executor", executor, "-o", str(out))
+    assert result.exit_code == 0, result.output
+    config = json.loads((out / "results.json").read_text())["config"]
+    assert config["policy"] == f"{folder / 'my_policy.py'}:make_policy"  # absolute: workers elsewhere load it too
+    assert config["executor_used"] == executor
+
+
+@pytest.mark.parametrize(("source", "says"), [
+    ("def make_policy(context)\n    return None\n", "SyntaxError at {path}:1: expected ':'"),
+    ("import numpy\nimport no_such_package_28\n", "failed at {path}:2: ModuleNotFoundError: No module named "
+                                                  "'no_such_package_28'"),
+    ("x = 1\nraise RuntimeError('boom at import')\n", "failed at {path}:2: RuntimeError: boom at import"),
+])
+@pytest.mark.parametrize("form", ["path", "module"])
+def test_broken_policy_module_is_one_line_naming_file_and_line(tmp_path, monkeypatch, source, says, form):
+    path = tmp_path / "broken_policy_28.py"
+    path.write_text(source)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spec = f"{path}:make_policy" if form == "path" else "broken_policy_28:make_policy"
+    result = _eval(*FAST, "--policy", spec, "-o", str(tmp_path / "o"))
+    assert result.exit_code == 2, result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
+    assert says.format(path=path) in _one_line(result.output)
+    sys.modules.pop("broken_policy_28", None)

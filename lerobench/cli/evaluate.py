@@ -194,12 +194,13 @@ def evaluate(
                 raise LerobenchError("--resume needs --output DIR (the directory of the run to continue)")
             out = output or Path("outputs") / s.name / datetime.now().strftime("%Y%m%d-%H%M%S")
             from lerobench.envs.perturb import parse_perturbations
+            from lerobench.policies.loading import absolute_spec
             from lerobench.runner import Evaluation, RunSettings
             from lerobench.shards import parse_shard, shard_units
 
             settings = RunSettings(
-                suite=s, policy=policy or s.default_policy, output=out, protocol=protocol, episodes=episodes,
-                batch_size=batch_size, seed=seed, max_steps=max_steps, stop_on_success=stop_on_success,
+                suite=s, policy=absolute_spec(policy or s.default_policy), output=out, protocol=protocol,
+                episodes=episodes, batch_size=batch_size, seed=seed, max_steps=max_steps, stop_on_success=stop_on_success,
                 resume=resume, videos=videos, episode_timeout=episode_timeout, replan_steps=replan_steps,
                 parallel_tasks=parallel_tasks, trials=trials, device=device, record=record, formats=tuple(formats),
                 executor=executor, workers=workers, ray_address=ray_address, ray_gpus_per_worker=ray_gpus_per_worker,

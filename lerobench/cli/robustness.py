@@ -101,7 +101,9 @@ def robustness(
             full = load_suite(base)
             narrowed = full.select_tasks(task_names(tasks))
             planned = plan_families(narrowed, full, [f for f in families.split(",") if f.strip()], output, load_suite)
-            chosen = policy or full.default_policy
+            from lerobench.policies.loading import absolute_spec
+
+            chosen = absolute_spec(policy or full.default_policy)
             arms = unique_arms(planned)
             for i, arm in enumerate(arms, start=1):
                 settings = RunSettings(
