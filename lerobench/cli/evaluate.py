@@ -200,7 +200,8 @@ def evaluate(
 
             settings = RunSettings(
                 suite=s, policy=absolute_spec(policy or s.default_policy), output=out, protocol=protocol,
-                episodes=episodes, batch_size=batch_size, seed=seed, max_steps=max_steps, stop_on_success=stop_on_success,
+                episodes=episodes, batch_size=batch_size, seed=seed, max_steps=max_steps,
+                stop_on_success=stop_on_success,
                 resume=resume, videos=videos, episode_timeout=episode_timeout, replan_steps=replan_steps,
                 parallel_tasks=parallel_tasks, trials=trials, device=device, record=record, formats=tuple(formats),
                 executor=executor, workers=workers, ray_address=ray_address, ray_gpus_per_worker=ray_gpus_per_worker,
