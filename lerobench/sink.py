@@ -51,8 +51,12 @@ def load_previous(plan: RunPlan) -> list[EpisodeRecord]:
             raise ResumeError(f"{out / EPISODES_FILE} already holds episodes: pass --resume to continue "
                               f"that run, or choose another --output")
         return []
-    if not (out / RESULTS_FILE).exists():
-        raise ResumeError(f"cannot resume: {out / RESULTS_FILE} does not exist")
+    if not (out / RESULTS_FILE).exists():  # killed before the first results.json (or no directory): start it
+        if (out / EPISODES_FILE).exists() and (out / EPISODES_FILE).stat().st_size > 0:
+            raise ResumeError(f"cannot resume {out}: {EPISODES_FILE} holds episodes but {RESULTS_FILE}, which says "
+                              f"what run they belong to, is missing: move {out / EPISODES_FILE} away to start the "
+                              f"run over, or choose another --output")
+        return []
     run = RunDir.load(out)
     previous = run.config
     current = json.loads(json.dumps(plan.config()))  # tuples -> lists, as they were stored
@@ -62,7 +66,9 @@ def load_previous(plan: RunPlan) -> list[EpisodeRecord]:
 
     found = diff(previous, current, labels=("previous", "now"))
     found += [f"{key}: previous {shown(key, previous.get(key))}, now {shown(key, current.get(key))}"
-              for key in EXTENT if previous.get(key) != current.get(key)]
+              + _extending(key, previous, current)
+              for key in EXTENT if previous.get(key) != current.get(key)
+              and not (key == "episodes_per_task" and not _extending(key, previous, current))]
     if found:
         raise ResumeError(f"cannot resume {out}: it is another run ({'; '.join(found)})")
     wanted = {t.name for t in plan.suite.tasks}
@@ -71,6 +77,27 @@ def load_previous(plan: RunPlan) -> list[EpisodeRecord]:
         # half an episode (killed between trials), a duplicate, a line cut mid-write or a lost video: rerun it
         rewrite_episodes(out / EPISODES_FILE, whole)
     return [r for r in whole if r.task in wanted and r.episode < plan.episodes_per_task]
+
+
+def _extending(key: str, previous: dict[str, Any], current: dict[str, Any]) -> str:
+    """Why ``--episodes`` may not change on this ``--resume`` ("" when the run can be extended to it).
+
+    A run is extended, never cut. Episode *i* of a task starts from the same state whatever the total (its seed
+    and init state are functions of (seed, task, i) alone), so more episodes continue the same run; a ``--until``
+    rule's confidence sequences are anytime-valid, so continuing past the old cap keeps them valid. A shard is
+    the exception: which shard owns an episode depends on the total (merge the shards, then extend the merge).
+    """
+    if key != "episodes_per_task":
+        return ""
+    was, now = previous.get(key), current.get(key)
+    if not (isinstance(was, int) and isinstance(now, int)):
+        return " (unknown extent)"
+    if now < was:
+        return f" (a run is extended, never cut: --episodes must be at least {was})"
+    if current.get("shard") is not None:
+        return (" (a shard cannot be extended: which shard runs an episode depends on the total; merge the shards "
+                "with `lerobench merge`, then --resume the merged directory with more --episodes)")
+    return ""
 
 
 class RecordSink:

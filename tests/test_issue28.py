@@ -3,6 +3,8 @@ directories, merge of one directory twice, no empty directories, policy tracebac
 paths, remote mismatches, empty --tasks, golden-state shape, extending a run)."""
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -168,3 +170,123 @@ def test_broken_policy_module_is_one_line_naming_file_and_line(tmp_path, monkeyp
     assert len(result.output.strip().splitlines()) == 1, result.output
     assert says.format(path=path) in _one_line(result.output)
     sys.modules.pop("broken_policy_28", None)
+
+
+# -- items 1, 2, 4, 18: the output directory ------------------------------------------------------------------
+def _episodes(run: Path) -> list[tuple]:
+    lines = [json.loads(line) for line in (run / "episodes.jsonl").read_text().splitlines()]
+    return sorted((e["task"], e["episode"], e["seed"], e["success"], e["steps"], e["return"]) for e in lines)
+
+
+SLOW = ("--suite", "smoke", "--tasks", "reach-v3", "--policy", "metaworld-expert", "--episodes", "3",
+        "--max-steps", "150", "--videos", "0", "--executor", "inline")
+
+
+def test_resume_without_results_json_starts_the_run_then_kill_9_anywhere_ends_as_the_reference(tmp_path):
+    import random
+    import signal
+    import time
+
+    reference = tmp_path / "reference"
+    assert _eval(*SLOW, "-o", str(reference)).exit_code == 0
+    run = tmp_path / "requeued"  # a cluster job that always passes --resume, killed at random points
+    command = [sys.executable, "-m", "lerobench", "eval", *SLOW, "--resume", "-o", str(run)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    rng, killed_before_results = random.Random(28), False
+    for _ in range(6):
+        proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        time.sleep(rng.uniform(0.2, 4.0))
+        if proc.poll() is None:
+            killed_before_results |= not (run / "results.json").exists()
+            proc.send_signal(signal.SIGKILL)
+        out, _ = proc.communicate()
+        if proc.returncode == 0:
+            break
+        assert proc.returncode == -signal.SIGKILL, out  # never "cannot resume"
+    else:
+        out = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
+    assert killed_before_results  # start-up was hit at least once (seeded)
+    assert _episodes(run) == _episodes(reference)
+    fresh = _eval(*FAST, "--resume", "-o", str(tmp_path / "missing" / "dir"))  # no directory at all
+    assert fresh.exit_code == 0, fresh.output
+    assert "nothing to resume: " in _one_line(fresh.output) and "starting the run" in _one_line(fresh.output)
+
+
+def test_resume_refuses_episodes_whose_run_is_unknown(tmp_path):
+    run = tmp_path / "o"
+    assert _eval(*FAST, "-o", str(run)).exit_code == 0
+    (run / "results.json").unlink()
+    result = _eval(*FAST, "--resume", "-o", str(run))
+    assert result.exit_code == 2 and "holds episodes but results.json" in _one_line(result.output), result.output
+
+
+def test_default_directories_are_unique_and_a_second_writer_is_refused(tmp_path, monkeypatch):
+    from datetime import datetime, timedelta
+
+    from lerobench.outputdir import OutputDir
+
+    monkeypatch.chdir(tmp_path)
+    now = datetime.now()
+    taken = [tmp_path / "outputs" / "smoke" / (now + timedelta(seconds=s)).strftime("%Y%m%d-%H%M%S")
+             for s in range(-1, 60)]  # another eval started "in the same second", whenever this one starts
+    for path in taken:
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "episodes.jsonl").write_text("another run's line\n")
+    result = _eval(*FAST)
+    assert result.exit_code == 0, result.output
+    mine = [p for p in (tmp_path / "outputs" / "smoke").iterdir() if p not in taken]
+    assert len(mine) == 1 and mine[0].name.endswith("-2") and (mine[0] / "results.json").is_file()
+    assert f"-> outputs/smoke/{mine[0].name}" in _one_line(result.output)
+    assert all((p / "episodes.jsonl").read_text() == "another run's line\n" for p in taken)
+
+    first, second = OutputDir.claim(tmp_path / "race", unique=True), OutputDir.claim(tmp_path / "race", unique=True)
+    assert (first.path.name, second.path.name) == ("race", "race-2")
+
+    held = OutputDir.claim(tmp_path / "busy")  # a run writing this directory (its lock held)
+    held.mark()
+    refused = _eval(*FAST, "-o", str(tmp_path / "busy"))
+    held.release(failed=False)
+    assert refused.exit_code == 2, refused.output
+    assert f"output directory {tmp_path / 'busy'} is being written by another lerobench run (PID {os.getpid()})" \
+        in _one_line(refused.output)
+    assert _eval(*FAST, "-o", str(tmp_path / "busy")).exit_code == 0  # released: the next writer goes ahead
+
+
+def test_failed_launches_leave_no_directory(tmp_path):
+    import socket
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        closed = sock.getsockname()[1]
+    run_a = tmp_path / "a"
+    assert _eval(*FAST, "--policy", "zero", "-o", str(run_a)).exit_code == 0
+    for name, args in (("import", ("--policy", "no_such_module_28:make")),
+                       ("refused", ("--policy", f"ws://127.0.0.1:{closed}")),
+                       ("versus", ("--policy", "zero", "--versus", str(run_a), "--seed", "1"))):
+        out = tmp_path / "runs" / name
+        result = _eval(*FAST, *args, "-o", str(out))
+        assert result.exit_code in (1, 2) and "Traceback" not in result.output, result.output
+        assert not out.exists(), f"{name}: {list(out.iterdir())}"
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_resume_with_more_episodes_extends_the_run(tmp_path):
+    base = ("--suite", "smoke", "--tasks", "reach-v3", "--policy", "random", "--max-steps", "5", "--videos", "0")
+    run, whole = tmp_path / "run", tmp_path / "whole"
+    assert _eval(*base, "--episodes", "2", "-o", str(run)).exit_code == 0
+    first = (run / "episodes.jsonl").read_text()
+    extended = _eval(*base, "--episodes", "4", "--resume", "-o", str(run))
+    assert extended.exit_code == 0, extended.output
+    assert "2 finished episodes kept" in _one_line(extended.output)
+    assert (run / "episodes.jsonl").read_text().startswith(first)  # kept as they were
+    assert _eval(*base, "--episodes", "4", "-o", str(whole)).exit_code == 0
+    assert _episodes(run) == _episodes(whole)  # episode i is the same start whatever the total
+    results = json.loads((run / "results.json").read_text())
+    assert results["complete"] and results["config"]["episodes_per_task"] == 4
+
+    cut = _eval(*base, "--episodes", "3", "--resume", "-o", str(run))
+    assert cut.exit_code == 2 and "extended, never cut" in _one_line(cut.output)
+    shard = tmp_path / "shard"
+    assert _eval(*base, "--episodes", "2", "--shard", "0/2", "-o", str(shard)).exit_code == 0
+    sharded = _eval(*base, "--episodes", "4", "--shard", "0/2", "--resume", "-o", str(shard))
+    assert sharded.exit_code == 2 and "a shard cannot be extended" in _one_line(sharded.output)

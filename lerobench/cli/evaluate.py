@@ -199,8 +199,8 @@ def evaluate(
             from lerobench.shards import parse_shard, shard_units
 
             settings = RunSettings(
-                suite=s, policy=absolute_spec(policy or s.default_policy), output=out, protocol=protocol,
-                episodes=episodes, batch_size=batch_size, seed=seed, max_steps=max_steps,
+                suite=s, policy=absolute_spec(policy or s.default_policy), output=out, unique_output=output is None,
+                protocol=protocol, episodes=episodes, batch_size=batch_size, seed=seed, max_steps=max_steps,
                 stop_on_success=stop_on_success,
                 resume=resume, videos=videos, episode_timeout=episode_timeout, replan_steps=replan_steps,
                 parallel_tasks=parallel_tasks, trials=trials, device=device, record=record, formats=tuple(formats),
@@ -212,6 +212,7 @@ def evaluate(
             units = shard_units([t.name for t in s.tasks], settings.episodes_per_task, settings.shard)
             reporter = RichReporter(len(units), s.name)
             evaluation = Evaluation(settings, reporter)
+            out = evaluation.s.output  # a default name taken in the same second: the next free one
             golden = (evaluation.plan.simulator or {}).get("golden") or {}
             if golden.get("status") == "drifted":
                 err_console.print(f"[yellow]warning: simulator drift ({escape(str(golden.get('reason')))}); running "
@@ -230,7 +231,10 @@ def evaluate(
             reporter.resumed(evaluation.previous)
             if evaluation.plan.until is not None:
                 console.print(_until_line(evaluation), highlight=False, soft_wrap=True)
-            if resume:
+            if evaluation.fresh_resume:  # a requeued job that always passes --resume: its first start
+                console.print(f"nothing to resume: {out / 'results.json'} does not exist (killed before the first "
+                              f"results were written?): starting the run", highlight=False, soft_wrap=True)
+            elif resume:
                 kept = len({(r.task, r.episode) for r in evaluation.previous})
                 console.print(f"resuming: {_plural(kept, 'finished episode')} kept from {out / 'episodes.jsonl'}",
                               highlight=False, soft_wrap=True)
