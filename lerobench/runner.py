@@ -12,7 +12,7 @@ from typing import Any
 
 from lerobench.analysis.results import RESULTS_FILE, EpisodeRecord
 from lerobench.envs.fingerprint import checked_fingerprint
-from lerobench.errors import ConfigError, RunError
+from lerobench.errors import ConfigError, PolicyError, RunError
 from lerobench.execution.base import ExecutionChoice, Executor
 from lerobench.execution.registry import EXECUTORS
 from lerobench.outputdir import OutputDir, check_writable
@@ -129,7 +129,11 @@ class Evaluation:
                     if task.name not in pending and any(r.task == task.name for r in self.previous):
                         sink.task_started(task)
                         sink.task_finished(task)
-                executor.run(plan, units, sink)
+                try:
+                    executor.run(plan, units, sink)
+                except PolicyError as exc:
+                    sink.fail(exc)
+                    raise
                 ok = True
             finally:
                 results = sink.close(ok)

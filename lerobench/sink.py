@@ -12,6 +12,7 @@ import json
 import threading
 from dataclasses import replace
 from datetime import datetime, timezone
+from traceback import format_exception
 from typing import Any
 
 from lerobench.analysis.results import (
@@ -26,7 +27,7 @@ from lerobench.analysis.results import (
 )
 from lerobench.analysis.rundir import RunDir
 from lerobench.config import TaskSpec
-from lerobench.errors import ResumeError
+from lerobench.errors import PolicyError, ResumeError
 from lerobench.identity import diff
 from lerobench.inference import CallStats
 from lerobench.plan import EXTENT, RunPlan, WorkUnit
@@ -36,6 +37,9 @@ from lerobench.reporting import Reporter, SilentReporter
 from lerobench.stopping import Ledger, NoStopping
 from lerobench.trajectories import TrajectoryRecorder
 from lerobench.videos import NullVideoEncoder, VideoEncoder
+
+TRACEBACK_FILE = "traceback.txt"
+"""The traceback of what the policy raised when it stopped the run (``RecordSink.fail``)."""
 
 
 def load_previous(plan: RunPlan) -> list[EpisodeRecord]:
@@ -123,6 +127,8 @@ class RecordSink:
         self._finished_tasks: set[str] = set()
         self._writer: ResultsWriter | None = None
         self.encoder: VideoEncoder | NullVideoEncoder = NullVideoEncoder()
+        self.failure: dict[str, Any] | None = None
+        """What stopped the run (``fail``): results.json's ``failure`` block."""
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def open(self) -> None:
@@ -231,6 +237,19 @@ class RecordSink:
         assert self._writer is not None, "RecordSink.trajectories before open"
         return TrajectoryRecorder(self.plan.settings.record, self._writer.put_trajectory)
 
+    def fail(self, exc: PolicyError) -> None:
+        """The policy stopped the run: its traceback to ``traceback.txt``, its reason to results.json.
+
+        Why: the one-line error names the place (task, episode) but a user debugging a policy needs the stack;
+        the directory keeps it, with the reason, after the terminal scrolled away (nohup, SLURM, CI).
+        """
+        path = self.plan.output / TRACEBACK_FILE
+        text = exc.traceback_text or "".join(format_exception(exc))
+        path.write_text(f"{exc}\n\n{text}", encoding="utf-8")
+        exc.traceback_file = str(path)
+        self.failure = {"error": type(exc).__name__, **(exc.failure or {"message": str(exc)}),
+                        "traceback": TRACEBACK_FILE}
+
     # -- results -------------------------------------------------------------------------------------
     def results(self, ended: datetime | None = None) -> dict[str, Any]:
         """The full ``results.json`` document for the episodes recorded so far."""
@@ -250,7 +269,8 @@ class RecordSink:
                 "complete": ended is not None,
                 "config": {**self.plan.config(), **self.execution},
                 "provenance": provenance(s.command, self._started, ended), **summary,
-                **({"stopping": stopping} if stopping is not None else {})}
+                **({"stopping": stopping} if stopping is not None else {}),
+                **({"failure": self.failure} if self.failure is not None else {})}
 
     def publish(self, ended: datetime | None = None) -> dict[str, Any]:
         """Queue results.json (and the extra formats) for an atomic rewrite; return the results."""

@@ -290,3 +290,52 @@ def test_resume_with_more_episodes_extends_the_run(tmp_path):
     assert _eval(*base, "--episodes", "2", "--shard", "0/2", "-o", str(shard)).exit_code == 0
     sharded = _eval(*base, "--episodes", "4", "--shard", "0/2", "--resume", "-o", str(shard))
     assert sharded.exit_code == 2 and "a shard cannot be extended" in _one_line(sharded.output)
+
+
+RAISING_POLICY = '''
+import numpy as np
+
+from lerobench.policies.base import PolicyTraits
+
+
+class Raising:
+    traits = PolicyTraits(replicable=True)
+
+    def reset(self):
+        pass
+
+    def select_action(self, observation, task_descriptions):
+        if int(observation["episode"][0]) == 1:
+            deep_inside_the_policy()
+        return np.zeros((len(observation["state"]), 4), dtype=np.float32)
+
+
+def deep_inside_the_policy():
+    raise RuntimeError("boom")
+
+
+def make_policy(context):
+    return Raising()
+'''
+
+
+@pytest.mark.parametrize("executor", ["inline", "processes"])
+def test_a_raising_policy_leaves_its_traceback_and_reason_in_the_run(tmp_path, executor):
+    policy = tmp_path / "raising.py"
+    policy.write_text(RAISING_POLICY)
+    out = tmp_path / "o"
+    args = ("--suite", "smoke", "--tasks", "reach-v3", "--episodes", "2", "--max-steps", "3", "--videos", "0",
+            "--policy", f"{policy}:make_policy", "--executor", executor, "--workers", "1", "-o", str(out))
+    result = _eval(*args)
+    assert result.exit_code == 1, result.output
+    line = _one_line(result.output.strip().splitlines()[-1])
+    assert "episode 1: policy raised RuntimeError: boom" in line and f"(traceback in {out / 'traceback.txt'})" in line
+    text = (out / "traceback.txt").read_text()
+    assert "deep_inside_the_policy" in text and f'File "{policy}", line 20' in text
+    results = json.loads((out / "results.json").read_text())
+    assert not results["complete"]
+    assert {k: results["failure"][k] for k in ("type", "message", "task", "episode", "traceback")} == {
+        "type": "RuntimeError", "message": "boom", "task": "reach-v3", "episode": 1, "traceback": "traceback.txt"}
+    debug = _eval(*args[:-1], str(tmp_path / "debug"), "--debug")
+    assert debug.exit_code == 1 and "Traceback (most recent call last)" in debug.output
+    assert "deep_inside_the_policy" in debug.output

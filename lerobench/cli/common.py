@@ -72,7 +72,9 @@ class Terminated(BaseException):
 
 def _fail(exc: LerobenchError) -> None:
     # escaped: messages hold brackets ("pip install 'lerobench[ray]'") that rich would take for markup and drop
-    err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+    saved = getattr(exc, "traceback_file", None)
+    where = f" (traceback in {saved})" if saved else ""
+    err_console.print(f"[bold red]error:[/] {escape(str(exc))}{escape(where)}", highlight=False, soft_wrap=True)
     raise typer.Exit(exc.exit_code)
 
 

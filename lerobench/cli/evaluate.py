@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+import traceback
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -181,6 +182,8 @@ def evaluate(
         None, "--versus", help="Recorded run A (same suite, tasks, protocol, seed): run its episodes pair by pair "
                                "and stop when B better / A better / equivalent is decided (docs/statistics.md)."),
     alpha: float = typer.Option(0.05, "--alpha", help="Error level of --until's confidence sequences and test."),
+    debug: bool = typer.Option(False, "--debug", help="On an error, also print its traceback (a policy's is "
+                                                     "saved in the run directory as traceback.txt anyway)."),
     margin: float = typer.Option(0.1, "--margin", help="--versus: equivalent once rate(B) - rate(A) is inside "
                                                        "+-margin."),
 ) -> None:
@@ -241,6 +244,9 @@ def evaluate(
             with reporter.progress:
                 results = evaluation.run()
         except LerobenchError as exc:
+            if debug:  # the whole chain: what the policy raised, then where lerobench stopped
+                text = getattr(exc, "traceback_text", None) or "".join(traceback.format_exception(exc))
+                err_console.print(text.rstrip(), highlight=False, markup=False, soft_wrap=True)
             _fail(exc)
     _print_summary(results, out)
     n_errors = evaluation.errored_episodes  # not results' n_errors: with --trials that counts trial 0 only
