@@ -310,6 +310,7 @@ def run_episodes(
             renders=int(summary.get("renders", 0)),
             max_reward=_finite(summary.get("max_reward")),
             start_digest=summary.get("start_digest"),
+            clipped=summary.get("clipped"),
         )
         slot.finished.append((record, slot.trajectory))
         slot.trajectory = None

@@ -127,6 +127,7 @@ class RecordSink:
         self._finished_tasks: set[str] = set()
         self._writer: ResultsWriter | None = None
         self.encoder: VideoEncoder | NullVideoEncoder = NullVideoEncoder()
+        self._clipping_said = False
         self.failure: dict[str, Any] | None = None
         """What stopped the run (``fail``): results.json's ``failure`` block."""
 
@@ -207,6 +208,12 @@ class RecordSink:
                 self._counts[task.name] = self._counts.get(task.name, 0) + 1
             complete = ends_episode and self._counts[task.name] == self._expected.get(task.name)
         self._writer.put_episode(record)
+        if record.clipped and not self._clipping_said:
+            self._clipping_said = True  # once per run: the fraction per task is in results.json
+            self.reporter.message(
+                f"warning: {100 * record.clipped:.3g}% of the action values of {task.name} episode {record.episode} "
+                f"were outside the action space [-1, 1] and were clipped (un-normalised actions?); results.json "
+                f"records clipped_action_fraction per task and overall")
         if record.trial == 0:
             self.ledger.add(task.name, record.episode, record.success)
             self.reporter.episode(task, record)

@@ -339,3 +339,44 @@ def test_a_raising_policy_leaves_its_traceback_and_reason_in_the_run(tmp_path, e
     debug = _eval(*args[:-1], str(tmp_path / "debug"), "--debug")
     assert debug.exit_code == 1 and "Traceback (most recent call last)" in debug.output
     assert "deep_inside_the_policy" in debug.output
+
+
+UNNORMALISED_POLICY = '''
+import numpy as np
+
+
+class Unnormalised:
+    def reset(self):
+        pass
+
+    def select_action(self, observation, task_descriptions):
+        actions = np.zeros((len(observation["state"]), 4), dtype=np.float32)
+        actions[:, 0] = 5.0  # one of four dimensions far outside [-1, 1]
+        return actions
+
+
+def make_policy(context):
+    return Unnormalised()
+'''
+
+
+def test_clipped_actions_are_warned_once_and_recorded(tmp_path):
+    policy = tmp_path / "unnormalised.py"
+    policy.write_text(UNNORMALISED_POLICY)
+    out = tmp_path / "o"
+    result = _eval("--suite", "smoke", "--episodes", "2", "--max-steps", "4", "--videos", "0",
+                   "--policy", f"{policy}:make_policy", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    text = _one_line(result.output)
+    assert text.count("were outside the action space [-1, 1] and were clipped") == 1
+    assert "warning: 25% of the action values of" in text
+    results = json.loads((out / "results.json").read_text())
+    assert results["overall"]["clipped_action_fraction"] == 0.25
+    assert [t["clipped_action_fraction"] for t in results["tasks"]] == [0.25, 0.25]
+    lines = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    assert [e["clipped"] for e in lines] == [0.25] * 4
+
+    expert = _eval(*FAST, "--policy", "metaworld-expert", "--max-steps", "30", "-o", str(tmp_path / "expert"))
+    assert expert.exit_code == 0 and "outside the action space" not in expert.output  # the expert clips its own gains
+    overall = json.loads((tmp_path / "expert" / "results.json").read_text())["overall"]
+    assert overall["clipped_action_fraction"] == 0.0

@@ -32,6 +32,9 @@ class EpisodeRecord:
     start_digest: str | None = None
     """Hash of the simulator state right after reset (``lerobench.envs.perturb.start_digest``): equal digests
     mean the same start, which ``compare`` and ``robustness`` require to pair two episodes."""
+    clipped: float | None = None
+    """Fraction of the episode's action values outside the action space [-1, 1], clipped by the simulator (an
+    un-normalised policy looks weak, not broken); None for an episode with no step or written before this field."""
 
     def to_json(self) -> dict[str, Any]:
         """JSON form: ``return_`` is written as ``return``."""
