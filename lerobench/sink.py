@@ -135,6 +135,7 @@ class RecordSink:
     def open(self) -> None:
         """Start the writer (and the driver-side video encoder) and publish an empty results.json."""
         self._writer = ResultsWriter(self.plan.output)
+        (self.plan.output / TRACEBACK_FILE).unlink(missing_ok=True)  # an earlier failure's, now resumed past
         if self.plan.settings.videos > 0 and self.plan.suite.video_camera:
             self.encoder = VideoEncoder()
         for r in self.records:
@@ -207,9 +208,10 @@ class RecordSink:
             if ends_episode:
                 self._counts[task.name] = self._counts.get(task.name, 0) + 1
             complete = ends_episode and self._counts[task.name] == self._expected.get(task.name)
+            say_clipping = bool(record.clipped) and not self._clipping_said
+            self._clipping_said |= say_clipping  # once per run: the fraction per task is in results.json
         self._writer.put_episode(record)
-        if record.clipped and not self._clipping_said:
-            self._clipping_said = True  # once per run: the fraction per task is in results.json
+        if say_clipping:
             self.reporter.message(
                 f"warning: {100 * record.clipped:.3g}% of the action values of {task.name} episode {record.episode} "
                 f"were outside the action space [-1, 1] and were clipped (un-normalised actions?); results.json "

@@ -380,3 +380,17 @@ def test_clipped_actions_are_warned_once_and_recorded(tmp_path):
     assert expert.exit_code == 0 and "outside the action space" not in expert.output  # the expert clips its own gains
     overall = json.loads((tmp_path / "expert" / "results.json").read_text())["overall"]
     assert overall["clipped_action_fraction"] == 0.0
+
+
+def test_resume_extends_an_until_run_that_stopped_at_its_cap(tmp_path):
+    base = ("--suite", "smoke", "--tasks", "reach-v3", "--policy", "metaworld-expert", "--max-steps", "150",
+            "--videos", "0", "--until", "halfwidth=0.3")
+    run = tmp_path / "u"
+    assert _eval(*base, "--episodes", "2", "-o", str(run)).exit_code == 0
+    stop = json.loads((run / "results.json").read_text())["stopping"]["tasks"]["reach-v3"]
+    assert (stop["episodes"], stop["reason"]) == (2, "cap")
+    result = _eval(*base, "--episodes", "40", "--resume", "-o", str(run))
+    assert result.exit_code == 0, result.output
+    stopping = json.loads((run / "results.json").read_text())["stopping"]
+    stop = stopping["tasks"]["reach-v3"]  # anytime-valid: going on past the old cap, the rule decides as before
+    assert stopping["cap"] == 40 and stop["reason"] == "target" and 2 < stop["episodes"] < 40
