@@ -150,6 +150,8 @@ def test_policy_from_a_file_path_runs_on_every_executor_kind(tmp_path, monkeypat
     config = json.loads((out / "results.json").read_text())["config"]
     assert config["policy"] == f"{folder / 'my_policy.py'}:make_policy"  # absolute: workers elsewhere load it too
     assert config["executor_used"] == executor
+    missing = _eval(*FAST, "--policy", "./pols/nope.py:make_policy", "-o", str(tmp_path / "missing"))
+    assert missing.exit_code == 2 and f"no such file {folder / 'nope.py'}" in _one_line(missing.output)
 
 
 @pytest.mark.parametrize(("source", "says"), [

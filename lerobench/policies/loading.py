@@ -10,7 +10,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from lerobench.errors import ConfigError, PolicyError, unknown
+from lerobench.errors import ConfigError, LerobenchError, PolicyError, unknown
 from lerobench.policies.base import PolicyContext, observation_needs
 from lerobench.policies.builtin import BUILTIN
 from lerobench.registry import import_module_here
@@ -98,6 +98,8 @@ def _from_factory(spec: str, context: PolicyContext) -> Any:
         module_name, _, attr = spec.partition(":")
     try:
         module = _import_file(spec, module_name) if is_file_spec(spec) else import_module_here(module_name)
+    except LerobenchError:
+        raise
     except ModuleNotFoundError as exc:
         top = exc.name is not None and (module_name == exc.name or module_name.startswith(f"{exc.name}."))
         if top and not is_file_spec(spec):
