@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import threading
 from collections.abc import Iterable
+from typing import Any
 
 STOP_REQUESTED = threading.Event()
 """Set by the CLI's signal handlers the moment Ctrl-C or SIGTERM arrives (its exception may land a little later):
@@ -30,9 +31,24 @@ class MissingDependencyError(LerobenchError):
 
 
 class PolicyError(LerobenchError):
-    """A policy raised or returned an invalid action; the run stops but finished results are kept."""
+    """A policy raised or returned an invalid action; the run stops but finished results are kept.
+
+    ``failure`` (type, message, task, episode of what the policy raised) goes to results.json and
+    ``traceback_text`` to the run directory; both are set where it is raised, so they survive the trip from a
+    worker process or Ray task (pickled through ``__reduce__``), where ``__cause__`` would not.
+    """
 
     exit_code = 1
+
+    def __init__(self, message: str, failure: dict[str, Any] | None = None, traceback_text: str | None = None):
+        super().__init__(message)
+        self.failure = failure
+        self.traceback_text = traceback_text
+        self.traceback_file: str | None = None
+        """Where the run saved ``traceback_text`` (set by the sink), for the CLI's one line."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (str(self), self.failure, self.traceback_text)
 
 
 class RunError(LerobenchError):

@@ -51,6 +51,8 @@ class RunSettings:
     """Policy spec: built-in name or ``module.path:factory``."""
     output: Path
     protocol: str = "standard"
+    unique_output: bool = False
+    """``output`` is a default name (``outputs/<suite>/<timestamp>``): when taken, ``output-2``, ... is used."""
     episodes: int | None = None
     """Episodes per task; None = the suite's default."""
     batch_size: int = 0

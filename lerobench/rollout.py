@@ -36,6 +36,7 @@ import functools
 import multiprocessing
 import threading
 import time
+import traceback
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, wait
@@ -309,6 +310,7 @@ def run_episodes(
             renders=int(summary.get("renders", 0)),
             max_reward=_finite(summary.get("max_reward")),
             start_digest=summary.get("start_digest"),
+            clipped=summary.get("clipped"),
         )
         slot.finished.append((record, slot.trajectory))
         slot.trajectory = None
@@ -355,7 +357,10 @@ def run_episodes(
         waiting[rows] = False
         first = slots[int(rows[0])].episode
         if exc is not None:
-            raise PolicyError(_where(run, first, f"policy raised {type(exc).__name__}: {exc}")) from exc
+            raise PolicyError(_where(run, first, f"policy raised {type(exc).__name__}: {exc}"),
+                              failure={"type": type(exc).__name__, "message": str(exc), "task": run.task.name,
+                                       "episode": first},
+                              traceback_text="".join(traceback.format_exception(exc))) from exc
         chunk = _validate(raw, rows, run, slots)
         for k, i in enumerate(rows.tolist()):
             queues[i].extend(chunk[k, : run.replan_steps])

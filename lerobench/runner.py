@@ -10,11 +10,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from lerobench.analysis.results import EpisodeRecord, check_output_dir
+from lerobench.analysis.results import RESULTS_FILE, EpisodeRecord
 from lerobench.envs.fingerprint import checked_fingerprint
-from lerobench.errors import ConfigError, RunError
+from lerobench.errors import ConfigError, PolicyError, RunError
 from lerobench.execution.base import ExecutionChoice, Executor
 from lerobench.execution.registry import EXECUTORS
+from lerobench.outputdir import OutputDir, check_writable
 from lerobench.plan import FORMATS, RunPlan, RunSettings, make_plan
 from lerobench.policies.base import close_policy, policy_traits
 from lerobench.policies.builtin import BUILTIN
@@ -35,20 +36,30 @@ class Evaluation:
         self.s = settings
         self.reporter = reporter or SilentReporter()
         plan = make_plan(settings)
-        # Everything that can refuse the run happens here, before progress is drawn or any env starts.
-        check_output_dir(settings.output)
+        # Everything that can refuse the run happens here, before progress is drawn or any env starts; the
+        # output directory is made only once all of it passed (a failed launch leaves no empty directory).
+        check_writable(settings.output)
         backend = get_backend(settings.suite.backend)
         simulator = checked_fingerprint(settings.suite.backend, backend.packages, settings.allow_sim_drift)
         self.policy = load_policy(settings.policy, plan.context())
+        self.output: OutputDir | None = None
         try:
             # what the policy makes of the run (executed chunk length, traits) is part of its identity: known
             # before a --resume compares it; a --replan-steps conflict fails here, before any work
             facts = policy_config(self.policy, settings.replan_steps)
             self.plan: RunPlan = replace(plan, simulator=simulator, policy_facts=facts)
             self.recorded = self._load_versus()  # after the fingerprint: run A's simulator must be this one
+            self.fresh_resume = self.s.resume and not (self.s.output / RESULTS_FILE).exists()
+            """``--resume`` found no results.json (killed before the first was written, or no directory): starts."""
+            self.output = OutputDir.claim(self.s.output, unique=self.s.unique_output)  # locked: one writer
+            if self.output.path != self.s.output:  # a default name taken in the same second: the next free one
+                self.s = replace(self.s, output=self.output.path)
+                self.plan = replace(self.plan, settings=self.s)
             self.previous: list[EpisodeRecord] = load_previous(self.plan)
+            self.output.mark()
         except BaseException:
             self._close_policy()
+            self._release(failed=True)
             raise
         self.choice: ExecutionChoice | None = None
         self.notes: list[str] = []
@@ -62,12 +73,27 @@ class Evaluation:
 
     def run(self) -> dict[str, Any]:
         """Evaluate every task; write results as they come; return the final results."""
-        from lerobench.execution.auto import choose
-
         if self._ran:  # its policy is closed and its output directory now holds the run's episodes
             raise RunError("this Evaluation has already run; build a new Evaluation(settings) to run again "
                            "(with resume=True and the same output to continue that run)")
         self._ran = True
+        failed = True
+        try:
+            results = self._run()
+            failed = False
+            return results
+        finally:
+            self._release(failed)
+
+    def _release(self, failed: bool) -> None:
+        """Unlock the output directory; a failed run that made it and wrote nothing of value removes it."""
+        output, self.output = getattr(self, "output", None), None
+        if output is not None:
+            output.release(failed)
+
+    def _run(self) -> dict[str, Any]:
+        from lerobench.execution.auto import choose
+
         for note in self.notes:
             self.reporter.message(note)
         plan, policy = self.plan, self.policy
@@ -103,7 +129,11 @@ class Evaluation:
                     if task.name not in pending and any(r.task == task.name for r in self.previous):
                         sink.task_started(task)
                         sink.task_finished(task)
-                executor.run(plan, units, sink)
+                try:
+                    executor.run(plan, units, sink)
+                except PolicyError as exc:
+                    sink.fail(exc)
+                    raise
                 ok = True
             finally:
                 results = sink.close(ok)

@@ -12,6 +12,7 @@ import json
 import threading
 from dataclasses import replace
 from datetime import datetime, timezone
+from traceback import format_exception
 from typing import Any
 
 from lerobench.analysis.results import (
@@ -26,7 +27,7 @@ from lerobench.analysis.results import (
 )
 from lerobench.analysis.rundir import RunDir
 from lerobench.config import TaskSpec
-from lerobench.errors import ResumeError
+from lerobench.errors import PolicyError, ResumeError
 from lerobench.identity import diff
 from lerobench.inference import CallStats
 from lerobench.plan import EXTENT, RunPlan, WorkUnit
@@ -37,6 +38,9 @@ from lerobench.reporting import Reporter, SilentReporter
 from lerobench.stopping import Ledger, NoStopping
 from lerobench.trajectories import TrajectoryRecorder
 from lerobench.videos import NullVideoEncoder, VideoEncoder
+
+TRACEBACK_FILE = "traceback.txt"
+"""The traceback of what the policy raised when it stopped the run (``RecordSink.fail``)."""
 
 
 def load_previous(plan: RunPlan) -> list[EpisodeRecord]:
@@ -52,8 +56,12 @@ def load_previous(plan: RunPlan) -> list[EpisodeRecord]:
             raise ResumeError(f"{out / EPISODES_FILE} already holds episodes: pass --resume to continue "
                               f"that run, or choose another --output")
         return []
-    if not (out / RESULTS_FILE).exists():
-        raise ResumeError(f"cannot resume: {out / RESULTS_FILE} does not exist")
+    if not (out / RESULTS_FILE).exists():  # killed before the first results.json (or no directory): start it
+        if (out / EPISODES_FILE).exists() and (out / EPISODES_FILE).stat().st_size > 0:
+            raise ResumeError(f"cannot resume {out}: {EPISODES_FILE} holds episodes but {RESULTS_FILE}, which says "
+                              f"what run they belong to, is missing: move {out / EPISODES_FILE} away to start the "
+                              f"run over, or choose another --output")
+        return []
     run = RunDir.load(out)
     previous = run.config
     current = json.loads(json.dumps(plan.config()))  # tuples -> lists, as they were stored
@@ -63,7 +71,9 @@ def load_previous(plan: RunPlan) -> list[EpisodeRecord]:
 
     found = diff(previous, current, labels=("previous", "now"))
     found += [f"{key}: previous {shown(key, previous.get(key))}, now {shown(key, current.get(key))}"
-              for key in EXTENT if previous.get(key) != current.get(key)]
+              + _extending(key, previous, current)
+              for key in EXTENT if previous.get(key) != current.get(key)
+              and not (key == "episodes_per_task" and not _extending(key, previous, current))]
     if found:
         raise ResumeError(f"cannot resume {out}: it is another run ({'; '.join(found)})")
     wanted = {t.name for t in plan.suite.tasks}
@@ -72,6 +82,27 @@ def load_previous(plan: RunPlan) -> list[EpisodeRecord]:
         # half an episode (killed between trials), a duplicate, a line cut mid-write or a lost video: rerun it
         rewrite_episodes(out / EPISODES_FILE, whole)
     return [r for r in whole if r.task in wanted and r.episode < plan.episodes_per_task]
+
+
+def _extending(key: str, previous: dict[str, Any], current: dict[str, Any]) -> str:
+    """Why ``--episodes`` may not change on this ``--resume`` ("" when the run can be extended to it).
+
+    A run is extended, never cut. Episode *i* of a task starts from the same state whatever the total (its seed
+    and init state are functions of (seed, task, i) alone), so more episodes continue the same run; a ``--until``
+    rule's confidence sequences are anytime-valid, so continuing past the old cap keeps them valid. A shard is
+    the exception: which shard owns an episode depends on the total (merge the shards, then extend the merge).
+    """
+    if key != "episodes_per_task":
+        return ""
+    was, now = previous.get(key), current.get(key)
+    if not (isinstance(was, int) and isinstance(now, int)):
+        return " (unknown extent)"
+    if now < was:
+        return f" (a run is extended, never cut: --episodes must be at least {was})"
+    if current.get("shard") is not None:
+        return (" (a shard cannot be extended: which shard runs an episode depends on the total; merge the shards "
+                "with `lerobench merge`, then --resume the merged directory with more --episodes)")
+    return ""
 
 
 class RecordSink:
@@ -98,11 +129,15 @@ class RecordSink:
         self._writer: ResultsWriter | None = None
         self._warned_check = False
         self.encoder: VideoEncoder | NullVideoEncoder = NullVideoEncoder()
+        self._clipping_said = False
+        self.failure: dict[str, Any] | None = None
+        """What stopped the run (``fail``): results.json's ``failure`` block."""
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def open(self) -> None:
         """Start the writer (and the driver-side video encoder) and publish an empty results.json."""
         self._writer = ResultsWriter(self.plan.output)
+        (self.plan.output / TRACEBACK_FILE).unlink(missing_ok=True)  # an earlier failure's, now resumed past
         if self.plan.settings.videos > 0 and self.plan.suite.video_camera:
             self.encoder = VideoEncoder()
         for r in self.records:
@@ -175,8 +210,15 @@ class RecordSink:
             if ends_episode:
                 self._counts[task.name] = self._counts.get(task.name, 0) + 1
             complete = ends_episode and self._counts[task.name] == self._expected.get(task.name)
+            say_clipping = bool(record.clipped) and not self._clipping_said
+            self._clipping_said |= say_clipping  # once per run: the fraction per task is in results.json
         self._writer.put_episode(record)
         self._warn_failed_check(task, record)
+        if say_clipping:
+            self.reporter.message(
+                f"warning: {100 * record.clipped:.3g}% of the action values of {task.name} episode {record.episode} "
+                f"were outside the action space [-1, 1] and were clipped (un-normalised actions?); results.json "
+                f"records clipped_action_fraction per task and overall")
         if record.trial == 0:
             self.ledger.add(task.name, record.episode, record.success)
             self.reporter.episode(task, record)
@@ -218,6 +260,19 @@ class RecordSink:
         assert self._writer is not None, "RecordSink.trajectories before open"
         return TrajectoryRecorder(self.plan.settings.record, self._writer.put_trajectory)
 
+    def fail(self, exc: PolicyError) -> None:
+        """The policy stopped the run: its traceback to ``traceback.txt``, its reason to results.json.
+
+        Why: the one-line error names the place (task, episode) but a user debugging a policy needs the stack;
+        the directory keeps it, with the reason, after the terminal scrolled away (nohup, SLURM, CI).
+        """
+        path = self.plan.output / TRACEBACK_FILE
+        text = exc.traceback_text or "".join(format_exception(exc))
+        path.write_text(f"{exc}\n\n{text}", encoding="utf-8")
+        exc.traceback_file = str(path)
+        self.failure = {"error": type(exc).__name__, **(exc.failure or {"message": str(exc)}),
+                        "traceback": TRACEBACK_FILE}
+
     # -- results -------------------------------------------------------------------------------------
     def results(self, ended: datetime | None = None) -> dict[str, Any]:
         """The full ``results.json`` document for the episodes recorded so far."""
@@ -239,7 +294,8 @@ class RecordSink:
                 "complete": ended is not None,
                 "config": config,
                 "provenance": provenance(s.command, self._started, ended), **summary,
-                **({"stopping": stopping} if stopping is not None else {})}
+                **({"stopping": stopping} if stopping is not None else {}),
+                **({"failure": self.failure} if self.failure is not None else {})}
 
     def publish(self, ended: datetime | None = None) -> dict[str, Any]:
         """Queue results.json (and the extra formats) for an atomic rewrite; return the results."""

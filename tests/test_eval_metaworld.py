@@ -12,7 +12,7 @@ pytest.importorskip("metaworld")
 runner = CliRunner()
 
 EPISODE_FIELDS = {"task", "episode", "trial", "seed", "init_state", "success", "success_at_end", "steps",
-                  "return", "elapsed_s", "error", "video", "renders", "max_reward", "start_digest"}
+                  "return", "elapsed_s", "error", "video", "renders", "max_reward", "start_digest", "clipped"}
 TASK_FIELDS = {"task", "description", "n_episodes", "successes", "success_rate", "ci95", "ci95_method",
                "mean_steps",
                "mean_return", "n_errors"}

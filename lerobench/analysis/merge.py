@@ -79,6 +79,33 @@ def check_compatible(shards: Sequence[RunDir]) -> None:
             raise MergeError(f"cannot merge: {first.path} and {other.path} are different runs ({'; '.join(found)})")
 
 
+def check_distinct(inputs: Sequence[Path]) -> None:
+    """Refuse one directory given twice (also through another path or a link): its time would count twice."""
+    seen: dict[Path, Path] = {}
+    for p in inputs:
+        real = Path(p).resolve()
+        if real in seen:
+            same = "" if Path(p) == seen[real] else f" (as {seen[real]} and {p})"
+            raise MergeError(f"cannot merge: {p} is given twice{same}: list each shard directory once")
+        seen[real] = Path(p)
+
+
+def check_not_copies(shards: Sequence[RunDir]) -> None:
+    """Refuse two directories that hold the same run's output (a copy): same shard, same start time.
+
+    A shard rerun elsewhere starts at another time and merges (its duplicates kept once); a copy would only
+    double its time and halve its rates.
+    """
+    seen: dict[tuple[Any, Any], Path] = {}
+    for s in shards:
+        started = (s.results.get("provenance") or {}).get("started")
+        key = (s.config.get("shard"), started)
+        if started is not None and key in seen:
+            raise MergeError(f"cannot merge: {seen[key]} and {s.path} hold the same run (shard "
+                             f"{key[0] or 'unsharded'} started {started}): one is a copy of the other; list it once")
+        seen[key] = s.path
+
+
 def _outcome(r: EpisodeRecord) -> tuple[Any, ...]:
     """What two records of the same unit must agree on (timings, videos and error texts may differ)."""
     return (r.seed, r.init_state, r.success, r.success_at_end, r.steps, r.error is not None)
@@ -202,8 +229,10 @@ def merge(output: Path, inputs: Sequence[Path], command: Sequence[str] | None = 
     resolved = {Path(p).resolve() for p in inputs}
     if output.resolve() in resolved:
         raise MergeError(f"--output {output} is one of the shard directories: choose a new directory")
+    check_distinct(inputs)
     shards = [read_shard(Path(p)) for p in inputs]
     check_compatible(shards)
+    check_not_copies(shards)
     config = shards[0].config
     suite = load_run_suite(config, [Path(p) for p in inputs])
     tasks = [t.name for t in suite.tasks]

@@ -35,6 +35,9 @@ class EpisodeRecord:
     policy_check: dict[str, Any] | None = None
     """The batch-invariance check of the policy's first call in the process that ran this episode
     (``lerobench.policies.invariance``), on the first record reported after it; None on every other record."""
+    clipped: float | None = None
+    """Fraction of the episode's action values outside the action space [-1, 1], clipped by the simulator (an
+    un-normalised policy looks weak, not broken); None for an episode with no step or written before this field."""
 
     def to_json(self) -> dict[str, Any]:
         """JSON form: ``return_`` is written as ``return``."""

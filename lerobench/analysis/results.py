@@ -62,7 +62,15 @@ def aggregate(records: Iterable[EpisodeRecord]) -> dict[str, Any]:
         "n_errors": sum(r.error is not None for r in records),
         "mean_steps": _mean([r.steps for r in records]),
         "mean_return": _mean([r.return_ for r in records]),
+        "clipped_action_fraction": _clipped_fraction(records),
     }
+
+
+def _clipped_fraction(records: list[EpisodeRecord]) -> float | None:
+    """Fraction of all action values that were outside the action space (step-weighted over episodes)."""
+    known = [r for r in records if r.clipped is not None and r.steps > 0]
+    steps = sum(r.steps for r in known)
+    return round(math.fsum(r.clipped * r.steps for r in known) / steps, 6) if steps else None  # type: ignore[operator]
 
 
 def summarize(suite: Suite, records: Iterable[EpisodeRecord], trials: int = 1) -> dict[str, Any]:

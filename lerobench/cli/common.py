@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from lerobench.errors import STOP_REQUESTED, LerobenchError
+from lerobench.errors import STOP_REQUESTED, ConfigError, LerobenchError
 
 # The click exceptions typer raises: click's own in older typer, a vendored copy (typer._click) in newer ones.
 click_exceptions = sys.modules[typer.BadParameter.__module__]
@@ -72,7 +72,9 @@ class Terminated(BaseException):
 
 def _fail(exc: LerobenchError) -> None:
     # escaped: messages hold brackets ("pip install 'lerobench[ray]'") that rich would take for markup and drop
-    err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+    saved = getattr(exc, "traceback_file", None)
+    where = f" (traceback in {saved})" if saved else ""
+    err_console.print(f"[bold red]error:[/] {escape(str(exc))}{escape(where)}", highlight=False, soft_wrap=True)
     raise typer.Exit(exc.exit_code)
 
 
@@ -176,3 +178,17 @@ def interrupts_keep_results(hint: str) -> Iterator[None]:
         signal.setitimer(signal.ITIMER_REAL, 0)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def task_names(tasks: str | None) -> list[str] | None:
+    """``--tasks`` as a list of names, None when not given; an empty value is refused.
+
+    Why: ``--tasks "$TASKS"`` with an unset shell variable would otherwise run every task (hours on libero_90).
+    """
+    if tasks is None:
+        return None
+    names = [t.strip() for t in tasks.split(",") if t.strip()]
+    if not names:
+        raise ConfigError(f"--tasks {tasks!r} names no task (an empty shell variable?): give task names, indices "
+                          f"or ranges, or leave --tasks out to run every task")
+    return names

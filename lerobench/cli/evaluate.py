@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+import traceback
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from lerobench.cli.common import (
     elide_middle,
     err_console,
     interrupts_keep_results,
+    task_names,
 )
 from lerobench.cli.summary import _print_summary
 from lerobench.errors import LerobenchError
@@ -184,6 +186,8 @@ def evaluate(
         None, "--versus", help="Recorded run A (same suite, tasks, protocol, seed): run its episodes pair by pair "
                                "and stop when B better / A better / equivalent is decided (docs/statistics.md)."),
     alpha: float = typer.Option(0.05, "--alpha", help="Error level of --until's confidence sequences and test."),
+    debug: bool = typer.Option(False, "--debug", help="On an error, also print its traceback (a policy's is "
+                                                     "saved in the run directory as traceback.txt anyway)."),
     margin: float = typer.Option(0.1, "--margin", help="--versus: equivalent once rate(B) - rate(A) is inside "
                                                        "+-margin."),
 ) -> None:
@@ -192,17 +196,19 @@ def evaluate(
 
     with interrupts_keep_results("continue with --resume"):
         try:
-            s = load_suite(suite).select_tasks([t.strip() for t in tasks.split(",") if t.strip()] if tasks else None)
+            s = load_suite(suite).select_tasks(task_names(tasks))
             if resume and output is None:
                 raise LerobenchError("--resume needs --output DIR (the directory of the run to continue)")
             out = output or Path("outputs") / s.name / datetime.now().strftime("%Y%m%d-%H%M%S")
             from lerobench.envs.perturb import parse_perturbations
+            from lerobench.policies.loading import absolute_spec
             from lerobench.runner import Evaluation, RunSettings
             from lerobench.shards import parse_shard, shard_units
 
             settings = RunSettings(
-                suite=s, policy=policy or s.default_policy, output=out, protocol=protocol, episodes=episodes,
-                batch_size=batch_size, seed=seed, max_steps=max_steps, stop_on_success=stop_on_success,
+                suite=s, policy=absolute_spec(policy or s.default_policy), output=out, unique_output=output is None,
+                protocol=protocol, episodes=episodes, batch_size=batch_size, seed=seed, max_steps=max_steps,
+                stop_on_success=stop_on_success,
                 resume=resume, videos=videos, episode_timeout=episode_timeout, replan_steps=replan_steps,
                 parallel_tasks=parallel_tasks, trials=trials, device=device, call_width=call_width,
                 record=record, formats=tuple(formats),
@@ -214,6 +220,7 @@ def evaluate(
             units = shard_units([t.name for t in s.tasks], settings.episodes_per_task, settings.shard)
             reporter = RichReporter(len(units), s.name)
             evaluation = Evaluation(settings, reporter)
+            out = evaluation.s.output  # a default name taken in the same second: the next free one
             golden = (evaluation.plan.simulator or {}).get("golden") or {}
             if golden.get("status") == "drifted":
                 err_console.print(f"[yellow]warning: simulator drift ({escape(str(golden.get('reason')))}); running "
@@ -232,13 +239,19 @@ def evaluate(
             reporter.resumed(evaluation.previous)
             if evaluation.plan.until is not None:
                 console.print(_until_line(evaluation), highlight=False, soft_wrap=True)
-            if resume:
+            if evaluation.fresh_resume:  # a requeued job that always passes --resume: its first start
+                console.print(f"nothing to resume: {out / 'results.json'} does not exist (killed before the first "
+                              f"results were written?): starting the run", highlight=False, soft_wrap=True)
+            elif resume:
                 kept = len({(r.task, r.episode) for r in evaluation.previous})
                 console.print(f"resuming: {_plural(kept, 'finished episode')} kept from {out / 'episodes.jsonl'}",
                               highlight=False, soft_wrap=True)
             with reporter.progress:
                 results = evaluation.run()
         except LerobenchError as exc:
+            if debug:  # the whole chain: what the policy raised, then where lerobench stopped
+                text = getattr(exc, "traceback_text", None) or "".join(traceback.format_exception(exc))
+                err_console.print(text.rstrip(), highlight=False, markup=False, soft_wrap=True)
             _fail(exc)
     _print_summary(results, out)
     n_errors = evaluation.errored_episodes  # not results' n_errors: with --trials that counts trial 0 only

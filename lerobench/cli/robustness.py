@@ -17,6 +17,7 @@ from lerobench.cli.common import (
     console,
     err_console,
     interrupts_keep_results,
+    task_names,
 )
 from lerobench.cli.evaluate import RichReporter
 from lerobench.errors import LerobenchError
@@ -98,9 +99,11 @@ def robustness(
     with interrupts_keep_results("run the same command to resume"):
         try:
             full = load_suite(base)
-            narrowed = full.select_tasks([t.strip() for t in tasks.split(",") if t.strip()] if tasks else None)
+            narrowed = full.select_tasks(task_names(tasks))
             planned = plan_families(narrowed, full, [f for f in families.split(",") if f.strip()], output, load_suite)
-            chosen = policy or full.default_policy
+            from lerobench.policies.loading import absolute_spec
+
+            chosen = absolute_spec(policy or full.default_policy)
             arms = unique_arms(planned)
             for i, arm in enumerate(arms, start=1):
                 settings = RunSettings(

@@ -191,6 +191,11 @@ SIMULATOR_SETUP_LOCK = threading.Lock()
 there (MT1 seeds and restores it; LIBERO places fixtures with it). With ``--parallel-tasks`` two
 threads doing that at once get each other's numbers, and episodes stop being reproducible."""
 
+ACTION_BOUND = 1.0
+"""Every backend's action space is [-1, 1] per dimension; values beyond it are clipped by the simulator."""
+CLIP_TOLERANCE = 1e-6
+"""Float32 rounding of a normalised action is not clipping worth reporting."""
+
 IDLE = -1
 """Episode index given to a slot that has no episode left to run."""
 
@@ -264,6 +269,8 @@ class LazyTaskEnv(gym.Env):
         self._steps = 0
         self._return = 0.0
         self._max_reward = float("-inf")
+        self._clipped = 0
+        """Action values of this episode outside the action space (the simulator clips them)."""
         self._success = False
         self._success_now = False
         self._started = 0.0
@@ -325,6 +332,7 @@ class LazyTaskEnv(gym.Env):
             "renders": self._renders,
             "error": error,
             "start_digest": self._digest,
+            "clipped": round(self._clipped / (self._steps * self.spec_.action_dim), 6) if self._steps else None,
         }
 
     # -- gymnasium API ---------------------------------------------------------------------------
@@ -343,7 +351,7 @@ class LazyTaskEnv(gym.Env):
         self._trial = int(trials[self.spec_.slot]) if trials is not None else 0
         record = options.get("record")
         self._record = bool(record[self.spec_.slot]) if record is not None else False
-        self._steps, self._return, self._renders = 0, 0.0, 0
+        self._steps, self._return, self._renders, self._clipped = 0, 0.0, 0, 0
         self._max_reward = float("-inf")
         self._success = self._success_now = False
         self._started = time.perf_counter()
@@ -392,6 +400,7 @@ class LazyTaskEnv(gym.Env):
             cameras = self._cameras_read(observe)
             announce_reads(sim, cameras)
             reward, success = sim.step(action)
+            self._clipped += int(np.count_nonzero(np.abs(action) > ACTION_BOUND + CLIP_TOLERANCE))
             self._steps += 1
             self._return += float(reward)
             self._max_reward = max(self._max_reward, float(reward))

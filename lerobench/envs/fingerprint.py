@@ -32,6 +32,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -138,11 +140,14 @@ def observe_case(backend_name: str, case: dict[str, Any], render: bool = True) -
                    seed=case["seed"], state_dim=backend.state_dim, action_dim=backend.action_dim,
                    record_camera=case["camera"] if render else None,
                    backend_options=dict(case.get("backend_options") or {}))
-    sim = backend.make_simulator(spec)
+    where = f"{case['task']} episode {case['episode']}"
+    with _phase(where, "building the simulator"):
+        sim = backend.make_simulator(spec)
     image, render_error = None, None if render else "not attempted (a render crashed the check)"
     try:
-        sim.reset_to(case["episode"], episode_seed(case["seed"], case["task_index"], case["episode"]))
-        first = np.asarray(sim.state(), dtype=np.float64)
+        with _phase(where, "reset to its start"):
+            sim.reset_to(case["episode"], episode_seed(case["seed"], case["task_index"], case["episode"]))
+            first = np.asarray(sim.state(), dtype=np.float64)
         try:
             if not render:
                 raise _NoRender
@@ -151,29 +156,56 @@ def observe_case(backend_name: str, case: dict[str, Any], render: bool = True) -
             pass
         except Exception as exc:  # noqa: BLE001 - no renderer here: state-only runs still work, so check the state
             render_error = f"{type(exc).__name__}: {exc}"
-        for _ in range(case["steps"]):
-            sim.step(np.asarray(case["action"], dtype=np.float32))
+        for i in range(case["steps"]):
+            with _phase(where, f"step {i + 1} of {case['steps']}"):
+                sim.step(np.asarray(case["action"], dtype=np.float32))
         after = np.asarray(sim.state(), dtype=np.float64)
     finally:
         sim.close()
     return {"state": first.tolist(), "state_after": after.tolist(), "image": image, "render_error": render_error}
 
 
+@contextmanager
+def _phase(where: str, phase: str) -> Iterator[None]:
+    """Name the case and the phase in which the simulator raised.
+
+    Why: a newer MuJoCo fails inside the stack (``... shape=(43, 43))``); its last line alone says nothing.
+    """
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001 - re-raised with its place; the child's last line is the reason
+        raise RuntimeError(f"{where}: {phase} raised {type(exc).__name__}: {exc}") from exc
+
+
+def _sizes(name: str, want: Any, got: Any) -> str:
+    """What differs between two arrays of different shapes, in words."""
+    if want.ndim == got.ndim == 1:
+        return f"{name} size differs: expected {want.shape[0]}, got {got.shape[0]}"
+    return f"{name} shape differs: expected {want.shape}, got {got.shape}"
+
+
 def compare_case(case: dict[str, Any], seen: dict[str, Any], state_atol: float, image_mad: float) -> dict[str, Any]:
-    """How far one case's observation is from its golden values, and whether it is within tolerance."""
+    """How far one case's observation is from its golden values, and whether it is within tolerance.
+
+    Arrays of different shapes (another state layout) are infinitely far; ``shape`` says which sizes differ.
+    """
     import numpy as np
 
-    state_diff = 0.0
+    state_diff, shape = 0.0, None
     for key in ("state", "state_after"):
         want, got = np.asarray(case[key], dtype=np.float64), np.asarray(seen[key], dtype=np.float64)
+        if want.shape != got.shape:
+            shape = shape or _sizes("state", want, got)
         state_diff = max(state_diff, float("inf") if want.shape != got.shape else float(np.max(np.abs(want - got))))
     mad = None
     if seen["image"] is not None:
         want, got = np.asarray(case["image"], dtype=np.float64), np.asarray(seen["image"], dtype=np.float64)
+        if want.shape != got.shape:
+            shape = shape or _sizes("image", want, got)
         mad = round(float("inf") if want.shape != got.shape else float(np.mean(np.abs(want - got))), 3)
     ok = state_diff <= state_atol and (mad is None or mad <= image_mad)
     return {"task": case["task"], "episode": case["episode"], "state_diff": state_diff, "image_mad": mad,
-            "render_error": seen.get("render_error"), "ok": ok}
+            "render_error": seen.get("render_error"), "ok": ok, "shape": shape}
 
 
 class _NoRender(Exception):
@@ -191,7 +223,8 @@ def run_check(backend: str, path: Path, render: bool = True) -> dict[str, Any]:
         r = bad[0]
         image = ("not rendered" if r["image_mad"] is None else
                  f"{r['image_mad']:.3g} grey levels (tolerance {golden['image_mad']:g})")
-        reason = (f"{r['task']} episode {r['episode']}: state differs by {r['state_diff']:.3g} (tolerance "
+        reason = (f"{r['task']} episode {r['episode']}: {r['shape']}" if r.get("shape") else
+                  f"{r['task']} episode {r['episode']}: state differs by {r['state_diff']:.3g} (tolerance "
                   f"{golden['state_atol']:g}), image by {image}")
     mads = [r["image_mad"] for r in results if r["image_mad"] is not None]
     unrendered = next((r["render_error"] for r in results if r["render_error"]), None)
@@ -298,7 +331,11 @@ def fingerprint(backend: str, packages: tuple[str, ...], use_cache: bool = True)
     pinned = json.loads(path.read_text(encoding="utf-8")).get("recorded_with", {})
     out["pinned"] = {k: v for k, v in pinned.items() if k in versions}
     out["renderer"] = result.get("renderer") or {}
-    out["golden"] = {"status": result["status"], "reason": result.get("reason"), "reference": reference,
+    reason = result.get("reason")
+    moved = [f"{k} {versions[k]} here, recorded with {v}" for k, v in out["pinned"].items() if versions[k] != v]
+    if result["status"] == "drifted" and moved:  # the likeliest cause, named beside the symptom
+        reason = f"{reason}; versions differ from the golden file's: {', '.join(moved)}"
+    out["golden"] = {"status": result["status"], "reason": reason, "reference": reference,
                      "max_state_diff": result.get("max_state_diff"), "max_image_mad": result.get("max_image_mad"),
                      "images_checked": result.get("images_checked", False), "render_error": result.get("render_error"),
                      "cached": from_cache, "seconds": round(time.perf_counter() - started, 3)}

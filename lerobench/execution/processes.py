@@ -14,6 +14,7 @@ import signal
 from collections import deque
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
+from traceback import format_exception
 from typing import Any
 
 from lerobench.errors import LerobenchError, PolicyError, RunError
@@ -44,8 +45,10 @@ def _worker_main(conn: Connection, plan: RunPlan, workers: int, cores: int) -> N
     except BaseException as exc:  # noqa: BLE001 - reported to the driver, which stops the run
         kind = "policy" if isinstance(exc, PolicyError) else "run"
         message = str(exc) if isinstance(exc, LerobenchError) else f"{type(exc).__name__}: {exc}"
+        failure = exc.failure if isinstance(exc, PolicyError) else None
+        text = (exc.traceback_text if isinstance(exc, PolicyError) else None) or "".join(format_exception(exc))
         try:
-            conn.send(("error", (kind, message)))
+            conn.send(("error", (kind, message, failure, text)))
         except OSError:
             pass
     finally:
@@ -163,8 +166,8 @@ class ProcessExecutor:
                     w.unit = None
                     return True
                 else:
-                    error, message = payload
-                    raise (PolicyError if error == "policy" else RunError)(message)
+                    error, message, failure, text = payload
+                    raise PolicyError(message, failure, text) if error == "policy" else RunError(message)
         except (EOFError, OSError):
             return False
         return w.process.is_alive()

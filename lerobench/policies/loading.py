@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import os
+import sys
+import traceback
+from pathlib import Path
 from typing import Any
 
-from lerobench.errors import ConfigError, PolicyError, unknown
+from lerobench.errors import ConfigError, LerobenchError, PolicyError, unknown
 from lerobench.policies.base import PolicyContext, observation_needs
 from lerobench.policies.builtin import BUILTIN
 from lerobench.registry import import_module_here
@@ -23,6 +28,10 @@ def load_policy(spec: str, context: PolicyContext) -> Any:
         policy = make_lerobot_policy(spec, context)
     elif spec in BUILTIN:
         policy = BUILTIN[spec](context)
+    elif spec.startswith(("http://", "https://")):
+        secure = "s" if spec.startswith("https://") else ""
+        raise ConfigError(f"policy {spec!r}: remote policies speak websockets (openpi's protocol): use "
+                          f"ws{secure}://{spec.partition('://')[2]}")
     elif ":" in spec:
         policy = _from_factory(spec, context)
     else:
@@ -34,12 +43,74 @@ def load_policy(spec: str, context: PolicyContext) -> Any:
     return _validated(spec, policy, context)
 
 
-def _from_factory(spec: str, context: PolicyContext) -> Any:
-    module_name, _, attr = spec.partition(":")
+def is_file_spec(spec: str) -> bool:
+    """``./my_policy.py:make_policy`` or ``/abs/path.py:f``: a factory in a Python file, not a module path."""
+    module, sep, _ = spec.rpartition(":")
+    return bool(sep) and "://" not in spec and (module.endswith(".py") or "/" in module or os.sep in module)
+
+
+def absolute_spec(spec: str) -> str:
+    """A file spec with its path made absolute; any other spec unchanged.
+
+    Why: worker processes and Ray tasks (other working directories) must load the same file.
+    """
+    if not is_file_spec(spec) or spec.startswith("lerobot:"):
+        return spec
+    path, _, attr = spec.rpartition(":")
+    return f"{Path(path).expanduser().resolve()}:{attr}"
+
+
+def _import_file(spec: str, path_text: str) -> Any:
+    """Import the Python file ``path_text`` as a module (its folder on ``sys.path``, for its own imports)."""
+    path = Path(path_text).expanduser().resolve()
+    if not path.is_file():
+        raise ConfigError(f"policy {spec!r}: no such file {path}")
+    name = f"lerobench_policy_{path.stem}_{abs(hash(str(path))):x}"  # unique: two files may share a stem
+    if name in sys.modules:
+        return sys.modules[name]
+    if str(path.parent) not in sys.path:
+        sys.path.append(str(path.parent))
+    module_spec = importlib.util.spec_from_file_location(name, path)
+    assert module_spec is not None and module_spec.loader is not None
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[name] = module  # dataclasses and pickling look the module up by name while it runs
     try:
-        module = import_module_here(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"policy {spec!r}: cannot import module {module_name!r} ({exc})") from exc
+        module_spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def _where(exc: BaseException) -> str:
+    """``file:line`` of a syntax error, or of the deepest frame in user code (not importlib's) that raised."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return f"{exc.filename}:{exc.lineno}"
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<frozen")
+              and "/importlib/" not in f.filename and f.filename != __file__]
+    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "?"
+
+
+def _from_factory(spec: str, context: PolicyContext) -> Any:
+    if is_file_spec(spec):
+        module_name, _, attr = spec.rpartition(":")
+    else:
+        module_name, _, attr = spec.partition(":")
+    try:
+        module = _import_file(spec, module_name) if is_file_spec(spec) else import_module_here(module_name)
+    except LerobenchError:
+        raise
+    except ModuleNotFoundError as exc:
+        top = exc.name is not None and (module_name == exc.name or module_name.startswith(f"{exc.name}."))
+        if top and not is_file_spec(spec):
+            raise ConfigError(f"policy {spec!r}: cannot import module {module_name!r} ({exc})") from exc
+        raise ConfigError(f"policy {spec!r}: importing {module_name!r} failed at {_where(exc)}: "
+                          f"{type(exc).__name__}: {exc}") from exc
+    except SyntaxError as exc:
+        raise ConfigError(f"policy {spec!r}: {type(exc).__name__} at {_where(exc)}: {exc.msg}") from exc
+    except Exception as exc:  # noqa: BLE001 - a module raising at import: where, in one line
+        raise ConfigError(f"policy {spec!r}: importing {module_name!r} failed at {_where(exc)}: "
+                          f"{type(exc).__name__}: {exc}") from exc
     factory = getattr(module, attr, None)
     if factory is None or not callable(factory):
         public = [n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n))

@@ -158,7 +158,31 @@ class RemotePolicy:
         if action_dim is not None and action_dim != self.context.action_dim:
             raise ConfigError(f"policy server {self.url} returns {action_dim}-D actions, but suite "
                               f"{self.context.suite!r} takes {self.context.action_dim}-D actions")
+        self._check_served_suite(metadata)
         return metadata
+
+    def _check_served_suite(self, metadata: dict[str, Any]) -> None:
+        """Refuse a server built for other tasks (``lerobench serve`` says which), before any episode runs.
+
+        Why: its policy was made for its own suite's tasks; asked about another task it fails mid-run with a
+        server-side traceback (``KeyError: 'push-v3'``). openpi servers send none of these keys: not checked.
+        """
+        served = f"serves suite {metadata.get('suite')!r}" if metadata.get("suite") else "serves"
+        backend, state_dim = metadata.get("backend"), metadata.get("state_dim")
+        if isinstance(backend, str) and backend != self.context.backend:
+            raise ConfigError(f"policy server {self.url} {served} on backend {backend!r}, but suite "
+                              f"{self.context.suite!r} runs on {self.context.backend!r}: serve this suite")
+        if isinstance(state_dim, int) and state_dim != self.context.state_dim:
+            raise ConfigError(f"policy server {self.url} {served} with a {state_dim}-D state, but suite "
+                              f"{self.context.suite!r} has a {self.context.state_dim}-D state")
+        tasks = metadata.get("tasks")
+        if isinstance(tasks, list):
+            missing = [t.name for t in self.context.tasks if t.name not in tasks]
+            if missing:
+                shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+                raise ConfigError(f"policy server {self.url} {served}, which has no task {shown} of suite "
+                                  f"{self.context.suite!r}: serve that suite (`lerobench serve --suite "
+                                  f"{self.context.suite}`)")
 
     def close(self) -> None:
         """Close the connection (idempotent); a later call would reconnect."""

@@ -79,7 +79,8 @@ class PolicyServer:
         self.cameras = needs.cameras
         self.metadata = {
             "server": "lerobench", "version": __version__, "policy": policy_spec, "suite": context.suite,
-            "batched": True, "action_dim": context.action_dim, "state_dim": context.state_dim,
+            "backend": context.backend, "tasks": [t.name for t in context.tasks], "batched": True,
+            "action_dim": context.action_dim, "state_dim": context.state_dim,
             "cameras": list(self.cameras), "image_size": list(context.image_size), "max_batch": max_batch,
             "every_frame": needs.every_frame, "batch_invariant": policy_traits(self.policy).batch_invariant,
             "stochastic": policy_traits(self.policy).stochastic, "numerics": policy_numerics(self.policy),
