@@ -19,7 +19,7 @@ from lerobench.outputdir import OutputDir, check_writable
 from lerobench.plan import FORMATS, RunPlan, RunSettings, make_plan
 from lerobench.policies.base import close_policy, policy_traits
 from lerobench.policies.builtin import BUILTIN
-from lerobench.policies.loading import load_policy, observation_needs
+from lerobench.policies.loading import load_policy, observation_needs, prepare_policy
 from lerobench.registry import get_backend
 from lerobench.reporting import Reporter, SilentReporter
 from lerobench.sink import RecordSink, load_previous
@@ -32,8 +32,14 @@ __all__ = ["FORMATS", "Evaluation", "RunSettings"]
 class Evaluation:
     """One evaluation run; ``run()`` returns the final results dict (also written to disk)."""
 
-    def __init__(self, settings: RunSettings, reporter: Reporter | None = None):
+    def __init__(self, settings: RunSettings, reporter: Reporter | None = None, policy: Any = None):
+        """Validate everything that can refuse the run, then claim the output directory.
+
+        ``policy``: an in-memory policy object (``lerobench.evaluate``) instead of loading ``settings.policy``,
+        which then only names it; it runs in this process and is never closed here (its owner closes it).
+        """
         self.s = settings
+        self.in_memory = policy is not None
         self.reporter = reporter or SilentReporter()
         plan = make_plan(settings)
         # Everything that can refuse the run happens here, before progress is drawn or any env starts; the
@@ -41,7 +47,8 @@ class Evaluation:
         check_writable(settings.output)
         backend = get_backend(settings.suite.backend)
         simulator = checked_fingerprint(settings.suite.backend, backend.packages, settings.allow_sim_drift)
-        self.policy = load_policy(settings.policy, plan.context())
+        self.policy = (prepare_policy(policy, plan.context(), settings.policy) if self.in_memory
+                       else load_policy(settings.policy, plan.context()))
         self.output: OutputDir | None = None
         try:
             # what the policy makes of the run (executed chunk length, traits) is part of its identity: known
@@ -101,7 +108,7 @@ class Evaluation:
         done = sink.done()
         todo = sum(len(u.episodes) for u in plan.work_units(done))
         try:
-            choice = choose(plan, policy, observation_needs(policy).cameras, todo)
+            choice = choose(plan, policy, observation_needs(policy).cameras, todo, in_memory=self.in_memory)
             if choice.parallel_tasks > 1 and not policy_traits(policy).copy_safe:
                 self.reporter.message(f"policy {self.s.policy!r} declares copy_safe = False: running tasks "
                                       f"one at a time")
@@ -182,7 +189,8 @@ class Evaluation:
 
     def _close_policy(self) -> None:
         policy, self.policy = self.policy, None
-        close_policy(policy)
+        if not self.in_memory:  # an in-memory policy belongs to its caller
+            close_policy(policy)
 
 
 def policy_config(policy: Any, replan_steps: int) -> dict[str, Any]:

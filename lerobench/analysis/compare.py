@@ -218,15 +218,17 @@ def compare_runs(a: Run, b: Run, alpha: float = 0.05, allow_different: bool = Fa
         if only:
             notes.append(f"tasks only in run {label} (not compared): {', '.join(sorted(only))}")
 
-    def strata_for(k: int) -> dict[str, tuple[list[bool], list[bool]]]:
+    def strata_for(k: int, within: bool = False) -> dict[str, tuple[list[bool], list[bool]]]:
+        """Per task, A's and B's outcomes at trial ``k`` (``within``: any success in trials 0..k, pass@k+1)."""
+        pick = (lambda v: any(v[: k + 1])) if within else (lambda v: v[k])
         strata = {}
         for name in order:
             if paired:
                 keys = [key for key in matched if key[0] == name]
-                pair = ([out_a[key][k] for key in keys], [out_b[key][k] for key in keys])
+                pair = ([pick(out_a[key]) for key in keys], [pick(out_b[key]) for key in keys])
             else:
-                pair = ([v[k] for key, v in sorted(out_a.items()) if key[0] == name],
-                        [v[k] for key, v in sorted(out_b.items()) if key[0] == name])
+                pair = ([pick(v) for key, v in sorted(out_a.items()) if key[0] == name],
+                        [pick(v) for key, v in sorted(out_b.items()) if key[0] == name])
             if pair[0] and pair[1]:
                 strata[name] = pair
         return strata
@@ -242,6 +244,9 @@ def compare_runs(a: Run, b: Run, alpha: float = 0.05, allow_different: bool = Fa
     }
     if trials > 1:
         result["per_trial"] = [{"trial": k, **_compare_trial(strata_for(k), groups, paired, alpha)}
+                               for k in range(trials)]
+        # pass@k: success within the first k trials, compared episode by episode like a trial
+        result["pass_at_k"] = [{"k": k + 1, **_compare_trial(strata_for(k, within=True), groups, paired, alpha)}
                                for k in range(trials)]
     index = suite_indices(a, b)
     for task in result["tasks"]:

@@ -71,8 +71,40 @@ def _rate_row(k: int, successes: int, n: int) -> dict[str, Any]:
             "ci95": exact_interval(successes, n), "ci95_method": CI_METHOD}
 
 
+def unbiased_pass_at_k(n: int, c: int, k: int) -> float:
+    """P(at least one success among k of an episode's n trials drawn without replacement), c of them successes.
+
+    The unbiased estimator of pass@k (Chen et al. 2021, "Evaluating Large Language Models Trained on Code"):
+    ``1 - C(n-c, k) / C(n, k)``, computed as a product so it never overflows. Exact for exchangeable trials;
+    with memory kept across trials (what ``--trials`` measures) the first k trials are not a random k of n, so
+    results.json reports it beside the rate within the first k (``within_first_k``).
+    """
+    if not 1 <= k <= n or not 0 <= c <= n:
+        raise ValueError(f"pass@k needs 1 <= k <= n and 0 <= c <= n, got n={n}, c={c}, k={k}")
+    if n - c < k:
+        return 1.0
+    fail_all = 1.0
+    for i in range(n - c + 1, n + 1):
+        fail_all *= 1.0 - k / i
+    return 1.0 - fail_all
+
+
+def pass_at_k(table: Sequence[Sequence[bool]]) -> list[dict[str, Any]]:
+    """pass@k for k = 1..K over episodes (rows of per-trial outcomes): within the first k, and unbiased."""
+    n_episodes = len(table)
+    out = []
+    trials = len(table[0]) if table else 0
+    for k in range(1, trials + 1):
+        within = sum(any(o[:k]) for o in table)
+        unbiased = sum(unbiased_pass_at_k(trials, sum(o), k) for o in table) / n_episodes if n_episodes else None
+        out.append({"k": k, "n": n_episodes, "within_first_k": within / n_episodes if n_episodes else None,
+                    "ci95": exact_interval(within, n_episodes), "ci95_method": CI_METHOD,
+                    "unbiased": round(unbiased, 6) if unbiased is not None else None})
+    return out
+
+
 def trial_summary(records: Iterable[EpisodeRecord], trials: int) -> dict[str, Any]:
-    """The keys a block of results.json gains when K > 1: per_trial, success_within_k, adaptation."""
+    """The keys a block of results.json gains when K > 1: per_trial, success_within_k, pass_at_k, adaptation."""
     table = [outcomes(rs, trials) for rs in group_episodes(records).values()]
     n = len(table)
     per_trial = [_rate_row(k, sum(o[k] for o in table), n) for k in range(trials)]
@@ -82,4 +114,5 @@ def trial_summary(records: Iterable[EpisodeRecord], trials: int) -> dict[str, An
         c = compare_paired([o[0] for o in table], [o[k] for o in table])
         adaptation.append({"trial": k, "delta": c.delta, "ci95": c.ci95, "p_value": c.p_value, "n": c.n,
                            "gained": c.gained, "lost": c.lost})
-    return {"trials": trials, "per_trial": per_trial, "success_within_k": within, "adaptation": adaptation}
+    return {"trials": trials, "per_trial": per_trial, "success_within_k": within, "pass_at_k": pass_at_k(table),
+            "adaptation": adaptation}

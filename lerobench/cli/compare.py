@@ -60,6 +60,12 @@ def _print_comparison(c: dict[str, Any]) -> None:
         console.print(f"trial {trial['trial']}: A {_rate(o['rate_a'])}, B {_rate(o['rate_b'])}, "
                       f"B − A {_signed(o['difference'])} points (95% CI {100 * lo:+.0f} to {100 * hi:+.0f}), "
                       f"p {_p(o['p_value'])}", highlight=False)
+    for row in c.get("pass_at_k", [])[1:]:
+        o = row["overall"]
+        lo, hi = o["ci95"]
+        console.print(f"pass@{row['k']} (success within the first {row['k']} trials): A {_rate(o['rate_a'])}, "
+                      f"B {_rate(o['rate_b'])}, B − A {_signed(o['difference'])} points (95% CI {100 * lo:+.0f} to "
+                      f"{100 * hi:+.0f}), p {_p(o['p_value'])}", highlight=False)
     for note in c["notes"]:
         err_console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
     console.print(f"[bold]{c['verdict']}[/] (alpha {c['alpha']}; tasks: {c['tasks'][0]['test']}, Holm-adjusted; "

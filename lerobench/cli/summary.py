@@ -12,20 +12,22 @@ from lerobench.stopping import FIXED_N_NOTE, stopping_line
 
 
 def _trial_cells(block: dict[str, Any], trials: int) -> list[str]:
-    """Per-trial rates, then each trial's adaptation delta with its exact McNemar p (``--trials`` > 1)."""
+    """Per-trial rates, each trial's adaptation delta with its exact McNemar p, pass@k (``--trials`` > 1)."""
     if trials <= 1:
         return []
     rates = [_rate(row["success_rate"]) for row in block["per_trial"]]
     deltas = [f"{100 * a['delta']:+.1f} (p={a['p_value']:.2g})" if a["delta"] is not None else "-"
               for a in block["adaptation"]]
-    return rates + deltas
+    passes = [_rate(row["within_first_k"]) for row in block.get("pass_at_k", [])[1:]]
+    return rates + deltas + (passes or ["-"] * (trials - 1))
 
 
 def _print_summary(results: dict[str, Any], output: Path, merged_from: int = 0) -> None:
     """The results table and a timing line; ``merged_from`` > 0: a merge, whose eval_s is the shards' sum."""
     trials = results.get("config", {}).get("trials", 1)
     table = Table(title=f"{results['suite']} — {results['policy']}")
-    extra = [f"trial {k}" for k in range(trials)] + [f"Δ{k} pp" for k in range(1, trials)] if trials > 1 else []
+    extra = ([f"trial {k}" for k in range(trials)] + [f"Δ{k} pp" for k in range(1, trials)]
+             + [f"pass@{k}" for k in range(2, trials + 1)]) if trials > 1 else []
     table.add_column("task", no_wrap=True)  # whole names, as in `list` and `show`
     for col in ("episodes", "success", "95% CI", "errors", "mean steps", *extra):
         table.add_column(col, justify="right", overflow="fold")
@@ -45,7 +47,8 @@ def _print_summary(results: dict[str, Any], output: Path, merged_from: int = 0) 
     _print_names_table(table)
     if trials > 1:
         console.print("success/CI/errors: trial 0 (comparable with 1-trial runs); Δk = rate(trial k) − rate(trial 0) "
-                      "in percentage points, paired exact McNemar p", highlight=False)
+                      "in percentage points, paired exact McNemar p; pass@k = success within the first k trials "
+                      "(results.json also has the unbiased estimator over all trials)", highlight=False)
     stopping = results.get("stopping")
     if stopping:
         console.print(stopping_line(stopping), highlight=False, soft_wrap=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from lerobench.errors import ConfigError
 from lerobench.execution.base import ExecutionChoice
 from lerobench.plan import RunPlan
 from lerobench.policies.base import policy_traits
@@ -32,8 +33,12 @@ def replicable(policy: Any) -> bool:
 
 
 def choose(plan: RunPlan, policy: Any, cameras: tuple[str, ...], todo: int, *, cores: int | None = None,
-           memory_mb: int | None = None, probe: bool = True) -> ExecutionChoice:
-    """The executor for ``todo`` remaining episodes of ``plan`` on this machine."""
+           memory_mb: int | None = None, probe: bool = True, in_memory: bool = False) -> ExecutionChoice:
+    """The executor for ``todo`` remaining episodes of ``plan`` on this machine.
+
+    ``in_memory``: the policy is an object handed to ``lerobench.evaluate``, which worker processes cannot build
+    from a spec: only the executors that run the policy in this process (inline, vector) are chosen.
+    """
     s = plan.settings
     cores = cores if cores is not None else usable_cores(probe=probe)
     if memory_mb is None and probe:
@@ -43,8 +48,11 @@ def choose(plan: RunPlan, policy: Any, cameras: tuple[str, ...], todo: int, *, c
     executor = s.executor
     shared_only = (s.batch_size > 0 or s.record != "none" or s.parallel_tasks > 1
                    or s.episode_timeout is not None)
+    if executor in ("processes", "ray") and in_memory:
+        raise ConfigError(f"executor {executor!r} builds the policy from its spec in every worker; an in-memory "
+                          "policy runs in this process: use executor 'auto', 'vector' or 'inline', or pass a spec")
     if executor in ("processes", "ray") or (executor == "auto" and not shared_only and replicable(policy)
-                                            and workers > 1):
+                                            and workers > 1 and not in_memory):
         n = min(s.workers or workers, max(1, todo)) if executor != "ray" else s.workers
         limits = f"{cores} usable cores, {todo} episodes to run"
         if memory_mb is not None:

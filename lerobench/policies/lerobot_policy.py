@@ -184,7 +184,6 @@ class LeRobotPolicy:
         from lerobench.policies.torch_policy import resolve_device
 
         lr = _import_lerobot()
-        import torch
 
         self.path = path
         self.context = context
@@ -203,7 +202,6 @@ class LeRobotPolicy:
         except Exception as exc:  # noqa: BLE001
             raise ConfigError(f"lerobot policy {path}: cannot load the {config.type!r} policy "
                               f"({type(exc).__name__}: {exc})") from exc
-        self.module.eval()
         if not (path / "policy_preprocessor.json").is_file():
             raise ConfigError(
                 f"lerobot policy {path}: no policy_preprocessor.json (a checkpoint from before lerobot 0.4?). "
@@ -215,6 +213,35 @@ class LeRobotPolicy:
         except Exception as exc:  # noqa: BLE001
             raise ConfigError(f"lerobot policy {path}: cannot load its pre/post-processors "
                               f"({type(exc).__name__}: {exc})") from exc
+        self._finish(device)
+
+    @classmethod
+    def from_objects(cls, module: Any, preprocessor: Any, postprocessor: Any, context: PolicyContext) -> LeRobotPolicy:
+        """The adapter around a LeRobot policy already in memory (a training loop's), with its processors.
+
+        Nothing is copied or reloaded: the module is used as it is (``lerobench.evaluate`` puts it in eval mode
+        for the run and restores its mode afterwards).
+        """
+        from lerobench.policies.torch_policy import resolve_device
+
+        _import_lerobot()
+        self = object.__new__(cls)
+        self.path = Path(f"<in-memory {type(module).__name__}>")
+        self.context = context
+        device = resolve_device(context.device)
+        self.config = module.config
+        self.type = module.config.type
+        self.call_width = resolve_call_width(context.call_width, device)
+        self._plan_features(self.config, context)
+        self.module, self.preprocessor, self.postprocessor = module, preprocessor, postprocessor
+        self._finish(device)
+        return self
+
+    def _finish(self, device: str) -> None:
+        """Eval mode, deterministic numerics and traits: the part shared by both constructors."""
+        import torch
+
+        self.module.eval()
         self.device = torch.device(device)
         from lerobench.policies.numerics import deterministic_torch, numerics_record
 

@@ -91,6 +91,19 @@ def _where(exc: BaseException) -> str:
     return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "?"
 
 
+def prepare_policy(policy: Any, context: PolicyContext, name: str) -> Any:
+    """An in-memory policy (``lerobench.evaluate``) ready to run: torch modules wrapped, the interface checked.
+
+    Nothing is copied: a ``torch.nn.Module`` is wrapped in ``TorchPolicy`` (moved to ``context.device``, eval
+    mode, fixed call width), anything following the ``Policy`` protocol is used as it is.
+    """
+    from lerobench.policies.torch_policy import TorchPolicy, is_torch_module, resolve_device
+
+    if is_torch_module(policy):
+        return _validated(name, TorchPolicy(policy, resolve_device(context.device), context.call_width), context)
+    return _validated(name, policy, context)
+
+
 def _from_factory(spec: str, context: PolicyContext) -> Any:
     if is_file_spec(spec):
         module_name, _, attr = spec.rpartition(":")

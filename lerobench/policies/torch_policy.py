@@ -63,6 +63,10 @@ def resolve_device(device: str) -> str:
 class TorchPolicy:
     """Adapter around a module policy; ``copy.copy`` gives a copy sharing the parameter tensors.
 
+    The module either has ``select_action(batch, task_descriptions)`` (and ``reset()``), or is a plain module
+    whose ``forward`` maps the state (B, state_dim) to actions (B, A) or chunks (B, T, A): what a training loop
+    passes to ``lerobench.evaluate``.
+
     Why an adapter: lerobench's rollout speaks NumPy; the module should see tensors on its device and
     run without autograd. Shallow copies (one per task thread) share ``_parameters`` — zero extra
     memory — while the module's plain attributes (its per-episode state, rebound in ``reset()``)
@@ -91,8 +95,10 @@ class TorchPolicy:
         return clone
 
     def reset(self) -> None:
-        """Reset the module's state."""
-        self.module.reset()
+        """Reset the module's state (a plain module without ``reset`` keeps none)."""
+        reset = getattr(self.module, "reset", None)
+        if callable(reset):
+            reset()
 
     def _to_tensors(self, observation: dict[str, Any]) -> dict[str, Any]:
         import torch
@@ -114,7 +120,10 @@ class TorchPolicy:
         import torch
 
         with torch.inference_mode():
-            out = self.module.select_action(self._to_tensors(observation), task_descriptions)
+            batch = self._to_tensors(observation)
+            select = getattr(self.module, "select_action", None)
+            # a plain module (a training loop's ``nn.Sequential``) maps the state to actions
+            out = select(batch, task_descriptions) if callable(select) else self.module(batch["state"])
         if isinstance(out, torch.Tensor):
             out = out.detach().to("cpu").numpy()
         return np.asarray(out)
