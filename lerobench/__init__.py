@@ -1,3 +1,19 @@
-"""lerobench: honest, fast success rates for robot policies on real simulators."""
+"""lerobench: honest, fast success rates for robot policies on real simulators.
+
+``lerobench.evaluate(policy, suite, ...)`` evaluates from Python (a training loop); the rest is the CLI.
+Both are imported lazily: ``import lerobench`` stays instant.
+"""
+
+from typing import Any
 
 __version__ = "0.1.0"
+__all__ = ["Results", "TaskResult", "__version__", "evaluate"]
+
+
+def __getattr__(name: str) -> Any:
+    """``lerobench.evaluate`` / ``Results`` / ``TaskResult`` from ``lerobench.api``, imported on first use."""
+    if name in ("evaluate", "Results", "TaskResult"):
+        from lerobench import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'lerobench' has no attribute {name!r}")

@@ -1,0 +1,267 @@
+"""``lerobench.evaluate``: evaluate a policy from Python (a training loop), with the CLI's defaults.
+
+Why a function and not only the CLI: checkpoints are evaluated *during* training, every N steps, from inside
+the training process, with the numbers landing in the tracker already in use. So the policy is the object in
+memory (a ``torch.nn.Module``, a LeRobot policy with its processors, anything following the ``Policy``
+protocol), never copied to another process; every call leaves the process as it found it: no worker, thread
+or GL context outlives it, torch's global settings (threads, determinism flags, grad mode) and the module's
+train/eval mode and device are restored, and ``output=None`` leaves no files behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lerobench.analysis.records import EpisodeRecord
+
+CLI_DEFAULTS: dict[str, Any] = {
+    "tasks": None, "episodes": None, "batch_size": 0, "seed": 0, "protocol": "standard", "max_steps": None,
+    "stop_on_success": True, "videos": 2, "replan_steps": 1, "parallel_tasks": 1, "trials": None, "device": "cpu",
+    "call_width": None, "executor": "auto", "workers": 0, "resume": False, "record": "none",
+}
+"""The defaults ``evaluate`` shares with ``lerobench eval`` (``tests/test_api.py`` compares them with the CLI's)."""
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """One task's rate and its exact 95% interval."""
+
+    task: str
+    n_episodes: int
+    successes: int
+    success_rate: float | None
+    ci95: tuple[float, float]
+    n_errors: int
+    pass_at_k: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class Results:
+    """What ``evaluate`` returns: the numbers, the episodes, and where the run was written (if anywhere)."""
+
+    suite: str
+    policy: str
+    success_rate: float | None
+    """Overall success rate (trial 0 of every episode)."""
+    ci95: tuple[float, float]
+    n_episodes: int
+    successes: int
+    n_errors: int
+    tasks: tuple[TaskResult, ...]
+    episodes: tuple[EpisodeRecord, ...]
+    env_steps_per_s: float | None
+    eval_s: float
+    run_dir: Path | None
+    """The run directory, or None when ``output=None`` (it was temporary and is gone)."""
+    document: dict[str, Any] = field(repr=False)
+    """The full ``results.json`` document."""
+    pass_at_k: tuple[dict[str, Any], ...] = ()
+    """Overall pass@k for multi-trial runs (``results.json`` ``overall.pass_at_k``)."""
+    logged: dict[str, Any] = field(default_factory=dict)
+    """Where each tracker of ``log_to`` wrote (tracker -> location)."""
+
+    def task(self, name: str) -> TaskResult:
+        """The result of task ``name``."""
+        for t in self.tasks:
+            if t.task == name:
+                return t
+        raise KeyError(f"no task {name!r} in this result (tasks: {[t.task for t in self.tasks]})")
+
+    @classmethod
+    def from_document(cls, document: dict[str, Any], records: Sequence[EpisodeRecord], run_dir: Path | None,
+                      logged: dict[str, Any] | None = None) -> Results:
+        """Build from a ``results.json`` document and the run's episode records."""
+        o = document["overall"]
+        tasks = tuple(TaskResult(task=t["task"], n_episodes=t["n_episodes"], successes=t["successes"],
+                                 success_rate=t["success_rate"], ci95=tuple(t["ci95"]), n_errors=t["n_errors"],
+                                 pass_at_k=tuple(t.get("pass_at_k", ()))) for t in document["tasks"])
+        return cls(suite=document["suite"], policy=document["policy"], success_rate=o["success_rate"],
+                   ci95=tuple(o["ci95"]), n_episodes=o["n_episodes"], successes=o["successes"],
+                   n_errors=o.get("n_errors", 0), tasks=tasks, episodes=tuple(records),
+                   env_steps_per_s=o.get("env_steps_per_s"), eval_s=o["eval_s"], run_dir=run_dir,
+                   document=document, pass_at_k=tuple(o.get("pass_at_k", ())), logged=dict(logged or {}))
+
+
+def evaluate(
+    policy: Any,
+    suite: str | Path,
+    *,
+    tasks: str | Sequence[str | int] | None = CLI_DEFAULTS["tasks"],
+    episodes: int | None = CLI_DEFAULTS["episodes"],
+    batch_size: int = CLI_DEFAULTS["batch_size"],
+    seed: int = CLI_DEFAULTS["seed"],
+    protocol: str = CLI_DEFAULTS["protocol"],
+    max_steps: int | None = CLI_DEFAULTS["max_steps"],
+    stop_on_success: bool = CLI_DEFAULTS["stop_on_success"],
+    videos: int = CLI_DEFAULTS["videos"],
+    replan_steps: int = CLI_DEFAULTS["replan_steps"],
+    parallel_tasks: int = CLI_DEFAULTS["parallel_tasks"],
+    trials: int | None = CLI_DEFAULTS["trials"],
+    device: str = CLI_DEFAULTS["device"],
+    call_width: int | None = CLI_DEFAULTS["call_width"],
+    executor: str = CLI_DEFAULTS["executor"],
+    workers: int = CLI_DEFAULTS["workers"],
+    resume: bool = CLI_DEFAULTS["resume"],
+    record: str = CLI_DEFAULTS["record"],
+    output: str | Path | None = None,
+    log_to: Sequence[str] = (),
+    step: int | None = None,
+    project: str = "lerobench",
+    policy_name: str | None = None,
+    preprocessor: Any = None,
+    postprocessor: Any = None,
+) -> Results:
+    """Evaluate ``policy`` on every task of ``suite``; every argument but the last block has the CLI's default.
+
+    Args:
+        policy: A spec string (as ``--policy``), a ``torch.nn.Module`` (``select_action(batch, tasks)``, or a
+            plain module mapping the state to actions), a LeRobot ``PreTrainedPolicy`` (pass its
+            ``preprocessor`` and ``postprocessor``), or any object following ``lerobench.policies.Policy``.
+            Objects run in this process (executor ``auto``, ``vector`` or ``inline``) and are never copied to
+            another process.
+        suite: A suite name (``lerobench list``) or a suite TOML path.
+        tasks: Task names or indices (a list, or the CLI's comma-separated string); None: every task.
+        episodes: Episodes per task (``--episodes``; None: the suite's).
+        batch_size: Envs per task (``--batch-size``; 0: auto from cores and memory).
+        seed: Run seed: episode i of a task is fixed by (seed, task, i).
+        protocol: Named protocol of the suite (``--protocol``).
+        max_steps: Step limit override (``--max-steps``).
+        stop_on_success: End an episode at its first success.
+        videos: Record the first N episodes of each task (``--videos``; 0: none).
+        replan_steps: Actions executed per returned chunk (``--replan-steps``).
+        parallel_tasks: Tasks evaluated at once, in threads (``--parallel-tasks``).
+        trials: Attempts per episode at the same start (``--trials``; None: the suite's).
+        device: cpu, cuda, cuda:N or auto (torch policies).
+        call_width: Rows per call of a torch policy (``--call-width``; None: the device's default).
+        executor: auto, inline or vector for an in-memory policy; also processes or ray for a spec.
+        workers: Worker processes or Ray tasks (spec policies; 0: auto).
+        resume: Continue the run in ``output``.
+        record: Rollout recording to HDF5: none, success or all (``--record``).
+        output: The run directory to write (as ``--output``); None: a temporary directory removed on return.
+        log_to: Experiment trackers to log the results to (``wandb``, ``trackio``, ``mlflow``, ``tensorboard``).
+        step: The training step the trackers log at.
+        project: The trackers' project name.
+        policy_name: How results name an in-memory policy (default: its class).
+        preprocessor: A LeRobot policy's preprocessor (``make_pre_post_processors``), with ``postprocessor``.
+        postprocessor: A LeRobot policy's postprocessor.
+
+    Returns:
+        ``Results``: per-task and overall rates with exact 95% intervals, pass@k, the episodes, throughput and
+        the run directory (None with ``output=None``).
+
+    Raises:
+        LerobenchError: a setting, the suite, the policy or the simulator refused the run (one-line message).
+    """
+    from lerobench.registry import load_suite
+    from lerobench.runner import Evaluation, RunSettings
+
+    if log_to:
+        from lerobench.trackers import check_trackers
+
+        check_trackers(list(log_to))
+    names = tasks.split(",") if isinstance(tasks, str) else tasks
+    chosen = load_suite(str(suite)).select_tasks([str(t).strip() for t in names] if names is not None else None)
+    in_memory = not isinstance(policy, str)
+    spec = policy if not in_memory else (policy_name or f"python:{type(policy).__module__}.{type(policy).__qualname__}")
+    scratch = Path(tempfile.mkdtemp(prefix="lerobench-")) if output is None else None
+    run_dir = Path(output) if output is not None else scratch / "run"
+    try:
+        settings = RunSettings(
+            suite=chosen, policy=spec, output=run_dir, protocol=protocol, episodes=episodes, batch_size=batch_size,
+            seed=seed, max_steps=max_steps, stop_on_success=stop_on_success, resume=resume, videos=videos,
+            replan_steps=replan_steps, parallel_tasks=parallel_tasks, trials=trials, device=device,
+            call_width=call_width, executor=executor, workers=workers, record=record,
+            command=("lerobench.evaluate", f"suite={chosen.name}", f"policy={spec}"))
+        with _restored_torch_state(policy if in_memory else None):
+            obj = _as_policy(policy, preprocessor, postprocessor, settings) if in_memory else None
+            evaluation = Evaluation(settings, policy=obj)
+            document = evaluation.run()
+            records = _records(evaluation.s.output)
+        logged = {}
+        if log_to:
+            from lerobench.trackers import log_run
+
+            logged = log_run(document, evaluation.s.output, list(log_to), step=step, project=project)
+        return Results.from_document(document, records, None if scratch else evaluation.s.output, logged)
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _records(run_dir: Path) -> list[EpisodeRecord]:
+    from lerobench.analysis.results import EPISODES_FILE
+    from lerobench.analysis.rundir import read_episodes
+
+    return read_episodes(run_dir / EPISODES_FILE)
+
+
+def _as_policy(policy: Any, preprocessor: Any, postprocessor: Any, settings: Any) -> Any:
+    """A LeRobot policy object becomes the adapter (its processors required); anything else goes as it is."""
+    lerobot = __import__("sys").modules.get("lerobot.policies.pretrained")
+    if lerobot is not None and isinstance(policy, lerobot.PreTrainedPolicy):
+        from lerobench.errors import ConfigError
+        from lerobench.plan import make_plan
+        from lerobench.policies.lerobot_policy import LeRobotPolicy
+
+        if preprocessor is None or postprocessor is None:
+            raise ConfigError("a LeRobot policy object needs its preprocessor and postprocessor "
+                              "(lerobench.evaluate(policy, suite, preprocessor=..., postprocessor=...))")
+        return LeRobotPolicy.from_objects(policy, preprocessor, postprocessor, make_plan(settings).context())
+    return policy
+
+
+@contextlib.contextmanager
+def _restored_torch_state(policy: Any) -> Iterator[None]:
+    """Put torch's global settings and the caller's module (mode, device) back as they were, whatever happens."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None:  # torch was never imported: a torch policy spec imports it, leave it loaded but unchanged
+        yield
+        return
+    saved_env = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
+    state = {
+        "threads": torch.get_num_threads(), "grad": torch.is_grad_enabled(),
+        "deterministic": torch.are_deterministic_algorithms_enabled(),
+        "warn_only": torch.is_deterministic_algorithms_warn_only_enabled(),
+        "cudnn_benchmark": torch.backends.cudnn.benchmark, "cudnn_deterministic": torch.backends.cudnn.deterministic,
+        "cudnn_tf32": torch.backends.cudnn.allow_tf32, "matmul_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "precision": torch.get_float32_matmul_precision(),
+    }
+    modules = _modules(policy, torch)
+    modes = [(m, m.training) for root in modules for m in root.modules()]
+    devices = [(root, next((p.device for p in root.parameters()), None)) for root in modules]
+    try:
+        yield
+    finally:
+        for root, device in devices:
+            if device is not None:
+                root.to(device)
+        for m, training in modes:
+            m.training = training
+        torch.set_num_threads(state["threads"])
+        torch.set_grad_enabled(state["grad"])
+        torch.use_deterministic_algorithms(state["deterministic"], warn_only=state["warn_only"])
+        torch.backends.cudnn.benchmark = state["cudnn_benchmark"]
+        torch.backends.cudnn.deterministic = state["cudnn_deterministic"]
+        torch.backends.cudnn.allow_tf32 = state["cudnn_tf32"]
+        torch.backends.cuda.matmul.allow_tf32 = state["matmul_tf32"]
+        torch.set_float32_matmul_precision(state["precision"])
+        if saved_env is None:
+            os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
+        else:
+            os.environ["CUBLAS_WORKSPACE_CONFIG"] = saved_env
+
+
+def _modules(policy: Any, torch: Any) -> list[Any]:
+    """The caller's torch modules inside ``policy`` (itself, or a LeRobot policy), whose mode must survive."""
+    if isinstance(policy, torch.nn.Module):
+        return [policy]
+    return []
