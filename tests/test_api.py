@@ -1,0 +1,141 @@
+"""``lerobench.evaluate`` from a training loop: in-memory policies, the CLI's defaults, nothing leaked (issue 29)."""
+
+import inspect
+import itertools
+import json
+import multiprocessing
+import resource
+import threading
+
+import numpy as np
+import pytest
+
+import lerobench
+from lerobench.analysis.trials import pass_at_k, unbiased_pass_at_k
+from lerobench.api import CLI_DEFAULTS
+from lerobench.errors import ConfigError
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("metaworld")
+
+
+def test_api_and_cli_share_every_default():
+    import typer.main
+
+    from lerobench.cli import app
+
+    command = typer.main.get_command(app).commands["eval"]
+    cli = {p.name: p.default for p in command.params}
+    api = {name: p.default for name, p in inspect.signature(lerobench.evaluate).parameters.items()
+           if p.default is not inspect.Parameter.empty}
+    assert set(CLI_DEFAULTS) <= set(cli) and set(CLI_DEFAULTS) <= set(api)
+    for name in CLI_DEFAULTS:
+        assert api[name] == cli[name] == CLI_DEFAULTS[name], name
+
+
+def _mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(39, 64), torch.nn.Tanh(), torch.nn.Linear(64, 4), torch.nn.Tanh())
+
+
+def test_a_training_loop_evaluates_five_times_without_leaks(tmp_path):
+    """A torch MLP trained a few steps, evaluated every few steps: flat memory, state restored, no leftovers."""
+    model = _mlp()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    model.train()
+    threads, grad = torch.get_num_threads(), torch.is_grad_enabled()
+    rss, rates, children, live_threads = [], [], [], []
+    for k in range(5):
+        for _ in range(3):  # "training": pull the actions toward zero on random states
+            loss = model(torch.randn(16, 39)).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        results = lerobench.evaluate(model, "smoke", episodes=2, videos=0, step=k)
+        rates.append(results.success_rate)
+        assert results.run_dir is None and results.n_episodes == 4 and len(results.episodes) == 4
+        assert results.document["config"]["batch_invariant"] == "verified"
+        assert model.training and torch.is_grad_enabled() == grad and torch.get_num_threads() == threads
+        assert not torch.are_deterministic_algorithms_enabled()
+        rss.append(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+        children.append(len(multiprocessing.active_children()))
+        live_threads.append(threading.active_count())
+    assert rss[-1] <= rss[0] * 1.05, rss  # peak RSS (KiB) flat after the first evaluation
+    assert children == [0] * 5 and len(set(live_threads)) == 1, (children, live_threads)
+    assert not list(tmp_path.iterdir())  # nothing written anywhere we own either
+
+
+def test_twenty_calls_leak_nothing():
+    model = _mlp()
+    before_threads = threading.active_count()
+    rss = []
+    for _ in range(20):
+        lerobench.evaluate(model, "smoke", episodes=1, videos=0, max_steps=20)
+        rss.append(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    assert threading.active_count() == before_threads and not multiprocessing.active_children()
+    assert rss[-1] <= rss[1] * 1.05, rss
+
+
+def test_output_writes_the_usual_run_directory_and_matches_the_cli(tmp_path):
+    from typer.testing import CliRunner
+
+    from lerobench.cli import app
+
+    results = lerobench.evaluate("metaworld-expert", "smoke", episodes=2, videos=0, output=tmp_path / "api")
+    assert results.run_dir == tmp_path / "api" and (tmp_path / "api" / "results.json").is_file()
+    cli = CliRunner().invoke(app, ["eval", "--suite", "smoke", "--episodes", "2", "--videos", "0",
+                                   "--output", str(tmp_path / "cli")])
+    assert cli.exit_code == 0, cli.output
+    document = json.loads((tmp_path / "cli" / "results.json").read_text())
+    assert [(t["task"], t["successes"]) for t in document["tasks"]] == [(t.task, t.successes) for t in results.tasks]
+    assert results.task("reach-v3").ci95 == tuple(document["tasks"][0]["ci95"])
+
+
+def test_an_in_memory_policy_never_goes_to_worker_processes():
+    with pytest.raises(ConfigError, match="in-memory policy runs in this process"):
+        lerobench.evaluate(_mlp(), "smoke", episodes=1, videos=0, executor="processes")
+
+
+def test_a_module_on_its_device_and_mode_comes_back_as_it_was():
+    model = _mlp().eval()
+    lerobench.evaluate(model, "smoke", episodes=1, videos=0, max_steps=10)
+    assert not model.training and next(model.parameters()).device.type == "cpu"
+
+
+def test_unbiased_pass_at_k_matches_exact_enumeration():
+    for n in range(1, 6):
+        for c in range(n + 1):
+            outcomes = [True] * c + [False] * (n - c)
+            for k in range(1, n + 1):
+                subsets = list(itertools.combinations(outcomes, k))
+                exact = sum(any(s) for s in subsets) / len(subsets)
+                assert unbiased_pass_at_k(n, c, k) == pytest.approx(exact, abs=1e-12), (n, c, k)
+    table = [[False, True, False], [False, False, False], [True, True, True]]
+    rows = pass_at_k(table)
+    assert [r["within_first_k"] for r in rows] == [1 / 3, 2 / 3, 2 / 3]
+    assert rows[-1]["unbiased"] == pytest.approx(rows[-1]["within_first_k"])  # k = K: both are "any success"
+    assert rows[0]["unbiased"] == pytest.approx((1 / 3 + 0 + 1) / 3)
+
+
+def test_pass_at_k_in_a_three_trial_run(tmp_path):
+    from typer.testing import CliRunner
+
+    from lerobench.cli import app
+
+    out = tmp_path / "trials"
+    result = CliRunner().invoke(app, ["eval", "--suite", "metaworld_ml1_reach", "--policy", "metaworld-adaptive-reach",
+                                      "--trials", "3", "--episodes", "3", "--videos", "0", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    document = json.loads((out / "results.json").read_text())
+    overall = document["overall"]["pass_at_k"]
+    assert [r["k"] for r in overall] == [1, 2, 3]
+    assert overall[0]["within_first_k"] == document["overall"]["success_rate"]
+    assert all(a["within_first_k"] <= b["within_first_k"] for a, b in zip(overall, overall[1:], strict=False))
+    assert "pass@3" in result.output
+    compared = CliRunner().invoke(app, ["compare", str(out), str(out)])
+    assert compared.exit_code == 0 and "pass@3" in compared.output, compared.output
+    episodes = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
+    by_episode = {}
+    for e in episodes:
+        by_episode.setdefault(e["episode"], []).append(e["success"])
+    assert overall[2]["within_first_k"] == np.mean([any(v) for v in by_episode.values()])
