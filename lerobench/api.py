@@ -261,7 +261,5 @@ def _restored_torch_state(policy: Any) -> Iterator[None]:
 
 
 def _modules(policy: Any, torch: Any) -> list[Any]:
-    """The caller's torch modules inside ``policy`` (itself, or a LeRobot policy), whose mode must survive."""
-    if isinstance(policy, torch.nn.Module):
-        return [policy]
-    return []
+    """The caller's torch modules (the policy itself: a module or a LeRobot policy), whose mode must survive."""
+    return [policy] if isinstance(policy, torch.nn.Module) else []

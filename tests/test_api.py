@@ -139,3 +139,28 @@ def test_pass_at_k_in_a_three_trial_run(tmp_path):
     for e in episodes:
         by_episode.setdefault(e["episode"], []).append(e["success"])
     assert overall[2]["within_first_k"] == np.mean([any(v) for v in by_episode.values()])
+
+
+def test_a_lerobot_policy_object_with_its_processors(tmp_path):
+    """LeRobot's training loop holds the policy and its processors in memory: evaluated as they are."""
+    pytest.importorskip("lerobot")
+    from test_lerobot import save_tiny_act
+
+    from lerobench.policies.lerobot_policy import _import_lerobot
+
+    path = save_tiny_act(tmp_path / "act")
+    _import_lerobot()
+    from lerobot.policies.act.modeling_act import ACTPolicy
+    from lerobot.policies.factory import make_pre_post_processors
+
+    policy = ACTPolicy.from_pretrained(str(path))
+    pre, post = make_pre_post_processors(policy.config, pretrained_path=str(path))
+    policy.train()
+    common = dict(tasks=["reach-v3"], episodes=2, videos=0, max_steps=30)
+    in_memory = lerobench.evaluate(policy, "metaworld_mt10", preprocessor=pre, postprocessor=post, **common)
+    from_disk = lerobench.evaluate(f"lerobot:{path}", "metaworld_mt10", **common)
+    assert policy.training  # its mode is the training loop's again
+    assert [(e.episode, e.steps, e.return_) for e in in_memory.episodes] == \
+        [(e.episode, e.steps, e.return_) for e in from_disk.episodes]
+    with pytest.raises(ConfigError, match="preprocessor and postprocessor"):
+        lerobench.evaluate(policy, "metaworld_mt10", **common)
