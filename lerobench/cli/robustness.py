@@ -9,6 +9,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
+from lerobench.analysis.intervals import points_interval
 from lerobench.cli.common import (
     _fail,
     _print_json,
@@ -56,7 +57,7 @@ def _print_robustness(data: dict[str, Any], path: Path) -> None:
             pairing = f"projected starts ({f['start_digests_equal']}/{f['n_pairs']} identical)"
         table.add_row(f["family"], str(f["perturbed"]["n"]), _rate(f["control"]["rate"]),
                       _rate(f["perturbed"]["rate"]), _points(f["drop"]),
-                      "-" if ci is None else f"{100 * ci[0]:+.0f}…{100 * ci[1]:+.0f}",
+                      "-" if ci is None else points_interval(ci),
                       "-" if f["p_value"] is None else f"{f['p_value']:.3g}",
                       "-" if f.get("p_holm") is None else f"{f['p_holm']:.3g}", pairing)
     _print_whole(table)

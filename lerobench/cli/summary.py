@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.table import Table
 
+from lerobench.analysis.intervals import percent_interval
 from lerobench.cli.common import _plural, _print_names_table, _rate, console
 from lerobench.stopping import FIXED_N_NOTE, stopping_line
 
@@ -33,15 +34,15 @@ def _print_summary(results: dict[str, Any], output: Path, merged_from: int = 0) 
         lo, hi = t["ci95"]
         steps = "-" if t["mean_steps"] is None else f"{t['mean_steps']:.0f}"
         table.add_row(t["task"], str(t["n_episodes"]), _rate(t["success_rate"]),
-                      f"{100 * lo:.0f}–{100 * hi:.0f}%", str(t["n_errors"]), steps, *_trial_cells(t, trials))
+                      percent_interval((lo, hi)), str(t["n_errors"]), steps, *_trial_cells(t, trials))
     for name, g in results.get("groups", {}).items():
         lo, hi = g["ci95"]
         table.add_row(f"[italic]group {name}[/]", str(g["n_episodes"]), _rate(g["success_rate"]),
-                      f"{100 * lo:.0f}–{100 * hi:.0f}%", str(g["n_errors"]), "", *_trial_cells(g, trials))
+                      percent_interval((lo, hi)), str(g["n_errors"]), "", *_trial_cells(g, trials))
     o = results["overall"]
     lo, hi = o["ci95"]
     table.add_row("[bold]overall[/]", str(o["n_episodes"]), f"[bold]{_rate(o['success_rate'])}[/]",
-                  f"{100 * lo:.0f}–{100 * hi:.0f}%", str(o["n_errors"]), "", *_trial_cells(o, trials))
+                  percent_interval((lo, hi)), str(o["n_errors"]), "", *_trial_cells(o, trials))
     _print_names_table(table)
     if trials > 1:
         console.print("success/CI/errors: trial 0 (comparable with 1-trial runs); Δk = rate(trial k) − rate(trial 0) "
