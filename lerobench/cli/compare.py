@@ -10,7 +10,6 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from lerobench.analysis.intervals import points_interval
 from lerobench.cli.common import (
     _fail,
     _print_json,
@@ -51,6 +50,8 @@ def task_label(task: dict[str, Any], width: int) -> str:
 
 
 def _print_comparison(c: dict[str, Any]) -> None:
+    from lerobench.analysis.intervals import points_interval
+
     a, b = c["a"], c["b"]
     kind = f"paired on {c['matched_episodes']} episodes" if c["paired"] else "UNPAIRED: no episode matches"
     console.print(f"A = {a['policy']} ({a['path']})\nB = {b['policy']} ({b['path']})", highlight=False)

@@ -23,7 +23,6 @@ from lerobench.cli.common import (
     err_console,
     interrupts_keep_results,
 )
-from lerobench.cli.summary import _print_summary
 from lerobench.errors import LerobenchError
 
 
@@ -235,6 +234,8 @@ def evaluate(
                 results = evaluation.run()
         except LerobenchError as exc:
             _fail(exc)
+    from lerobench.cli.summary import _print_summary  # not at import: `lerobench list` needs none of it
+
     _print_summary(results, out)
     n_errors = evaluation.errored_episodes  # not results' n_errors: with --trials that counts trial 0 only
     if n_errors:

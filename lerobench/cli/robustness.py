@@ -9,7 +9,6 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from lerobench.analysis.intervals import points_interval
 from lerobench.cli.common import (
     _fail,
     _print_json,
@@ -44,6 +43,8 @@ def _print_whole(table: Table) -> None:
 
 
 def _print_robustness(data: dict[str, Any], path: Path) -> None:
+    from lerobench.analysis.intervals import points_interval
+
     table = Table(title=f"{data['policy']} on {data['base']}: success drop per family (control − perturbed)")
     for col in ("family", "n", "control", "perturbed", "drop", "95% CI", "p", "Holm p", "pairing"):
         table.add_column(col, justify="left" if col in ("family", "pairing") else "right", no_wrap=True)
