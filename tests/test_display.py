@@ -86,3 +86,19 @@ def test_until_line_is_unchanged_when_nothing_ran_late(late):
     if not late:
         block["tasks"]["reach-v3"]["recorded"] = 10
     assert ("table's n" in stopping_line(block)) is late
+
+
+def test_readme_says_what_the_report_holds(real_runs, tmp_path):
+    """The report inlines charts, tables and thumbnails; the MP4s are links (README used to call it self-contained)."""
+    import re
+
+    from lerobench.analysis.report import write_report
+
+    html = write_report([real_runs["expert"]], tmp_path / "r.html").read_text()
+    links = re.findall(r"href='([^']+\.mp4)'", html)
+    assert links and all(not Path(link).is_absolute() and (tmp_path / link).resolve().is_file() for link in links)
+    assert "<video" not in html and "data:video" not in html  # not embedded: README must not say so
+    readme = (TESTS.parent / "README.md").read_text()
+    line = next(i for i, text in enumerate(readme.splitlines()) if text.startswith("lerobench report"))
+    claim = " ".join(readme.splitlines()[line:line + 2])
+    assert "self-contained" not in claim and "linked" in claim

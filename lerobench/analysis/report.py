@@ -1,4 +1,4 @@
-"""One self-contained HTML report for one or more runs: readable offline, attachable to a PR.
+"""One HTML report for one or more runs: readable offline, attachable to a PR (the videos stay linked).
 
 Everything is inline (CSS, SVG charts, PNG thumbnails); the only links are the thumbnails' links to the MP4
 files, written relative to the report's folder so the report keeps working next to the run directories.
