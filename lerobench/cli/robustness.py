@@ -18,7 +18,7 @@ from lerobench.cli.common import (
     err_console,
     interrupts_keep_results,
 )
-from lerobench.cli.evaluate import RichReporter
+from lerobench.cli.evaluate import reporter_for
 from lerobench.errors import LerobenchError
 
 
@@ -114,7 +114,7 @@ def robustness(
                               + f" -> {arm.output}" + (" (resuming)" if settings.resume else ""),
                               highlight=False, soft_wrap=True)
                 units = shard_units([t.name for t in arm.suite.tasks], settings.episodes_per_task, None)
-                reporter = RichReporter(len(units), arm.suite.name)
+                reporter = reporter_for(len(units), arm.suite.name)
                 evaluation = Evaluation(settings, reporter)
                 with reporter.progress:
                     evaluation.run()
