@@ -51,7 +51,14 @@ def _print_summary(results: dict[str, Any], output: Path, merged_from: int = 0) 
     if stopping:
         console.print(stopping_line(stopping), highlight=False, soft_wrap=True)
         console.print(f"95% CI above: {FIXED_N_NOTE}", highlight=False, soft_wrap=True)
-    timing = (f"merged {_plural(merged_from, 'run')}: {o['eval_s']:.1f} s of evaluation summed over them"
-              if merged_from else f"{o['eval_s']:.1f} s")
-    console.print(f"{timing}, {o['env_steps_per_s'] or 0:,.0f} env-steps/s. Results: [bold]{output}[/]",
-                  highlight=False, soft_wrap=True)  # the path whole, for copy and paste
+    steady = results.get("timing") or {}
+    if merged_from:
+        timing = (f"merged {_plural(merged_from, 'run')}: {o['eval_s']:.1f} s of evaluation summed over them, "
+                  f"{o['env_steps_per_s'] or 0:,.0f} env-steps/s")
+    elif steady.get("startup_s") is not None:  # start-up apart: on a short run it is most of the wall time
+        timing = (f"{o['eval_s']:.1f} s: start-up {steady['startup_s']:.1f} s, then "
+                  f"{steady['steady_env_steps_per_s'] or 0:,.0f} env-steps/s for {steady['steady_s']:.1f} s "
+                  f"({o['env_steps_per_s'] or 0:,.0f} env-steps/s over the whole run)")
+    else:
+        timing = f"{o['eval_s']:.1f} s, {o['env_steps_per_s'] or 0:,.0f} env-steps/s"
+    console.print(f"{timing}. Results: [bold]{output}[/]", highlight=False, soft_wrap=True)  # the path whole

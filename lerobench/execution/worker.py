@@ -36,6 +36,7 @@ class UnitRunner:
             self._close_env()
             self._venv = make_vector_env(self.plan.env_spec(unit.task, self.cameras, record_camera), 1,
                                          in_process=True)
+            self._venv.call("prepare")  # the simulator is start-up, not part of the first episode's elapsed_s
             self._task = unit.task.name
         return self._venv
 

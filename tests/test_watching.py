@@ -1,5 +1,6 @@
-"""Progress of a run whose stdout is a log file (nohup, SLURM, CI): plain lines while it runs, not only at the end."""
+"""Watching a long run: progress lines in a log file while it runs; start-up reported apart from throughput."""
 
+import json
 import os
 import re
 import subprocess
@@ -41,3 +42,24 @@ def test_a_run_logged_to_a_file_shows_progress_lines_while_it_runs(tmp_path):
     assert done == sorted(done) and done[-1] == 16 and progress[-1].group(3) == "16" and progress[-1].group(4) != "-"
     for task in ("reach-v3", "button-press-v3"):  # a line when each task finishes
         assert re.search(rf"^\d\d:\d\d:\d\d task {task} finished: 8 episodes, 100.0% success$", text, re.M), text
+
+
+def test_start_up_is_reported_apart_from_steady_throughput(tmp_path):
+    """A short run's wall time is mostly start-up: results.json and the summary give it apart (item 6)."""
+    pytest.importorskip("metaworld")
+    out = tmp_path / "run"
+    env = {**os.environ, "MUJOCO_GL": "egl", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "lerobench", "eval", "--suite", "smoke", "--episodes", "2",
+                           "--videos", "0", "--executor", "processes", "--workers", "2", "--output", str(out)],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    results = json.loads((out / "results.json").read_text())
+    timing, overall = results["timing"], results["overall"]
+    assert 0 < timing["startup_s"] and timing["startup_s"] + timing["steady_s"] <= overall["eval_s"] + 0.01
+    assert timing["steady_env_steps_per_s"] > overall["env_steps_per_s"]
+    lines = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    steps = sum(line["steps"] for line in lines)
+    assert abs(timing["steady_env_steps_per_s"] * timing["steady_s"] - steps) <= 0.02 * steps
+    # an episode's time is its own: the worker's start-up and the simulator's build are not in it
+    assert max(line["elapsed_s"] for line in lines) <= timing["steady_s"] < timing["startup_s"]
+    assert f"start-up {timing['startup_s']:.1f} s" in done.stdout
