@@ -223,7 +223,8 @@ class RecordSink:
     def recorder(self, task: TaskSpec) -> TaskRecorder:
         """Which of ``task``'s episodes get videos, encoded by the driver's encoder."""
         s = self.plan.settings
-        return TaskRecorder(self.encoder, s.output, s.videos, s.suite.video_camera, self.plan.control_fps, task.name)
+        return TaskRecorder(self.encoder, s.output, s.videos, s.suite.video_camera, self.plan.video_fps, task.name,
+                            self.plan.video_every)
 
     def trajectories(self) -> TrajectoryRecorder:
         """``--record`` HDF5 rollouts, written by the sink's writer."""

@@ -24,6 +24,7 @@ from lerobench.cli.common import (
     interrupts_keep_results,
 )
 from lerobench.errors import LerobenchError
+from lerobench.recorder import DEFAULT_VIDEO_FPS, DEFAULT_VIDEO_SIZE
 
 
 class RichReporter:
@@ -226,6 +227,12 @@ def evaluate(
     stop_on_success: bool = typer.Option(True, "--stop-on-success/--no-stop-on-success",
                                          help="End an episode at its first success."),
     videos: int = typer.Option(2, "--videos", help="Record the first N episodes of each task (0: none)."),
+    video_fps: float = typer.Option(
+        DEFAULT_VIDEO_FPS, "--video-fps", help="Video frame rate, at most the control rate (80 Hz Meta-World, 20 Hz "
+                                               "LIBERO): only the steps encoded are rendered."),
+    video_size: int = typer.Option(
+        DEFAULT_VIDEO_SIZE, "--video-size", help="Largest side of frames rendered for the video alone (0: the "
+                                                 "protocol's image size; a policy camera's own images are reused)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --output, skipping finished episodes."),
     episode_timeout: float | None = typer.Option(
         None, "--episode-timeout", help="Seconds one env step may take before its worker counts as hung."),
@@ -282,7 +289,8 @@ def evaluate(
             settings = RunSettings(
                 suite=s, policy=policy or s.default_policy, output=out, protocol=protocol, episodes=episodes,
                 batch_size=batch_size, seed=seed, max_steps=max_steps, stop_on_success=stop_on_success,
-                resume=resume, videos=videos, episode_timeout=episode_timeout, replan_steps=replan_steps,
+                resume=resume, videos=videos, video_fps=video_fps, video_size=video_size,
+                episode_timeout=episode_timeout, replan_steps=replan_steps,
                 parallel_tasks=parallel_tasks, trials=trials, device=device, record=record, formats=tuple(formats),
                 executor=executor, workers=workers, ray_address=ray_address, ray_gpus_per_worker=ray_gpus_per_worker,
                 command=tuple(sys.argv), shard=parse_shard(shard), allow_sim_drift=allow_sim_drift,

@@ -49,8 +49,8 @@ class UnitRunner:
         s = self.plan.settings
         recording = s.videos > 0 and s.suite.video_camera is not None and min(unit.episodes) < s.videos
         encoder = VideoEncoder(workers=1) if recording else NullVideoEncoder()
-        recorder = TaskRecorder(encoder, s.output, s.videos, s.suite.video_camera, self.plan.control_fps,
-                                unit.task.name)
+        recorder = TaskRecorder(encoder, s.output, s.videos, s.suite.video_camera, self.plan.video_fps,
+                                unit.task.name, self.plan.video_every)
         ok = False
         try:
             run = self.plan.task_run(unit.task, observation_needs(self.policy))
