@@ -67,7 +67,7 @@ def _plain_strings(group: typer.core.TyperGroup) -> None:
         return
     params = []
     for command in [group, *group.commands.values()]:
-        helper = command.get_help_option(click_core.Context(command))  # made once per command, then cached
+        helper = command.get_help_option(click_core.Context(command, **command.context_settings))  # then cached
         params += [*command.params, *([helper] if helper is not None else [])]
     for param in params:
         descriptor = getattr(param, "type_descriptor", None)
