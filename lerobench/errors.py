@@ -65,6 +65,10 @@ class SimulatorDriftError(LerobenchError):
     """The simulator failed its golden-state check: this stack does not reproduce the pinned simulation."""
 
 
+class RendererError(LerobenchError):
+    """The run renders images (videos, camera observations) and no offscreen renderer works here."""
+
+
 class CompareError(LerobenchError):
     """Two runs cannot be compared (missing files, different suites, protocols or step limits)."""
 

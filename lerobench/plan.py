@@ -22,6 +22,7 @@ from lerobench.errors import ConfigError, LerobenchError, MissingDependencyError
 from lerobench.execution.registry import CHOICES
 from lerobench.execution.registry import EXECUTORS as EXECUTOR_ENTRIES
 from lerobench.policies.base import ObservationNeeds, PolicyContext
+from lerobench.recorder import DEFAULT_VIDEO_FPS, DEFAULT_VIDEO_SIZE
 from lerobench.rollout import TaskRun
 from lerobench.shards import Shard, shard_episodes
 from lerobench.stopping import Until, parse_until
@@ -64,6 +65,10 @@ class RunSettings:
     resume: bool = False
     videos: int = 0
     """Record the first N episodes of each task."""
+    video_fps: float = DEFAULT_VIDEO_FPS
+    """Frames per second of videos, at most the control rate: every k-th step is rendered and encoded."""
+    video_size: int = DEFAULT_VIDEO_SIZE
+    """Largest side of video frames rendered for the video alone (0: the protocol's image size)."""
     episode_timeout: float | None = None
     """Seconds one vector step may take before its worker is declared hung."""
     replan_steps: int = 1
@@ -140,7 +145,26 @@ class RunPlan:
     policy_facts: dict[str, Any] | None = None
     """What the loaded policy makes of the run (``runner.policy_config``: executed replan steps, traits); in config."""
     control_fps: float = 20.0
-    """Frames per second of videos: the suite's ``control_fps`` or its backend's control rate."""
+    """The suite's ``control_fps`` or its backend's control rate (steps per simulated second)."""
+
+    @property
+    def video_every(self) -> int:
+        """Steps per video frame: the control rate over ``--video-fps``, rounded (at least 1)."""
+        return max(1, round(self.control_fps / self.settings.video_fps))
+
+    @property
+    def video_fps(self) -> float:
+        """Frames per second of the video files: real time at ``video_every`` steps per frame."""
+        return self.control_fps / self.video_every
+
+    @property
+    def video_size(self) -> tuple[int, int] | None:
+        """(height, width) of frames rendered for the video alone: the image size scaled to ``--video-size``."""
+        h, w = self.protocol.image_size
+        side = self.settings.video_size
+        if side <= 0 or max(h, w) <= side:
+            return None
+        return max(2, round(h * side / max(h, w))), max(2, round(w * side / max(h, w)))
 
     @property
     def suite(self) -> Suite:
@@ -186,6 +210,7 @@ class RunPlan:
             suite=s.suite.name, backend=s.suite.backend, task=task, protocol=self.protocol, seed=s.seed,
             state_dim=self.state_dim, action_dim=self.action_dim, cameras=cameras, record_camera=record_camera,
             stop_on_success=s.stop_on_success, backend_options=dict(s.suite.backend_options), perturb=s.perturb,
+            video_every=self.video_every, video_size=self.video_size,
         )
 
     def task_run(self, task: TaskSpec, needs: ObservationNeeds, stop: Any = None, wants: Any = None) -> TaskRun:
@@ -245,7 +270,8 @@ class RunPlan:
             "tasks": [t.name for t in s.suite.tasks], "episodes_per_task": s.episodes_per_task,
             "seed": s.seed, "stop_on_success": s.stop_on_success, "replan_steps": s.replan_steps,
             "trials": s.trials_per_episode, "record": s.record, "formats": list(s.formats), "batch_size": s.batch_size,
-            "parallel_tasks": s.parallel_tasks, "videos": s.videos, "executor": s.executor,
+            "parallel_tasks": s.parallel_tasks, "videos": s.videos, "video_fps": self.video_fps,
+            "video_size": list(self.video_size or self.protocol.image_size), "executor": s.executor,
             "workers": s.workers, "ray_address": s.ray_address, "ray_gpus_per_worker": s.ray_gpus_per_worker,
             "episode_timeout": s.episode_timeout, "device": s.device, "call_width_requested": s.call_width,
             "output": str(s.output),
@@ -333,6 +359,10 @@ def make_plan(settings: RunSettings) -> RunPlan:
     if fps is None and s.videos > 0 and s.suite.video_camera is not None:
         raise ConfigError(f"{s.suite.source or s.suite.name}: field 'control_fps': missing, and backend "
                           f"{s.suite.backend!r} does not declare its control rate (needed for the videos' fps)")
+    if not s.video_fps > 0:
+        raise ConfigError(f"--video-fps must be > 0, got {s.video_fps:g}")
+    if s.video_size < 0 or 0 < s.video_size < 16:
+        raise ConfigError(f"--video-size must be 0 (the protocol's image size) or at least 16, got {s.video_size}")
     if s.episode_timeout is not None and s.episode_timeout <= 0:
         raise ConfigError(f"--episode-timeout must be > 0 seconds, got {s.episode_timeout}")
     _check_stopping(s)

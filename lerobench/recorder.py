@@ -13,18 +13,36 @@ if TYPE_CHECKING:
     from lerobench.analysis.results import EpisodeRecord
 
 
+DEFAULT_VIDEO_FPS = 10.0
+"""Frames per second videos aim at by default (``--video-fps``): every 8th step of an 80 Hz Meta-World task, every
+2nd of a 20 Hz LIBERO one; only those steps render the video camera. Rendering every step for the video (80 fps
+at 480x480) made videos 74-80% of a Meta-World run's wall time on a 2-core CPU box; at 20 fps they were still
+35-43%, at 10 fps within the 25% aimed at (benchmarks/video_overhead.py)."""
+
+DEFAULT_VIDEO_SIZE = 256
+"""Largest side of frames rendered only for the video (``--video-size``; 0: the protocol's image size)."""
+
+
 class EpisodeRecording:
     """One episode's video: frames go to the encoder as they arrive, the name is fixed at the end."""
 
-    def __init__(self, handle: Any, output: Path, task: str, episode: int, trial: int | None = None):
+    def __init__(self, handle: Any, output: Path, task: str, episode: int, trial: int | None = None,
+                 every: int = 1):
         self._handle = handle
         self._output = output
         self._task = task
         self._stem = video_stem(episode, trial)
+        self._every = every
+        self._seen = 0
 
     def add(self, frame: np.ndarray) -> None:
-        """Hand a frame to the encoder (it copies; the env buffer may be reused)."""
-        self._handle.add(frame)
+        """Hand every ``every``-th frame (0, k, 2k... of the episode) to the encoder; it copies.
+
+        The rollout gives one frame per step; the env rendered only these (``EnvSpec.video_every``).
+        """
+        if self._seen % self._every == 0:
+            self._handle.add(frame)
+        self._seen += 1
 
     def finish(self, success: bool) -> str:
         """Name the file by outcome and let the encoder finish it in the background."""
@@ -38,15 +56,20 @@ class EpisodeRecording:
 
 
 class TaskRecorder:
-    """Records the first ``count`` episodes of one task from ``camera`` (a null recorder when count is 0)."""
+    """Records the first ``count`` episodes of one task from ``camera`` (a null recorder when count is 0).
 
-    def __init__(self, encoder: Any, output: Path, count: int, camera: str | None, fps: float, task: str):
+    ``fps`` is the files' frame rate and ``every`` the steps per frame (``RunPlan.video_fps``, ``video_every``).
+    """
+
+    def __init__(self, encoder: Any, output: Path, count: int, camera: str | None, fps: float, task: str,
+                 every: int = 1):
         self.camera = camera if count > 0 else None
         self._encoder = encoder
         self._output = output
         self._count = count
         self._fps = fps
         self._task = task
+        self._every = every
 
     def wants(self, episode: int) -> bool:
         """Only the first ``count`` episodes of the task are recorded."""
@@ -57,7 +80,7 @@ class TaskRecorder:
         folder = self._output / "videos" / task
         folder.mkdir(parents=True, exist_ok=True)
         handle = self._encoder.start(folder / f"{video_stem(episode, trial)}.mp4", self._fps)
-        return EpisodeRecording(handle, self._output, task, episode, trial)
+        return EpisodeRecording(handle, self._output, task, episode, trial, self._every)
 
 
 def video_stem(episode: int, trial: int | None) -> str:

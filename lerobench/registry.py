@@ -6,10 +6,10 @@ import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lerobench.config import Suite, load_suite_file
 from lerobench.errors import ConfigError, unknown
 
 if TYPE_CHECKING:
+    from lerobench.config import Suite
     from lerobench.envs.base import Backend
 
 BACKEND_GROUP = "lerobench.backends"
@@ -47,6 +47,8 @@ def main_suite_names() -> list[str]:
 
 def load_suite(name_or_path: str) -> Suite:
     """Resolve ``--suite``: a shipped suite name, or a path to a TOML file."""
+    from lerobench.config import load_suite_file  # dataclasses built at import: not for `lerobench list`
+
     shipped = shipped_suite_paths()
     if name_or_path in shipped:
         suite = load_suite_file(shipped[name_or_path])

@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import Any
 
 from lerobench.analysis.results import RESULTS_FILE, EpisodeRecord
-from lerobench.envs.fingerprint import checked_fingerprint
+from lerobench.envs.fingerprint import checked_fingerprint, require_renderer
 from lerobench.errors import ConfigError, PolicyError, RunError
 from lerobench.execution.base import ExecutionChoice, Executor
 from lerobench.execution.registry import EXECUTORS
@@ -54,6 +54,9 @@ class Evaluation:
             # what the policy makes of the run (executed chunk length, traits) is part of its identity: known
             # before a --resume compares it; a --replan-steps conflict fails here, before any work
             facts = policy_config(self.policy, settings.replan_steps)
+            why = rendering_need(plan, observation_needs(self.policy).cameras)
+            if why:  # before any worker starts: no GL means one line, not a FatalError halfway (fingerprint.py)
+                require_renderer(simulator, why)
             self.plan: RunPlan = replace(plan, simulator=simulator, policy_facts=facts)
             self.recorded = self._load_versus()  # after the fingerprint: run A's simulator must be this one
             self.fresh_resume = self.s.resume and not (self.s.output / RESULTS_FILE).exists()
@@ -191,6 +194,16 @@ class Evaluation:
         policy, self.policy = self.policy, None
         if not self.in_memory:  # an in-memory policy belongs to its caller
             close_policy(policy)
+
+
+def rendering_need(plan: RunPlan, cameras: tuple[str, ...]) -> str | None:
+    """What in this run renders images (for ``require_renderer``'s message), or None: nothing does."""
+    s = plan.settings
+    if s.videos > 0 and s.suite.video_camera is not None:
+        return f"--videos {s.videos}"
+    if cameras:
+        return f"the policy reads camera{'s' * (len(cameras) > 1)} {', '.join(cameras)}"
+    return None
 
 
 def policy_config(policy: Any, replan_steps: int) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from dataclasses import replace
 from datetime import datetime, timezone
 from traceback import format_exception
@@ -105,6 +106,22 @@ def _extending(key: str, previous: dict[str, Any], current: dict[str, Any]) -> s
     return ""
 
 
+def startup_timing(clock0: float, first_start: float | None, last_end: float, steps: int,
+                   lines: int) -> dict[str, Any]:
+    """Start-up apart from steady-state throughput (results.json ``timing``).
+
+    Why: ``eval_s`` and ``env_steps_per_s`` span the whole invocation, so on a short run they measure start-up
+    (imports, worker processes, policy loading, simulator builds): a smoke run read "4 env-steps/s". Start-up
+    ends when this invocation's first episode began (its arrival minus its ``elapsed_s``); the steady state
+    lasts until its latest episode line arrived, and its rates count every step and line of this invocation.
+    """
+    if first_start is None:
+        return {"startup_s": None, "steady_s": None, "steady_env_steps_per_s": None, "steady_episodes_per_s": None}
+    steady = max(1e-3, last_end - first_start)
+    return {"startup_s": round(max(0.0, first_start - clock0), 3), "steady_s": round(steady, 3),
+            "steady_env_steps_per_s": round(steps / steady, 2), "steady_episodes_per_s": round(lines / steady, 4)}
+
+
 class RecordSink:
     """Owns the output directory while a run lasts; thread-safe; ``close`` publishes the final results."""
 
@@ -115,12 +132,18 @@ class RecordSink:
         """The ``--until`` rule's index-order ledger (lerobench.stopping); executors ask ``wants``."""
         self.reporter = reporter or SilentReporter()
         self.records: list[EpisodeRecord] = list(previous or [])
+        self._previous = len(self.records)
         self.execution: dict[str, Any] = {}
         self.calls = CallStats()
         """Policy calls made in this process (vector and inline executors; worker processes keep their own)."""
         """What the executor chose (executor, workers, batch size), added to results.json's config."""
         self._lock = threading.Lock()
         self._started = datetime.now(timezone.utc)
+        self._clock0 = time.perf_counter()
+        self._first_start: float | None = None
+        """When this invocation's first episode began (``perf_counter``): the end of start-up (``timing``)."""
+        self._last_end = self._clock0
+        """When its latest episode line arrived: the end of the steady state (closing workers is not part of it)."""
         self._env_steps = 0
         self._counts: dict[str, int] = {}
         self._expected: dict[str, int] = {t.name: plan.episodes_per_task for t in plan.suite.tasks}
@@ -206,6 +229,9 @@ class RecordSink:
             self.steps(task, record.steps)
         ends_episode = record.error is not None or record.trial == self.plan.settings.trials_per_episode - 1
         with self._lock:
+            self._last_end = time.perf_counter()
+            began = self._last_end - record.elapsed_s  # the episode's own clock excludes the env's build
+            self._first_start = began if self._first_start is None else min(self._first_start, began)
             self.records.append(record)
             if ends_episode:
                 self._counts[task.name] = self._counts.get(task.name, 0) + 1
@@ -253,7 +279,8 @@ class RecordSink:
     def recorder(self, task: TaskSpec) -> TaskRecorder:
         """Which of ``task``'s episodes get videos, encoded by the driver's encoder."""
         s = self.plan.settings
-        return TaskRecorder(self.encoder, s.output, s.videos, s.suite.video_camera, self.plan.control_fps, task.name)
+        return TaskRecorder(self.encoder, s.output, s.videos, s.suite.video_camera, self.plan.video_fps, task.name,
+                            self.plan.video_every)
 
     def trajectories(self) -> TrajectoryRecorder:
         """``--record`` HDF5 rollouts, written by the sink's writer."""
@@ -279,8 +306,10 @@ class RecordSink:
         with self._lock:
             records = list(self.records)
             steps = self._env_steps
+            first_start, last_end, new = self._first_start, self._last_end, len(records) - self._previous
         summary = summarize(self.plan.suite, records, self.plan.settings.trials_per_episode)
         elapsed = ((ended or datetime.now(timezone.utc)) - self._started).total_seconds()
+        timing = startup_timing(self._clock0, first_start, last_end, steps, new)
         overall = summary["overall"]
         overall["eval_s"] = round(elapsed, 3)
         overall["episodes_per_s"] = round(len(records) / elapsed, 4) if elapsed > 0 else None
@@ -293,7 +322,7 @@ class RecordSink:
         return {"schema_version": SCHEMA_VERSION, "suite": s.suite.name, "policy": s.policy,
                 "complete": ended is not None,
                 "config": config,
-                "provenance": provenance(s.command, self._started, ended), **summary,
+                "provenance": provenance(s.command, self._started, ended), **summary, "timing": timing,
                 **({"stopping": stopping} if stopping is not None else {}),
                 **({"failure": self.failure} if self.failure is not None else {})}
 

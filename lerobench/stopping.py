@@ -282,7 +282,33 @@ FIXED_N_NOTE = ("fixed-n Clopper-Pearson, descriptive only after a sequential st
 
 
 def stopping_line(stopping: dict[str, Any]) -> str:
-    """The ``--until`` outcome in one line: the decision (``--versus``) or where each task stopped and why."""
+    """The ``--until`` outcome in one line: the decision (``--versus``) or where each task stopped and why.
+
+    The counts are the rule's (outcomes used, in index order); where more episodes were recorded (they
+    were running when the task was decided), the line says so and gives the recorded count, the table's n.
+    """
+    return _decision(stopping) + _late(stopping)
+
+
+def _late(stopping: dict[str, Any]) -> str:
+    """Why a table's n can exceed where the rule stopped: episodes already running at the stop were recorded.
+
+    The table (and ``n_episodes``) count every recorded episode; the rule's count is the one it used. Said
+    here, once, so the two numbers never appear side by side unexplained.
+    """
+    late = {name: t["recorded"] for name, t in stopping["tasks"].items()
+            if t.get("recorded", 0) > t.get("episodes", 0)}
+    if not late:
+        return ""
+    counts = ", ".join(f"{name} {n}" for name, n in late.items())
+    return (f"; episodes already running at the stop were finished and are counted in the table's n too "
+            f"({counts})")
+
+
+def _decision(stopping: dict[str, Any]) -> str:
+    """The decision or the per-task stops, in the rule's own episode counts."""
+    from lerobench.analysis.intervals import percent_interval, points_interval
+
     if "versus" in stopping:
         v = stopping["versus"]
         lo, hi = v["difference_cs"]
@@ -290,12 +316,12 @@ def stopping_line(stopping: dict[str, Any]) -> str:
         fixed = (v.get("fixed_n_mcnemar") or {}).get("pairs_for_80pct_power")
         return (f"{v['decision']} after {v['pairs']} of {stopping['cap'] * len(stopping['tasks'])} pairs "
                 f"(B-only {v['gained']}, A-only {v['lost']}; e-value {e:.3g}, decides at {2 / stopping['alpha']:g}; "
-                f"rate(B) - rate(A) in [{100 * lo:+.1f}, {100 * hi:+.1f}] pp, anytime-valid)"
+                f"rate(B) - rate(A) in [{points_interval((lo, hi), ', ', 1)}] pp, anytime-valid)"
                 + (f"; a fixed-n McNemar test would need {fixed} pairs for 80% power at these rates" if fixed else ""))
     if "suite" in stopping:
         s = stopping["suite"]
         lo, hi = s["cs"]
         return (f"until {stopping['rule']}: {s['reason'] or 'not reached'} after {s['episodes']} episodes "
-                f"(suite mean in {100 * lo:.1f}–{100 * hi:.1f}%, anytime-valid)")
+                f"(suite mean in {percent_interval((lo, hi), 1)}, anytime-valid)")
     parts = [f"{name} {t['episodes']} ({t['reason'] or 'running'})" for name, t in stopping["tasks"].items()]
     return f"until {stopping['rule']} (cap {stopping['cap']}): stopped at " + ", ".join(parts)

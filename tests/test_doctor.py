@@ -41,3 +41,32 @@ def test_doctor_fails_in_one_line_when_mujoco_gl_names_a_renderer_that_does_not_
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: offscreen render: MUJOCO_GL=osmesa"), done.stderr
     assert "fail" in done.stdout and "Traceback" not in done.stdout + done.stderr
+
+
+def _eval(tmp_path: Path, gl: str | None, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "DISPLAY")}
+    env.update({"PYTHONPATH": str(ROOT), "LEROBENCH_CACHE_DIR": str(tmp_path / "cache"), **({"MUJOCO_GL": gl} if gl
+                                                                                             else {})})
+    return subprocess.run([sys.executable, "-m", "lerobench", "eval", "--suite", "smoke", "--tasks", "reach-v3",
+                           "--max-steps", "5", *args], env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("gl", [None, "glx"])
+def test_eval_that_renders_without_a_renderer_is_refused_in_one_line_before_anything_starts(tmp_path, gl):
+    """Videos with MUJOCO_GL unset (or glx without a display): one line naming the fix, exit 2, no run written."""
+    pytest.importorskip("metaworld")
+    out = tmp_path / "run"
+    done = _eval(tmp_path, gl, "--videos", "1", "--output", str(out))
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and "set MUJOCO_GL=egl" in lines[0], done.stderr
+    assert "--videos 1" in lines[0] and "Traceback" not in done.stderr
+    assert not (out / "results.json").exists() and not (out / "episodes.jsonl").exists()
+
+
+def test_eval_that_renders_nothing_needs_no_renderer(tmp_path):
+    pytest.importorskip("metaworld")
+    out = tmp_path / "run"
+    done = _eval(tmp_path, None, "--videos", "0", "--output", str(out))
+    assert done.returncode == 0, done.stderr
+    assert json.loads((out / "results.json").read_text())["complete"]

@@ -238,3 +238,21 @@ def test_trial_shards_under_worker_executors_merge_into_the_inline_run(tmp_path,
     assert lines(tmp_path / "merged") == lines(tmp_path / "full")
     full = json.loads((tmp_path / "full" / "results.json").read_text())
     assert merged["overall"]["per_trial"] == full["overall"]["per_trial"]
+
+
+def test_ray_stops_dispatching_a_decided_task_as_processes_do(tmp_path, local_ray):
+    """--until on Ray: a decided task's remaining episodes are never submitted (issue 28, item 23).
+
+    Ray queues every task submitted to it, so submitting all units up front ran each task to the cap.
+    """
+    out = tmp_path / "ray"
+    result = runner.invoke(app, ["eval", "--suite", "metaworld_mt10", "--tasks", "reach-v3,push-v3", "--policy",
+                                 "metaworld-expert", "--episodes", "30", "--until", "halfwidth=0.2", "--max-steps",
+                                 "150", "--videos", "0", "--executor", "ray", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    stopping = json.loads((out / "results.json").read_text())["stopping"]["tasks"]
+    counts = {t: sum(e["task"] == t for e in episodes(out)) for t in ("reach-v3", "push-v3")}
+    for task, stop in stopping.items():
+        assert stop["reason"] == "target" and stop["episodes"] == 10  # all successes: as on every executor
+        # at most one episode per Ray CPU (2) was running when the task was decided; not the cap (30)
+        assert stop["episodes"] <= counts[task] == stop["recorded"] <= stop["episodes"] + 2, (task, counts)

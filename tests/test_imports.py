@@ -102,3 +102,23 @@ def test_the_walk_finds_a_lazy_circle(tmp_path):
     (pkg / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import c\n")
     (pkg / "c.py").write_text("def f():\n    from . import a\n")
     assert cycles(import_graph(pkg)) == [["pkg.a", "pkg.b", "pkg.c"]]
+
+
+HEAVY_FOR_LIST = ("pydantic", "numpy", "scipy", "torch", "mujoco", "ray", "matplotlib", "gymnasium", "av",
+                  "lerobench.config", "lerobench.stopping", "lerobench.analysis", "lerobench.plan")
+"""What `lerobench list` must not import: it reads TOML tables and prints one table (benchmarks/cli_startup.py)."""
+
+
+def test_list_imports_nothing_heavy():
+    import subprocess
+    import sys
+
+    code = ("import sys\nsys.argv = ['lerobench', 'list']\nfrom lerobench.cli import main\ntry:\n    main()\n"
+            "except SystemExit as exit:\n    assert exit.code == 0, exit.code\n"
+            f"heavy = {HEAVY_FOR_LIST!r}\n"
+            "print(sorted(m for m in sys.modules if any(m == h or m.startswith(h + '.') for h in heavy)))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).parent.parent)
+    assert done.returncode == 0, done.stderr
+    assert "libero_spatial" in done.stdout  # it listed the suites
+    assert done.stdout.strip().splitlines()[-1] == "[]"

@@ -112,7 +112,7 @@ def test_videos_play_at_the_backends_rate_when_the_suite_sets_none(tmp_path):
 
     path = _suite(tmp_path, extra='video_camera = "corner2"', protocol="image_size = [64, 64]")
     out = tmp_path / "o"
-    result = _eval("--suite", str(path), "--policy", "zero", "--videos", "1", "--output", str(out))
+    result = _eval("--suite", str(path), "--policy", "zero", "--videos", "1", "--video-fps", "80", "--output", str(out))
     assert result.exit_code == 0, result.output
     video = out / json.loads((out / "episodes.jsonl").read_text().splitlines()[0])["video"]
     with av.open(str(video)) as container:

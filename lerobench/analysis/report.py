@@ -1,4 +1,4 @@
-"""One self-contained HTML report for one or more runs: readable offline, attachable to a PR.
+"""One HTML report for one or more runs: readable offline, attachable to a PR (the videos stay linked).
 
 Everything is inline (CSS, SVG charts, PNG thumbnails); the only links are the thumbnails' links to the MP4
 files, written relative to the report's folder so the report keeps working next to the run directories.
@@ -15,6 +15,7 @@ from typing import Any
 
 from lerobench.analysis import charts
 from lerobench.analysis.compare import Run, compare_runs, differences, load_run, suite_indices
+from lerobench.analysis.intervals import percent_interval, points_interval
 from lerobench.analysis.results import write_text_atomic
 from lerobench.errors import CompareError, ConfigError, MissingDependencyError
 from lerobench.stopping import FIXED_N_NOTE, stopping_line
@@ -47,7 +48,7 @@ def _pct(value: float | None) -> str:
 
 
 def _ci(ci: Sequence[float]) -> str:
-    return f"{100 * ci[0]:.0f}–{100 * ci[1]:.0f}%"
+    return percent_interval(ci)
 
 
 def _steps(value: float | None) -> str:
@@ -107,7 +108,7 @@ def _comparison_table(c: dict[str, Any]) -> str:
         if b["significant"]:
             mark = "<span class='good'>better</span>" if b["difference"] > 0 else "<span class='bad'>worse</span>"
         return (f"<tr><td>{label}</td><td>{b['n_a']}</td><td>{_pct(b['rate_a'])}</td><td>{_pct(b['rate_b'])}</td>"
-                f"<td>{100 * b['difference']:+.1f}</td><td>{100 * b['ci95'][0]:+.0f} to {100 * b['ci95'][1]:+.0f}"
+                f"<td>{100 * b['difference']:+.1f}</td><td>{points_interval(b['ci95'], ' to ')}"
                 f"</td><td>{b['p_value']:.3g}</td><td>{holm}</td><td>{mark}</td></tr>")
 
     body = "".join(row(_e(t["task"]), t, f"{t['p_holm']:.3g}") for t in c["tasks"])
@@ -242,7 +243,7 @@ def robustness_section(data: dict[str, Any]) -> str:
         ci = f["drop_ci95"]
         cells = [_e(f["family"]), str(f["perturbed"]["n"]), _pct(f["control"]["rate"]), _pct(f["perturbed"]["rate"]),
                  number(None if f["drop"] is None else 100 * f["drop"], "+.1f"),
-                 "" if ci is None else f"{100 * ci[0]:+.0f} to {100 * ci[1]:+.0f}",
+                 "" if ci is None else points_interval(ci, " to "),
                  number(f["p_value"], ".3g"), number(f.get("p_holm"), ".3g"),
                  "paired" if f["paired"] else _e(f"unpaired: {f['unpaired_reason']}")]
         return "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"

@@ -34,6 +34,7 @@ class OneLineErrorsGroup(typer.core.TyperGroup):
         """Run the command line; in standalone mode (the console script, CliRunner) exit with its code."""
         args = list(sys.argv[1:] if args is None else args) or ["--help"]
         prog_name = prog_name or "lerobench"  # also under `python -m lerobench`
+        _plain_strings(self)
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:
@@ -48,6 +49,34 @@ class OneLineErrorsGroup(typer.core.TyperGroup):
             err_console.print("[bold red]error:[/] aborted")
             sys.exit(1)
         sys.exit(code if isinstance(code, int) else 0)
+
+
+def _plain_strings(group: typer.core.TyperGroup) -> None:
+    """Give plain ``str`` options and flags typer's pass-through coercion instead of a pydantic ``TypeAdapter``.
+
+    Why: typer builds a pydantic adapter for every non-bool option it processes, even one left at its
+    default of None, and importing pydantic for that was 60 of the ~130 ms that `lerobench list` (one
+    ``--family`` option) spent beyond importing typer and rich. A string from the command line needs no
+    validation to be a ``str``. Uses typer internals (``typer._coercion``); with another typer the options
+    keep typer's own coercion, and tests/test_imports.py notices the import again.
+    """
+    try:
+        from typer import _click as click_core
+        from typer._coercion import PassThroughRuntimeParam
+    except ImportError:
+        return
+    params = []
+    for command in [group, *group.commands.values()]:
+        helper = command.get_help_option(click_core.Context(command, **command.context_settings))  # then cached
+        params += [*command.params, *([helper] if helper is not None else [])]
+    for param in params:
+        descriptor = getattr(param, "type_descriptor", None)
+        if descriptor is None or descriptor.file_annotation is not None or getattr(param, "_runtime_param", 0):
+            continue
+        plain = descriptor.annotation is str or (descriptor.annotation is bool and getattr(param, "is_flag", False))
+        if plain:  # a flag is a bool already (--help included), a string from the command line a str
+            param._runtime_param = PassThroughRuntimeParam(parameter_info=descriptor.parameter_info,
+                                                           annotation=descriptor.annotation)
 
 
 app = typer.Typer(

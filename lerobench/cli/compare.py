@@ -10,7 +10,15 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from lerobench.cli.common import _fail, _print_json, _rate, app, console, elide_middle, err_console
+from lerobench.cli.common import (
+    _fail,
+    _print_json,
+    _rate,
+    app,
+    console,
+    elide_middle,
+    err_console,
+)
 from lerobench.errors import LerobenchError
 
 
@@ -22,6 +30,19 @@ def _p(value: float) -> str:
     return f"{value:.2g}" if value < 0.001 else f"{value:.3f}"
 
 
+def _print_whole(table: Table) -> None:
+    """Print ``table`` with every cell whole: the console widened to the table's natural width (not a TTY)."""
+    from rich.measure import Measurement
+
+    needed = Measurement.get(console, console.options.update_width(10_000), table).maximum
+    width = console.width
+    console.width = max(width, needed)  # print(width=...) is capped at the console's width
+    try:
+        console.print(table, crop=False)
+    finally:
+        console.width = width
+
+
 def task_label(task: dict[str, Any], width: int) -> str:
     """A task's row label: its suite index, then its name elided in the middle to fit ``width`` (unique)."""
     prefix = f"{task['index']}: " if task.get("index") is not None else ""
@@ -29,6 +50,8 @@ def task_label(task: dict[str, Any], width: int) -> str:
 
 
 def _print_comparison(c: dict[str, Any]) -> None:
+    from lerobench.analysis.intervals import points_interval
+
     a, b = c["a"], c["b"]
     kind = f"paired on {c['matched_episodes']} episodes" if c["paired"] else "UNPAIRED: no episode matches"
     console.print(f"A = {a['policy']} ({a['path']})\nB = {b['policy']} ({b['path']})", highlight=False)
@@ -39,37 +62,44 @@ def _print_comparison(c: dict[str, Any]) -> None:
     table = Table(title=f"B − A, {kind}", box=box.SIMPLE_HEAD, pad_edge=False)
     for col in ("task", "n", "A", "B", "B − A", "95% CI", "p", "Holm p", ""):
         table.add_column(col, justify="left" if col == "task" else "right", no_wrap=True)
-    name_width = max(20, console.width - 62)  # what the 8 number columns leave in the terminal
+    # In a terminal: names elided to what the 8 number columns leave. Piped or in CI: nothing is ever cut
+    # (rich would cut every cell to 80 columns: "1.9e-…", "bett…"); the table is as wide as it needs.
+    wide = not console.is_terminal
+    name_width = 10_000 if wide else max(20, console.width - 62)
 
     def row(label: str, block: dict[str, Any], holm: str) -> list[str]:
         lo, hi = block["ci95"]
         n = str(block["n_a"]) if block["n_a"] == block["n_b"] else f"{block['n_a']}/{block['n_b']}"
         mark = ("[green]better[/]" if block["difference"] > 0 else "[red]worse[/]") if block["significant"] else ""
         return [label, n, _rate(block["rate_a"]), _rate(block["rate_b"]), _signed(block["difference"]),
-                f"{100 * lo:+.0f}…{100 * hi:+.0f}", _p(block["p_value"]), holm, mark]
+                points_interval((lo, hi)), _p(block["p_value"]), holm, mark]
 
     for t in c["tasks"]:
         table.add_row(*row(escape(task_label(t, name_width)), t, _p(t["p_holm"])))
     for name, g in c["groups"].items():
         table.add_row(*row(f"[italic]{name}[/]", g, ""))
     table.add_row(*row("[bold]overall[/]", c["overall"], ""))
-    console.print(table)
+    if wide:
+        _print_whole(table)
+    else:
+        console.print(table)
     for trial in c.get("per_trial", [])[1:]:
         o = trial["overall"]
         lo, hi = o["ci95"]
         console.print(f"trial {trial['trial']}: A {_rate(o['rate_a'])}, B {_rate(o['rate_b'])}, "
-                      f"B − A {_signed(o['difference'])} points (95% CI {100 * lo:+.0f} to {100 * hi:+.0f}), "
-                      f"p {_p(o['p_value'])}", highlight=False)
+                      f"B − A {_signed(o['difference'])} points (95% CI {points_interval((lo, hi), ' to ')}), "
+                      f"p {_p(o['p_value'])}", highlight=False, soft_wrap=wide)
     for row in c.get("pass_at_k", [])[1:]:
         o = row["overall"]
         lo, hi = o["ci95"]
         console.print(f"pass@{row['k']} (success within the first {row['k']} trials): A {_rate(o['rate_a'])}, "
-                      f"B {_rate(o['rate_b'])}, B − A {_signed(o['difference'])} points (95% CI {100 * lo:+.0f} to "
-                      f"{100 * hi:+.0f}), p {_p(o['p_value'])}", highlight=False)
+                      f"B {_rate(o['rate_b'])}, B − A {_signed(o['difference'])} points "
+                      f"(95% CI {points_interval((lo, hi), ' to ')}), p {_p(o['p_value'])}", highlight=False,
+                      soft_wrap=wide)
     for note in c["notes"]:
         err_console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
     console.print(f"[bold]{c['verdict']}[/] (alpha {c['alpha']}; tasks: {c['tasks'][0]['test']}, Holm-adjusted; "
-                  f"overall: {c['overall']['test']})", highlight=False)
+                  f"overall: {c['overall']['test']})", highlight=False, soft_wrap=wide)
 
 
 @app.command("compare", short_help="Is run B better than run A? Exact paired tests (same seed).")

@@ -25,8 +25,8 @@ from lerobench.cli.common import (
     interrupts_keep_results,
     task_names,
 )
-from lerobench.cli.summary import _print_summary
 from lerobench.errors import LerobenchError
+from lerobench.recorder import DEFAULT_VIDEO_FPS, DEFAULT_VIDEO_SIZE
 
 
 class RichReporter:
@@ -114,6 +114,87 @@ class RichReporter:
             self.progress.update(self._bars[task.name], info=f"{_rate(summary.get('success_rate'))}{extra}")
 
 
+PROGRESS_INTERVAL_S = 30.0
+"""Default seconds between plain progress lines when stdout is not a terminal (``--progress-interval``)."""
+
+
+class LogReporter(RichReporter):
+    """Progress for a log file, a pipe or CI: plain, self-contained lines every ``interval`` s and at each task's end.
+
+    Why: rich draws nothing live when stdout is not a terminal (nohup, SLURM, CI), so a log of a multi-hour run
+    showed two header lines until the end. Each line stands alone (time, done/total, successes, env-steps/s,
+    elapsed, ETA), for ``tail -f`` and ``grep``. Lines are written only while the progress display is running
+    (``with reporter.progress``); the ETA uses the pace since the first episode ended, not start-up.
+    """
+
+    def __init__(self, total_episodes: int, suite: str, interval: float = PROGRESS_INTERVAL_S):
+        super().__init__(total_episodes, suite)
+        self.interval = interval
+        self._suite = suite
+        self._done_now = 0
+        self._first_end: float | None = None
+        self._ticker = threading.Thread(target=self._tick, name="lerobench-progress-log", daemon=True)
+        self._ticker.start()
+
+    def _tick(self) -> None:
+        live, started = self.progress.live, False
+        while True:
+            time.sleep(min(self.interval, 0.2) if not started else self.interval)
+            if live.is_started:
+                if started:
+                    self._log(self.line())
+                else:  # the run began: count from here, first line after one interval
+                    started, self._t0 = True, time.perf_counter()
+            elif started:
+                return  # the run ended: the summary follows
+
+    def _log(self, text: str) -> None:
+        if self.progress.live.is_started:
+            self.progress.console.print(f"{datetime.now():%H:%M:%S} {text}", highlight=False, markup=False,
+                                        soft_wrap=True)
+
+    def line(self) -> str:
+        """The whole run's progress now, in one line."""
+        with self._lock:
+            suite = next(t for t in self.progress.tasks if t.id == self.suite_bar)
+            done, total = int(suite.completed), int(suite.total or 0)
+            elapsed = time.perf_counter() - self._t0
+            rate = self._steps / max(1e-9, elapsed)
+            pace = ((time.perf_counter() - self._first_end) / (self._done_now - 1)
+                    if self._first_end is not None and self._done_now > 1 else None)
+            solved = self._all_successes
+        eta = "-" if pace is None or pace <= 0 else _clock(pace * max(0, total - done))
+        share = f" ({100 * solved / done:.1f}%)" if done else ""
+        return (f"progress {self._suite}: {done}/{total} episodes ({100 * done / max(1, total):.0f}%), "
+                f"{solved} solved{share}, {rate:,.0f} env-steps/s, elapsed {_clock(elapsed)}, ETA {eta}")
+
+    def episode(self, task: Any, record: Any) -> None:  # noqa: D102
+        super().episode(task, record)
+        with self._lock:
+            self._done_now += 1
+            if self._first_end is None:
+                self._first_end = time.perf_counter()
+
+    def task_finished(self, task: Any, summary: dict[str, Any]) -> None:  # noqa: D102
+        super().task_finished(task, summary)
+        errors = summary.get("n_errors", 0)
+        self._log(f"task {task.name} finished: {summary.get('n_episodes', 0)} episodes, "
+                  f"{_rate(summary.get('success_rate'))} success" + (f", {errors} errors" if errors else ""))
+        self._log(self.line())
+
+
+def _clock(seconds: float) -> str:
+    """``h:mm:ss``."""
+    s = int(round(seconds))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def reporter_for(total_episodes: int, suite: str, interval: float = PROGRESS_INTERVAL_S) -> RichReporter:
+    """Live bars in a terminal; plain lines every ``interval`` s where stdout is a file or a pipe."""
+    if console.is_terminal:
+        return RichReporter(total_episodes, suite)
+    return LogReporter(total_episodes, suite, interval)
+
 
 def _until_line(evaluation: Any) -> str:
     """What the stopping rule will do, in one line (the cap is --episodes, or run A's episodes)."""
@@ -148,6 +229,12 @@ def evaluate(
     stop_on_success: bool = typer.Option(True, "--stop-on-success/--no-stop-on-success",
                                          help="End an episode at its first success."),
     videos: int = typer.Option(2, "--videos", help="Record the first N episodes of each task (0: none)."),
+    video_fps: float = typer.Option(
+        DEFAULT_VIDEO_FPS, "--video-fps", help="Video frame rate, at most the control rate (80 Hz Meta-World, 20 Hz "
+                                               "LIBERO): only the steps encoded are rendered."),
+    video_size: int = typer.Option(
+        DEFAULT_VIDEO_SIZE, "--video-size", help="Largest side of frames rendered for the video alone (0: the "
+                                                 "protocol's image size; a policy camera's own images are reused)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --output, skipping finished episodes."),
     episode_timeout: float | None = typer.Option(
         None, "--episode-timeout", help="Seconds one env step may take before its worker counts as hung."),
@@ -190,6 +277,9 @@ def evaluate(
                                                      "saved in the run directory as traceback.txt anyway)."),
     margin: float = typer.Option(0.1, "--margin", help="--versus: equivalent once rate(B) - rate(A) is inside "
                                                        "+-margin."),
+    progress_interval: float = typer.Option(
+        PROGRESS_INTERVAL_S, "--progress-interval", min=0.1,
+        help="Seconds between plain progress lines when stdout is not a terminal (log files, CI)."),
 ) -> None:
     """Evaluate a policy on every task of a suite and write per-episode and per-task results."""
     from lerobench.registry import load_suite
@@ -209,7 +299,8 @@ def evaluate(
                 suite=s, policy=absolute_spec(policy or s.default_policy), output=out, unique_output=output is None,
                 protocol=protocol, episodes=episodes, batch_size=batch_size, seed=seed, max_steps=max_steps,
                 stop_on_success=stop_on_success,
-                resume=resume, videos=videos, episode_timeout=episode_timeout, replan_steps=replan_steps,
+                resume=resume, videos=videos, video_fps=video_fps, video_size=video_size,
+                episode_timeout=episode_timeout, replan_steps=replan_steps,
                 parallel_tasks=parallel_tasks, trials=trials, device=device, call_width=call_width,
                 record=record, formats=tuple(formats),
                 executor=executor, workers=workers, ray_address=ray_address, ray_gpus_per_worker=ray_gpus_per_worker,
@@ -218,7 +309,7 @@ def evaluate(
                 alpha=alpha, margin=margin,
             )
             units = shard_units([t.name for t in s.tasks], settings.episodes_per_task, settings.shard)
-            reporter = RichReporter(len(units), s.name)
+            reporter = reporter_for(len(units), s.name, progress_interval)
             evaluation = Evaluation(settings, reporter)
             out = evaluation.s.output  # a default name taken in the same second: the next free one
             golden = (evaluation.plan.simulator or {}).get("golden") or {}
@@ -253,6 +344,8 @@ def evaluate(
                 text = getattr(exc, "traceback_text", None) or "".join(traceback.format_exception(exc))
                 err_console.print(text.rstrip(), highlight=False, markup=False, soft_wrap=True)
             _fail(exc)
+    from lerobench.cli.summary import _print_summary  # not at import: `lerobench list` needs none of it
+
     _print_summary(results, out)
     n_errors = evaluation.errored_episodes  # not results' n_errors: with --trials that counts trial 0 only
     if n_errors:

@@ -9,7 +9,6 @@ import typer
 from rich.markup import escape
 
 from lerobench.cli.common import EXIT_INCOMPLETE_MERGE, _fail, app, err_console
-from lerobench.cli.summary import _print_summary
 from lerobench.errors import LerobenchError
 
 
@@ -31,6 +30,8 @@ def merge_shards(
         _fail(exc)
     for note in results["merge_notes"]:
         err_console.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
+    from lerobench.cli.summary import _print_summary  # not at import: `lerobench list` needs none of it
+
     _print_summary(results, output, merged_from=len(results["shards"]))
     if not results["complete"]:
         shown = ", ".join(f"{m['task']}#{m['episode']}" for m in results["missing"][:10])

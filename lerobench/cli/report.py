@@ -1,4 +1,4 @@
-"""`lerobench report`: one self-contained HTML page for one or more runs."""
+"""`lerobench report`: one HTML page for one or more runs (inline but for the videos, which it links)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from lerobench.cli.common import _fail, app, console
 from lerobench.errors import LerobenchError
 
 
-@app.command("report", short_help="One self-contained HTML report: charts, tables, videos.")
+@app.command("report", short_help="One HTML report: charts, tables, video thumbnails (linking the MP4s).")
 def report(
     runs: list[Path] = typer.Argument(..., metavar="RUN",
                                     help="Run directories (the first is the baseline for significance)."),
@@ -20,7 +20,7 @@ def report(
                                          help="Report runs of different episodes (suite, seed, step limit...) "
                                               "together; the differences are listed."),
 ) -> None:
-    """Write one self-contained HTML report (charts, tables, errors, video thumbnails) for runs."""
+    """Write one HTML report (charts, tables, errors, video thumbnails linking to the MP4s) for runs."""
     from lerobench.analysis.report import write_report
 
     try:

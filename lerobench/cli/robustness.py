@@ -19,7 +19,7 @@ from lerobench.cli.common import (
     interrupts_keep_results,
     task_names,
 )
-from lerobench.cli.evaluate import RichReporter
+from lerobench.cli.evaluate import reporter_for
 from lerobench.errors import LerobenchError
 
 
@@ -44,6 +44,8 @@ def _print_whole(table: Table) -> None:
 
 
 def _print_robustness(data: dict[str, Any], path: Path) -> None:
+    from lerobench.analysis.intervals import points_interval
+
     table = Table(title=f"{data['policy']} on {data['base']}: success drop per family (control − perturbed)")
     for col in ("family", "n", "control", "perturbed", "drop", "95% CI", "p", "Holm p", "pairing"):
         table.add_column(col, justify="left" if col in ("family", "pairing") else "right", no_wrap=True)
@@ -57,7 +59,7 @@ def _print_robustness(data: dict[str, Any], path: Path) -> None:
             pairing = f"projected starts ({f['start_digests_equal']}/{f['n_pairs']} identical)"
         table.add_row(f["family"], str(f["perturbed"]["n"]), _rate(f["control"]["rate"]),
                       _rate(f["perturbed"]["rate"]), _points(f["drop"]),
-                      "-" if ci is None else f"{100 * ci[0]:+.0f}…{100 * ci[1]:+.0f}",
+                      "-" if ci is None else points_interval(ci),
                       "-" if f["p_value"] is None else f"{f['p_value']:.3g}",
                       "-" if f.get("p_holm") is None else f"{f['p_holm']:.3g}", pairing)
     _print_whole(table)
@@ -115,7 +117,7 @@ def robustness(
                               + f" -> {arm.output}" + (" (resuming)" if settings.resume else ""),
                               highlight=False, soft_wrap=True)
                 units = shard_units([t.name for t in arm.suite.tasks], settings.episodes_per_task, None)
-                reporter = RichReporter(len(units), arm.suite.name)
+                reporter = reporter_for(len(units), arm.suite.name)
                 evaluation = Evaluation(settings, reporter)
                 with reporter.progress:
                     evaluation.run()

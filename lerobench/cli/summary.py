@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.table import Table
 
+from lerobench.analysis.intervals import percent_interval
 from lerobench.cli.common import _plural, _print_names_table, _rate, console
 from lerobench.stopping import FIXED_N_NOTE, stopping_line
 
@@ -35,15 +36,15 @@ def _print_summary(results: dict[str, Any], output: Path, merged_from: int = 0) 
         lo, hi = t["ci95"]
         steps = "-" if t["mean_steps"] is None else f"{t['mean_steps']:.0f}"
         table.add_row(t["task"], str(t["n_episodes"]), _rate(t["success_rate"]),
-                      f"{100 * lo:.0f}–{100 * hi:.0f}%", str(t["n_errors"]), steps, *_trial_cells(t, trials))
+                      percent_interval((lo, hi)), str(t["n_errors"]), steps, *_trial_cells(t, trials))
     for name, g in results.get("groups", {}).items():
         lo, hi = g["ci95"]
         table.add_row(f"[italic]group {name}[/]", str(g["n_episodes"]), _rate(g["success_rate"]),
-                      f"{100 * lo:.0f}–{100 * hi:.0f}%", str(g["n_errors"]), "", *_trial_cells(g, trials))
+                      percent_interval((lo, hi)), str(g["n_errors"]), "", *_trial_cells(g, trials))
     o = results["overall"]
     lo, hi = o["ci95"]
     table.add_row("[bold]overall[/]", str(o["n_episodes"]), f"[bold]{_rate(o['success_rate'])}[/]",
-                  f"{100 * lo:.0f}–{100 * hi:.0f}%", str(o["n_errors"]), "", *_trial_cells(o, trials))
+                  percent_interval((lo, hi)), str(o["n_errors"]), "", *_trial_cells(o, trials))
     _print_names_table(table)
     if trials > 1:
         console.print("success/CI/errors: trial 0 (comparable with 1-trial runs); Δk = rate(trial k) − rate(trial 0) "
@@ -53,7 +54,14 @@ def _print_summary(results: dict[str, Any], output: Path, merged_from: int = 0) 
     if stopping:
         console.print(stopping_line(stopping), highlight=False, soft_wrap=True)
         console.print(f"95% CI above: {FIXED_N_NOTE}", highlight=False, soft_wrap=True)
-    timing = (f"merged {_plural(merged_from, 'run')}: {o['eval_s']:.1f} s of evaluation summed over them"
-              if merged_from else f"{o['eval_s']:.1f} s")
-    console.print(f"{timing}, {o['env_steps_per_s'] or 0:,.0f} env-steps/s. Results: [bold]{output}[/]",
-                  highlight=False, soft_wrap=True)  # the path whole, for copy and paste
+    steady = results.get("timing") or {}
+    if merged_from:
+        timing = (f"merged {_plural(merged_from, 'run')}: {o['eval_s']:.1f} s of evaluation summed over them, "
+                  f"{o['env_steps_per_s'] or 0:,.0f} env-steps/s")
+    elif steady.get("startup_s") is not None:  # start-up apart: on a short run it is most of the wall time
+        timing = (f"{o['eval_s']:.1f} s: start-up {steady['startup_s']:.1f} s, then "
+                  f"{steady['steady_env_steps_per_s'] or 0:,.0f} env-steps/s for {steady['steady_s']:.1f} s "
+                  f"({o['env_steps_per_s'] or 0:,.0f} env-steps/s over the whole run)")
+    else:
+        timing = f"{o['eval_s']:.1f} s, {o['env_steps_per_s'] or 0:,.0f} env-steps/s"
+    console.print(f"{timing}. Results: [bold]{output}[/]", highlight=False, soft_wrap=True)  # the path whole

@@ -8,6 +8,7 @@ at the steps whose observation the policy reads) lives once, here.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import traceback
@@ -152,6 +153,10 @@ class EnvSpec:
     backend_options: Mapping[str, Any] = field(default_factory=dict)
     perturb: tuple[tuple[str, float], ...] = ()
     """``--perturb`` as sorted (name, value) pairs (``lerobench.envs.perturb``); empty: none."""
+    video_every: int = 1
+    """Steps per video frame: only steps 0, k, 2k... of a recorded episode render the video camera."""
+    video_size: tuple[int, int] | None = None
+    """(height, width) of frames rendered for the video alone; None: the protocol's image size."""
 
 
 def check_suite_names(suite: Any, offered_cameras: Sequence[str], known_tasks: Sequence[str] | None,
@@ -263,6 +268,7 @@ class LazyTaskEnv(gym.Env):
         self._episode = IDLE
         self._trial = 0
         self._record = False
+        self._video_frame: np.ndarray | None = None
         self._last_obs = self._zero_obs()
         self._done = True
         self._renders = 0
@@ -288,8 +294,8 @@ class LazyTaskEnv(gym.Env):
                 self._sim = perturb(self._raw, self.spec_.perturb)
         return self._sim
 
-    def _render(self, camera: str) -> np.ndarray:
-        h, w = self.spec_.protocol.image_size
+    def _render(self, camera: str, size: tuple[int, int] | None = None) -> np.ndarray:
+        h, w = size or self.spec_.protocol.image_size
         img = self._simulator().render(camera, h, w)
         self._renders += 1
         if self.spec_.protocol.flip_images:
@@ -301,7 +307,8 @@ class LazyTaskEnv(gym.Env):
         if observe:
             return self.spec_.cameras
         cam = self.spec_.record_camera
-        return (cam,) if self._record and cam in self.spec_.cameras else ()
+        video_step = (self._steps + 1) % self.spec_.video_every == 0  # the step about to be taken
+        return (cam,) if self._record and cam in self.spec_.cameras and video_step else ()
 
     def _observe(self, cameras: tuple[str, ...]) -> dict[str, Any]:
         sim = self._simulator()
@@ -312,12 +319,19 @@ class LazyTaskEnv(gym.Env):
         return obs
 
     def _frame(self, obs: dict[str, Any]) -> np.ndarray | None:
+        """The video camera's frame after this step; rendered only at video steps (0, k, 2k...).
+
+        Between them the last frame is handed on again (the recording keeps every k-th frame it is given, so
+        it drops these), as the policy's stale image is where the video camera is a policy camera.
+        """
         cam = self.spec_.record_camera
         if not self._record or cam is None:
             return None
         if cam in self.spec_.cameras:
             return None  # the rollout reuses the policy's image: never render twice
-        return self._render(cam)
+        if self._steps % self.spec_.video_every == 0 or self._video_frame is None:
+            self._video_frame = self._render(cam, self.spec_.video_size)
+        return self._video_frame
 
     def _summary(self, error: str | None) -> dict[str, Any]:
         return {
@@ -351,6 +365,7 @@ class LazyTaskEnv(gym.Env):
         self._trial = int(trials[self.spec_.slot]) if trials is not None else 0
         record = options.get("record")
         self._record = bool(record[self.spec_.slot]) if record is not None else False
+        self._video_frame = None
         self._steps, self._return, self._renders, self._clipped = 0, 0.0, 0, 0
         self._max_reward = float("-inf")
         self._success = self._success_now = False
@@ -384,6 +399,16 @@ class LazyTaskEnv(gym.Env):
         if frame is not None:
             info["frame"] = frame
         return self._last_obs, info
+
+    def prepare(self) -> None:
+        """Build the simulator now, before the first episode's clock starts (its ``elapsed_s`` then excludes it).
+
+        Building is start-up (Meta-World ~0.5 s, LIBERO ~10 s, more on a loaded machine), not the episode. An
+        error is left for the first ``reset`` to raise again and record as that episode's error, as without this.
+        """
+        if self._episode == IDLE and self._sim is None:
+            with contextlib.suppress(Exception):  # noqa: SIM105 - re-raised and recorded by the first reset
+                self._simulator()
 
     def step(self, action: Mapping[str, Any] | np.ndarray):
         """Advance one step (see ``env_action``); a finished, idle or held env stays frozen and reports nothing new."""

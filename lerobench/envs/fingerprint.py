@@ -358,6 +358,29 @@ def checked_fingerprint(backend: str, packages: tuple[str, ...], allow_drift: bo
     return found
 
 
+def require_renderer(found: dict[str, Any], why: str) -> None:
+    """Refuse a run that renders (``why``: videos, the policy's cameras) when offscreen rendering fails here.
+
+    Checked before any worker starts: otherwise workers start, the first render raises mujoco's
+    ``FatalError: an OpenGL platform library has not been loaded`` (``MUJOCO_GL`` unset) or gymnasium prints an
+    "Exception ignored" traceback (``MUJOCO_GL=glx`` without a display), and half a run is left behind. A
+    fingerprint whose golden check compared images proves the renderer works; otherwise doctor's probe (a real
+    offscreen render in a child process, ``offscreen_render``) decides.
+    """
+    from lerobench.errors import RendererError
+
+    if found.get("golden", {}).get("images_checked"):
+        return
+    try:
+        offscreen_render()
+    except SimulatorCheckError as exc:
+        gl = os.environ.get("MUJOCO_GL")
+        raise RendererError(
+            f"this run renders images ({why}) but offscreen rendering fails with "
+            f"{f'MUJOCO_GL={gl}' if gl else 'MUJOCO_GL unset'} ({exc}): set MUJOCO_GL=egl (Mesa or GPU EGL; "
+            f"`lerobench doctor` checks it)" + (", or pass --videos 0" if "--videos" in why else "")) from None
+
+
 def record(backend: str, cases: list[dict[str, Any]], packages: tuple[str, ...], state_atol: float,
            image_mad: float) -> dict[str, Any]:
     """Observe ``cases`` on this machine and return the golden document for them (``--record``)."""

@@ -41,7 +41,7 @@ class MetaWorldSimulator:
         classes, variants = task_variants(benchmark, split, task, spec.seed)
         self._env = classes[task]()
         self._variants = variants
-        self._renderers: dict[str, Any] = {}
+        self._renderers: dict[tuple[Any, ...], Any] = {}
         self._obs = np.zeros(39, dtype=np.float32)
 
     def reset_to(self, episode: int, seed: int) -> None:
@@ -71,18 +71,20 @@ class MetaWorldSimulator:
 
     def render(self, camera: str, height: int, width: int) -> np.ndarray:
         """Render ``camera`` with a renderer created on first use (the GL context costs ~2 s)."""
-        renderer = self._renderers.get(camera)
+        renderer = self._renderers.get((camera, height, width))
         if renderer is None:
-            from gymnasium.envs.mujoco.mujoco_rendering import MujocoRenderer
-
-            if camera not in CAMERAS:
-                raise ValueError(f"unknown Meta-World camera {camera!r}; expected one of {CAMERAS}")
-            model = self._env.model
-            model.vis.global_.offwidth = max(model.vis.global_.offwidth, width)
-            model.vis.global_.offheight = max(model.vis.global_.offheight, height)
-            renderer = MujocoRenderer(model, self._env.data, width=width, height=height, camera_name=camera)
-            self._renderers[camera] = renderer
+            renderer = self._renderers[(camera, height, width)] = self._renderer(camera, height, width)
         return renderer.render("rgb_array")
+
+    def _renderer(self, camera: str, height: int, width: int) -> Any:
+        from gymnasium.envs.mujoco.mujoco_rendering import MujocoRenderer
+
+        if camera not in CAMERAS:
+            raise ValueError(f"unknown Meta-World camera {camera!r}; expected one of {CAMERAS}")
+        model = self._env.model
+        model.vis.global_.offwidth = max(model.vis.global_.offwidth, width)
+        model.vis.global_.offheight = max(model.vis.global_.offheight, height)
+        return MujocoRenderer(model, self._env.data, width=width, height=height, camera_name=camera)
 
     def close(self) -> None:
         """Free renderers and the env; safe to call twice."""

@@ -25,7 +25,7 @@ RAY_RETRIES = 2
 
 
 class RayExecutor:
-    """Submits every unit as one Ray task; at most ``workers`` run at once (0: as many as Ray schedules)."""
+    """Submits every unit as one Ray task; at most ``workers`` in flight (0: all, or one per CPU under ``--until``)."""
 
     name = "ray"
 
@@ -60,12 +60,13 @@ class RayExecutor:
                     signal.signal(sig, handler)
         in_flight: dict[Any, WorkUnit] = {}
         try:
-            units = _split(units, int(ray.cluster_resources().get("CPU", 1)))
+            resources = ray.cluster_resources()
+            units = _split(units, int(resources.get("CPU", 1)))
             remote = ray.remote(run_unit_in_ray).options(
                 num_cpus=1, num_gpus=self.gpus_per_worker, max_retries=RAY_RETRIES, retry_exceptions=False)
             key = uuid.uuid4().hex  # workers rebuild policy and env once per run, not once per unit
             pending = list(reversed(units))
-            limit = self.workers or len(units)
+            limit = self.workers or (_slots(resources, self.gpus_per_worker) if sink.ledger.active else len(units))
             while pending or in_flight:
                 while pending and len(in_flight) < limit:
                     unit = pending.pop()
@@ -124,6 +125,18 @@ def _split(units: list[WorkUnit], cpus: int) -> list[WorkUnit]:
     todo = sum(len(u.episodes) for u in units)
     size = max(1, math.ceil(todo / (3 * max(1, cpus))))
     return [WorkUnit(u.task, u.episodes[i:i + size]) for u in units for i in range(0, len(u.episodes), size)]
+
+
+def _slots(resources: dict[str, float], gpus_per_worker: float) -> int:
+    """Units the cluster can run at once (one CPU each, and ``gpus_per_worker`` GPUs each).
+
+    Under ``--until`` only this many are submitted at a time: a unit submitted is a unit run (Ray queues it),
+    so submitting every unit up front ran and recorded a decided task's episodes to the cap.
+    """
+    slots = int(resources.get("CPU", 1))
+    if gpus_per_worker > 0:
+        slots = min(slots, int(resources.get("GPU", 0) / gpus_per_worker))
+    return max(1, slots)
 
 
 def _wait(ray: Any, refs: list[Any]) -> list[Any]:

@@ -91,7 +91,7 @@ class VectorExecutor:
             raise (real or errors)[0]
 
     def _run_unit(self, plan: RunPlan, unit: WorkUnit, policy: Any, sink: RecordSink) -> None:
-        from lerobench.envs.vector import make_vector_env
+        from lerobench.envs.vector import InProcessVectorEnv, make_vector_env
 
         task = unit.task
         sink.task_started(task)
@@ -113,6 +113,8 @@ class VectorExecutor:
             venv = make_vector_env(spec, min(self.batch, len(todo)), in_process=self.in_process)
             failed = True
             try:
+                if isinstance(venv, InProcessVectorEnv):  # built here: start-up, not the first episodes' time
+                    venv.call("prepare")
                 run_episodes(venv, policy, run, todo, on_episode, lambda n: sink.steps(task, n), recorder,
                              trajectories, stats=sink.calls)
                 todo, failed = [], False

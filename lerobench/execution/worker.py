@@ -36,6 +36,7 @@ class UnitRunner:
             self._close_env()
             self._venv = make_vector_env(self.plan.env_spec(unit.task, self.cameras, record_camera), 1,
                                          in_process=True)
+            self._venv.call("prepare")  # the simulator is start-up, not part of the first episode's elapsed_s
             self._task = unit.task.name
         return self._venv
 
@@ -48,8 +49,8 @@ class UnitRunner:
         s = self.plan.settings
         recording = s.videos > 0 and s.suite.video_camera is not None and min(unit.episodes) < s.videos
         encoder = VideoEncoder(workers=1) if recording else NullVideoEncoder()
-        recorder = TaskRecorder(encoder, s.output, s.videos, s.suite.video_camera, self.plan.control_fps,
-                                unit.task.name)
+        recorder = TaskRecorder(encoder, s.output, s.videos, s.suite.video_camera, self.plan.video_fps,
+                                unit.task.name, self.plan.video_every)
         ok = False
         try:
             run = self.plan.task_run(unit.task, observation_needs(self.policy))
