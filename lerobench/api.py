@@ -20,11 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from lerobench.analysis.records import EpisodeRecord
+from lerobench.plan import DEFAULT_VIDEO_FPS, DEFAULT_VIDEO_SIZE
 
 CLI_DEFAULTS: dict[str, Any] = {
     "tasks": None, "episodes": None, "batch_size": 0, "seed": 0, "protocol": "standard", "max_steps": None,
     "stop_on_success": True, "videos": 2, "replan_steps": 1, "parallel_tasks": 1, "trials": None, "device": "cpu",
     "call_width": None, "executor": "auto", "workers": 0, "resume": False, "record": "none",
+    "video_fps": DEFAULT_VIDEO_FPS, "video_size": DEFAULT_VIDEO_SIZE,
 }
 """The defaults ``evaluate`` shares with ``lerobench eval`` (``tests/test_api.py`` compares them with the CLI's)."""
 
@@ -101,6 +103,8 @@ def evaluate(
     max_steps: int | None = CLI_DEFAULTS["max_steps"],
     stop_on_success: bool = CLI_DEFAULTS["stop_on_success"],
     videos: int = CLI_DEFAULTS["videos"],
+    video_fps: float = CLI_DEFAULTS["video_fps"],
+    video_size: int = CLI_DEFAULTS["video_size"],
     replan_steps: int = CLI_DEFAULTS["replan_steps"],
     parallel_tasks: int = CLI_DEFAULTS["parallel_tasks"],
     trials: int | None = CLI_DEFAULTS["trials"],
@@ -135,6 +139,8 @@ def evaluate(
         max_steps: Step limit override (``--max-steps``).
         stop_on_success: End an episode at its first success.
         videos: Record the first N episodes of each task (``--videos``; 0: none).
+        video_fps: Video frame rate (``--video-fps``): only those frames are rendered.
+        video_size: Longer side of video-only frames in pixels (``--video-size``; 0: the protocol's size).
         replan_steps: Actions executed per returned chunk (``--replan-steps``).
         parallel_tasks: Tasks evaluated at once, in threads (``--parallel-tasks``).
         trials: Attempts per episode at the same start (``--trials``; None: the suite's).
@@ -176,6 +182,7 @@ def evaluate(
         settings = RunSettings(
             suite=chosen, policy=spec, output=run_dir, protocol=protocol, episodes=episodes, batch_size=batch_size,
             seed=seed, max_steps=max_steps, stop_on_success=stop_on_success, resume=resume, videos=videos,
+            video_fps=video_fps, video_size=video_size,
             replan_steps=replan_steps, parallel_tasks=parallel_tasks, trials=trials, device=device,
             call_width=call_width, executor=executor, workers=workers, record=record,
             command=("lerobench.evaluate", f"suite={chosen.name}", f"policy={spec}"))
