@@ -153,7 +153,7 @@ def run_checks(spec: str, plan: Any, policy: Policy, task: Any, episodes: int = 
     report.checks.append(_isolation(policy, starts, base, descriptions))
     report.checks.append(_noise(policy, starts, base, descriptions))
     report.checks.append(_reset(policy, rows, base, batch, descriptions))
-    report.latency, report.suggestion = _latency(policy, starts, width, descriptions)
+    report.latency, report.suggestion = _latency(policy, starts, width, descriptions, plan)
     return report
 
 
@@ -245,10 +245,10 @@ def _reset(policy: Policy, rows: list[dict[str, Any]], base: np.ndarray, batch: 
                  "state (or key state by row_ids and reset it at episode_start)", worst)
 
 
-def _latency(policy: Policy, starts: list[dict[str, Any]], width: int,
-             descriptions: dict[str, str]) -> tuple[list[dict[str, Any]], str]:
-    """Median latency, rows/s and peak memory growth per call at 1, 2, 4, .. up to 2W rows."""
-    from lerobench.system import usable_cores
+def _latency(policy: Policy, starts: list[dict[str, Any]], width: int, descriptions: dict[str, str],
+             plan: Any) -> tuple[list[dict[str, Any]], str]:
+    """Median latency, rows/s and peak memory growth per call at 1, 2, 4, .. up to 2W rows, and a suggestion."""
+    from lerobench.system import auto_batch_size
 
     obs, tasks = _stack(starts)
     sizes = sorted({1, 2, *[w for w in (4, 8, 16, 32, 64) if w <= 2 * width], width, 2 * width})
@@ -256,8 +256,9 @@ def _latency(policy: Policy, starts: list[dict[str, Any]], width: int,
     for size in sizes:
         index = np.arange(size) % len(starts)
         batch = (take_rows(obs, index), [tasks[i] for i in index])
-        times = []
         rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        _call(policy, batch, descriptions)  # warm-up: first calls at a shape pick kernels, allocate
+        times = []
         for _ in range(3):
             started = time.perf_counter()
             _call(policy, batch, descriptions)
@@ -268,8 +269,17 @@ def _latency(policy: Policy, starts: list[dict[str, Any]], width: int,
                       "rows_per_s": round(size / median, 1) if median > 0 else None,
                       "peak_rss_growth_mb": round(grew, 1)})
     best = max(table, key=lambda r: r["rows_per_s"] or 0)
-    cores = usable_cores()
-    suggestion = (f"most rows/s at {best['rows']} rows per call ({best['rows_per_s']} rows/s, "
-                  f"{best['latency_ms']} ms); with {cores} usable cores, --batch-size {min(max(best['rows'], 1), 64)}"
-                  f" keeps calls that full")
+    auto = auto_batch_size(plan.episodes_per_task, plan.suite.worker_memory_mb)
+    step_ms = plan.unrendered_step_ms or 1.0
+    call_ms = table[0]["latency_ms"]
+    if call_ms < 5 * step_ms:  # a call costs a few simulator steps: the simulation decides the speed
+        suggestion = (f"a 1-row call ({call_ms} ms) costs about {call_ms / step_ms:.1f} simulator steps: keep the "
+                      f"auto batch size ({auto.batch_size} here: {auto.usable_cores} usable cores); the policy is not "
+                      "the bottleneck")
+    else:
+        suggestion = (f"calls are policy-bound ({call_ms} ms for 1 row, ~{call_ms / step_ms:.0f} simulator steps); "
+                      f"most rows/s at {best['rows']} rows per call ({best['rows_per_s']} rows/s): --batch-size "
+                      f"{max(best['rows'], auto.batch_size)} keeps calls that full (auto would pick {auto.batch_size})"
+                      + ("; the policy may overlap calls (PolicyTraits.concurrent_calls) if it waits on I/O"
+                         if best["rows"] == 1 else ""))
     return table, suggestion
