@@ -6,7 +6,7 @@ Both are imported lazily: ``import lerobench`` stays instant.
 
 from typing import Any
 
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"
 __all__ = ["Results", "TaskResult", "__version__", "evaluate"]
 
 

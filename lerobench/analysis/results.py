@@ -24,8 +24,10 @@ from lerobench.errors import ConfigError, RunError
 
 EPISODES_FILE = "episodes.jsonl"
 RESULTS_FILE = "results.json"
-SCHEMA_VERSION = 2
-"""Version of the ``results.json`` layout (1: before it was written; 2: adds ``config.simulator``, identity keys)."""
+SCHEMA_VERSION = 3
+"""Version of the ``results.json`` layout (1: before it was written; 2: adds ``config.simulator``, identity keys;
+3: ``config.batch_invariant`` is the run's check (a string), ``call_width`` and ``numerics``, ``timing``,
+``failure``, episode lines may carry ``policy_check`` and ``clipped``)."""
 
 
 def _stratified_interval(records: list[EpisodeRecord]) -> list[float]:
