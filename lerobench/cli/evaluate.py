@@ -27,6 +27,7 @@ from lerobench.cli.common import (
 )
 from lerobench.cli.summary import _print_summary
 from lerobench.errors import LerobenchError
+from lerobench.trackers import check_trackers, parse_log_to
 
 
 class RichReporter:
@@ -115,6 +116,20 @@ class RichReporter:
 
 
 
+def _log(results: dict[str, Any], out: Path, trackers: tuple[str, ...], step: int, project: str) -> None:
+    """Log the finished run to ``--log-to``'s trackers, one line each saying where it went."""
+    from lerobench.trackers import log_run
+
+    started = time.perf_counter()
+    try:
+        written = log_run(results, out, trackers, step=step, project=project)
+    except LerobenchError as exc:
+        _fail(exc)
+    for name, where in written.items():
+        console.print(f"logged to {name}: {where}", highlight=False, soft_wrap=True)
+    console.print(f"[dim]logging took {time.perf_counter() - started:.1f} s[/]", highlight=False)
+
+
 def _until_line(evaluation: Any) -> str:
     """What the stopping rule will do, in one line (the cap is --episodes, or run A's episodes)."""
     s, until = evaluation.s, evaluation.plan.until
@@ -190,12 +205,20 @@ def evaluate(
                                                      "saved in the run directory as traceback.txt anyway)."),
     margin: float = typer.Option(0.1, "--margin", help="--versus: equivalent once rate(B) - rate(A) is inside "
                                                        "+-margin."),
+    log_to: list[str] = typer.Option(
+        [], "--log-to", help="Log the finished run to wandb, mlflow, tensorboard (comma-separated or repeated; "
+                             "offline, into the run directory; docs/trackers.md)."),
+    log_step: int = typer.Option(0, "--log-step", help="--log-to: the training step the values are logged at."),
+    log_project: str = typer.Option("lerobench", "--log-project",
+                                    help="--log-to: wandb project / MLflow experiment."),
 ) -> None:
     """Evaluate a policy on every task of a suite and write per-episode and per-task results."""
     from lerobench.registry import load_suite
 
     with interrupts_keep_results("continue with --resume"):
         try:
+            trackers = parse_log_to(log_to)
+            check_trackers(trackers)  # a typo or a missing library, said before hours of simulation
             s = load_suite(suite).select_tasks(task_names(tasks))
             if resume and output is None:
                 raise LerobenchError("--resume needs --output DIR (the directory of the run to continue)")
@@ -254,6 +277,8 @@ def evaluate(
                 err_console.print(text.rstrip(), highlight=False, markup=False, soft_wrap=True)
             _fail(exc)
     _print_summary(results, out)
+    if trackers:
+        _log(results, out, trackers, log_step, log_project)
     n_errors = evaluation.errored_episodes  # not results' n_errors: with --trials that counts trial 0 only
     if n_errors:
         err_console.print(f"[yellow]{_plural(n_errors, 'episode')} ended with an error "
