@@ -205,6 +205,8 @@ def evaluate(
                                                      "saved in the run directory as traceback.txt anyway)."),
     margin: float = typer.Option(0.1, "--margin", help="--versus: equivalent once rate(B) - rate(A) is inside "
                                                        "+-margin."),
+    rerun: bool = typer.Option(False, "--rerun", help="Also write a Rerun recording rerun/<task>/episode_<i>.rrd "
+                                                      "of each episode --videos records (docs/trackers.md)."),
     log_to: list[str] = typer.Option(
         [], "--log-to", help="Log the finished run to wandb, mlflow, tensorboard (comma-separated or repeated; "
                              "offline, into the run directory; docs/trackers.md)."),
@@ -234,7 +236,7 @@ def evaluate(
                 stop_on_success=stop_on_success,
                 resume=resume, videos=videos, episode_timeout=episode_timeout, replan_steps=replan_steps,
                 parallel_tasks=parallel_tasks, trials=trials, device=device, call_width=call_width,
-                record=record, formats=tuple(formats),
+                record=record, rerun=rerun, formats=tuple(formats),
                 executor=executor, workers=workers, ray_address=ray_address, ray_gpus_per_worker=ray_gpus_per_worker,
                 command=tuple(sys.argv), shard=parse_shard(shard), allow_sim_drift=allow_sim_drift,
                 perturb=parse_perturbations(perturb), until=until, versus=versus,
