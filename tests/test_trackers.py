@@ -165,3 +165,33 @@ def test_missing_library_names_the_extra(tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "pip install 'lerobench[trackers]'" in lines[0] and "mlflow" in lines[0]
     assert not out.exists()  # said before the run started
+
+
+def test_open_runs_of_a_training_loop_are_joined(logged_run, tmp_path, monkeypatch):
+    """A training loop's own wandb / MLflow run receives the values at its step and stays open."""
+    import mlflow
+    import wandb
+
+    from lerobench.trackers import log_run
+
+    out, results = logged_run
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", (tmp_path / "mlruns").as_uri())
+    run = wandb.init(project="training", dir=str(tmp_path), mode="offline", settings=wandb.Settings(silent=True))
+    try:
+        with mlflow.start_run() as active:
+            written = log_run(results, out, ["wandb", "mlflow"], step=STEP + 1)
+            assert wandb.run is run and mlflow.active_run().info.run_id == active.info.run_id
+        assert active.info.run_id in written["mlflow"]
+    finally:
+        run.finish()
+    client = mlflow.tracking.MlflowClient()
+    [point] = client.get_metric_history(active.info.run_id, "eval/success_rate")
+    assert (point.value, point.step) == (results["overall"]["success_rate"], STEP + 1)
+    history = {}
+    for record in wandb_records(next((tmp_path / "wandb").glob("offline-run-*/run-*.wandb"))):
+        if record.WhichOneof("record_type") == "history":
+            history.update({item.key or "/".join(item.nested_key): json.loads(item.value_json)
+                            for item in record.history.item})
+    assert history["_step"] == STEP + 1
+    assert history["eval/success_rate"] == results["overall"]["success_rate"]
