@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,26 @@ def wandb_records(path: Path):
             yield record
 
 
+def wandb_run_records(path: Path, timeout: float = 30.0) -> list:
+    """The records of a finished run's file, once wandb's service has written its last (``exit``) record.
+
+    ``run.finish()`` can return a moment before the service process has flushed the file.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        records = list(wandb_records(path))
+        if any(r.WhichOneof("record_type") == "exit" for r in records) or time.monotonic() > deadline:
+            return records
+        time.sleep(0.2)
+
+
+def wandb_history(path: Path) -> dict:
+    """Every history item of a run file, later rows overriding earlier ones."""
+    return {item.key or "/".join(item.nested_key): json.loads(item.value_json)
+            for record in wandb_run_records(path) if record.WhichOneof("record_type") == "history"
+            for item in record.history.item}
+
+
 @pytest.fixture(scope="module")
 def logged_run(tmp_path_factory):
     """One real eval (expert on reach-v3, 2 episodes, 1 small video) logged to the three trackers at STEP."""
@@ -75,15 +96,9 @@ def logged_run(tmp_path_factory):
 def test_wandb_offline_run_holds_results(logged_run):
     out, results = logged_run
     [run_file] = (out / "wandb").glob("offline-run-*/run-*.wandb")
-    history, config, project = {}, {}, None
-    for record in wandb_records(run_file):
-        kind = record.WhichOneof("record_type")
-        if kind == "history":
-            history.update({item.key or "/".join(item.nested_key): json.loads(item.value_json)
-                            for item in record.history.item})
-        elif kind == "run":
-            project = record.run.project
-            config = {item.key: json.loads(item.value_json) for item in record.run.config.update}
+    history = wandb_history(run_file)
+    [run] = [r.run for r in wandb_run_records(run_file) if r.WhichOneof("record_type") == "run"]
+    project, config = run.project, {item.key: json.loads(item.value_json) for item in run.config.update}
     assert project == "lerobench-test"
     assert history["_step"] == STEP
     for key, value in expected_scalars(results).items():
@@ -188,10 +203,6 @@ def test_open_runs_of_a_training_loop_are_joined(logged_run, tmp_path, monkeypat
     client = mlflow.tracking.MlflowClient()
     [point] = client.get_metric_history(active.info.run_id, "eval/success_rate")
     assert (point.value, point.step) == (results["overall"]["success_rate"], STEP + 1)
-    history = {}
-    for record in wandb_records(next((tmp_path / "wandb").glob("offline-run-*/run-*.wandb"))):
-        if record.WhichOneof("record_type") == "history":
-            history.update({item.key or "/".join(item.nested_key): json.loads(item.value_json)
-                            for item in record.history.item})
+    history = wandb_history(next((tmp_path / "wandb").glob("offline-run-*/run-*.wandb")))
     assert history["_step"] == STEP + 1
     assert history["eval/success_rate"] == results["overall"]["success_rate"]
