@@ -206,3 +206,19 @@ def test_open_runs_of_a_training_loop_are_joined(logged_run, tmp_path, monkeypat
     history = wandb_history(next((tmp_path / "wandb").glob("offline-run-*/run-*.wandb")))
     assert history["_step"] == STEP + 1
     assert history["eval/success_rate"] == results["overall"]["success_rate"]
+
+
+def test_evaluations_gather_in_one_store(logged_run, tmp_path):
+    """``store=``: several evaluations (a training loop's) in one lasting place, one TensorBoard curve."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from lerobench.trackers import log_run
+
+    out, results = logged_run
+    for step in (10, 20):
+        written = log_run(results, out, ["tensorboard"], step=step, store=tmp_path)
+        assert written == {"tensorboard": str(tmp_path / "tensorboard")}
+    events = EventAccumulator(str(tmp_path / "tensorboard"))
+    events.Reload()
+    rate = pytest.approx(results["overall"]["success_rate"])
+    assert [(p.step, p.value) for p in events.Scalars("eval/success_rate")] == [(10, rate), (20, rate)]

@@ -63,8 +63,13 @@ def check_trackers(log_to: Sequence[str]) -> None:
 
 
 def log_run(results: dict[str, Any], run_dir: Path, log_to: Sequence[str], *, step: int | None = None,
-            project: str = "lerobench", run_name: str | None = None) -> dict[str, Any]:
+            project: str = "lerobench", run_name: str | None = None, store: Path | None = None) -> dict[str, Any]:
     """Log a finished run's results.json document to each tracker; return {tracker: where it was written}.
+
+    ``store`` is where the offline stores go (default ``run_dir``): pass a lasting directory when the run
+    directory is temporary (an evaluation that writes no files), or to gather a training run's evaluations in one
+    place. ``WANDB_DIR`` and ``MLFLOW_TRACKING_URI`` take precedence, and a wandb / MLflow run already open in
+    this process is logged into.
 
     Every tracker is tried even if one fails; then one ``RunError`` names those that failed (the results are
     on disk already, so nothing is lost).
@@ -74,7 +79,8 @@ def log_run(results: dict[str, Any], run_dir: Path, log_to: Sequence[str], *, st
 
     run_dir = Path(run_dir)
     ident = identity(results)
-    log = sinks.RunLog(results=results, run_dir=run_dir, step=int(step or 0), project=project,
+    log = sinks.RunLog(results=results, run_dir=run_dir, store=Path(store) if store else run_dir,
+                       step=int(step or 0), project=project,
                        run_name=run_name or run_dir.name, scalars=scalars(results), identity=ident,
                        flat=flatten(ident), videos=tuple(videos(run_dir)))
     written: dict[str, Any] = {}

@@ -25,6 +25,8 @@ class RunLog:
     results: dict[str, Any]
     """The results.json document."""
     run_dir: Path
+    store: Path
+    """Where the offline stores go (``wandb/``, ``mlruns/``, ``tensorboard/``): the run directory by default."""
     step: int
     """The training step every value is logged at."""
     project: str
@@ -44,7 +46,7 @@ def log_wandb(log: RunLog) -> str:
 
     own = wandb.run is None
     if own:
-        where = Path(os.environ.get("WANDB_DIR") or log.run_dir)
+        where = Path(os.environ.get("WANDB_DIR") or log.store)
         settings = wandb.Settings(silent=True, console="off", x_disable_stats=True)
         run = wandb.init(project=log.project, name=log.run_name, dir=str(where), config=log.identity,
                          mode=os.environ.get("WANDB_MODE", "offline"), settings=settings, reinit="create_new")
@@ -80,14 +82,14 @@ def _file_store_allowed() -> Iterator[None]:
 
 
 def log_mlflow(log: RunLog) -> str:
-    """``MLFLOW_TRACKING_URI`` if set, else a file store in ``<run_dir>/mlruns``; returns the URI and run id."""
+    """``MLFLOW_TRACKING_URI`` if set, else a file store in ``<store>/mlruns``; returns the URI and run id."""
     import mlflow
     from mlflow.entities import Metric, Param
     from mlflow.tracking import MlflowClient
 
     active = mlflow.active_run()
     uri = mlflow.get_tracking_uri() if active or os.environ.get("MLFLOW_TRACKING_URI") else \
-        (log.run_dir / "mlruns").resolve().as_uri()
+        (log.store / "mlruns").resolve().as_uri()
     with _file_store_allowed():
         client = MlflowClient(tracking_uri=uri)
     if active is not None:
@@ -118,11 +120,16 @@ def log_mlflow(log: RunLog) -> str:
 
 
 def log_tensorboard(log: RunLog) -> str:
-    """Event files in ``<run_dir>/tensorboard`` (tensorboardX's writer); config and video paths as text."""
+    """Event files in ``<store>/tensorboard`` (tensorboardX's writer); config and video paths as text.
+
+    Evaluations logged into one store at different steps read as one TensorBoard run (one curve per scalar).
+    """
     from tensorboardX import SummaryWriter
 
-    folder = log.run_dir / "tensorboard"
-    writer = SummaryWriter(logdir=str(folder))
+    folder = log.store / "tensorboard"
+    # tensorboardX names a file after the second and the host: two logs in one second would share a file name.
+    # The nanoseconds keep them apart, and in the order written (TensorBoard reads a folder's files sorted by name).
+    writer = SummaryWriter(logdir=str(folder), filename_suffix=f".{time.time_ns()}")
     try:
         for key, value in log.scalars.items():
             writer.add_scalar(key, value, log.step)
