@@ -75,6 +75,8 @@ class RunSettings:
     """Actions executed from each returned action chunk before asking the policy again."""
     record: str = "none"
     """Rollout recording to HDF5: none, success or all."""
+    rerun: bool = False
+    """``--rerun``: a Rerun recording (``.rrd``) of each episode ``videos`` records (lerobench.rrd)."""
     formats: tuple[str, ...] = ()
     """Extra result formats: ``lerobot`` also writes LeRobot's ``eval_info.json``."""
     parallel_tasks: int = 1
@@ -269,7 +271,8 @@ class RunPlan:
             "policy": s.policy, "protocol": s.protocol, "protocol_settings": asdict(self.protocol),
             "tasks": [t.name for t in s.suite.tasks], "episodes_per_task": s.episodes_per_task,
             "seed": s.seed, "stop_on_success": s.stop_on_success, "replan_steps": s.replan_steps,
-            "trials": s.trials_per_episode, "record": s.record, "formats": list(s.formats), "batch_size": s.batch_size,
+            "trials": s.trials_per_episode, "record": s.record, "rerun": s.rerun, "formats": list(s.formats),
+            "batch_size": s.batch_size,
             "parallel_tasks": s.parallel_tasks, "videos": s.videos, "video_fps": self.video_fps,
             "video_size": list(self.video_size or self.protocol.image_size), "executor": s.executor,
             "workers": s.workers, "ray_address": s.ray_address, "ray_gpus_per_worker": s.ray_gpus_per_worker,
@@ -330,6 +333,8 @@ def make_plan(settings: RunSettings) -> RunPlan:
         if entry is not None and entry.own_policy:
             raise ConfigError(f"--record is written by the driver's writer: use --executor vector or inline, "
                               f"not {s.executor}")
+    if s.rerun:
+        _check_rerun(s, entry)
     if entry is not None:  # flags the chosen executor would ignore: say so instead
         for name, value, applies in (("--batch-size", s.batch_size, entry.batched),
                                      ("--parallel-tasks", s.parallel_tasks, entry.task_threads)):
@@ -369,6 +374,18 @@ def make_plan(settings: RunSettings) -> RunPlan:
     return RunPlan(settings=s, protocol=protocol, action_dim=backend.action_dim, state_dim=backend.state_dim,
                    n_init_states=s.suite.init_states or backend.n_init_states,
                    unrendered_step_ms=backend.unrendered_step_ms, control_fps=fps or 20.0)
+
+
+def _check_rerun(s: RunSettings, entry: Any) -> None:
+    """``--rerun`` records the episodes ``--videos`` records, through the driver's writer (like ``--record``)."""
+    if importlib.util.find_spec("rerun") is None:
+        raise MissingDependencyError("--rerun needs rerun-sdk: pip install 'lerobench[rerun]'")
+    if s.videos < 1 or s.suite.video_camera is None:
+        raise ConfigError("--rerun records the episodes --videos records: give --videos N >= 1"
+                          + ("" if s.suite.video_camera else f" (suite {s.suite.name!r} has no video_camera)"))
+    if entry is not None and entry.own_policy:
+        raise ConfigError(f"--rerun is written by the driver's writer: use --executor vector or inline, "
+                          f"not {s.executor}")
 
 
 def _check_stopping(s: RunSettings) -> None:

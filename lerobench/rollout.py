@@ -253,7 +253,7 @@ def run_episodes(
             feedback.started(i, slot)
             if slot.active and recorder.wants(slot.episode):
                 slot.recording = recorder.start(run.task.name, slot.episode, slot.trial if run.trials > 1 else None)
-            slot.trajectory = trajectories.start() if slot.active else None
+            slot.trajectory = trajectories.start(slot.episode) if slot.active else None
         return {
             "episodes": [s.episode for s in slots],
             "trials": [s.trial for s in slots],

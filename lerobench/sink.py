@@ -36,6 +36,7 @@ from lerobench.policies.invariance import with_checks
 from lerobench.provenance import provenance
 from lerobench.recorder import TaskRecorder, with_videos_on_disk
 from lerobench.reporting import Reporter, SilentReporter
+from lerobench.rrd import RrdTaskRecorder, RrdTrajectories, RrdWriter
 from lerobench.stopping import Ledger, NoStopping
 from lerobench.trajectories import TrajectoryRecorder
 from lerobench.videos import NullVideoEncoder, VideoEncoder
@@ -152,6 +153,8 @@ class RecordSink:
         self._writer: ResultsWriter | None = None
         self._warned_check = False
         self.encoder: VideoEncoder | NullVideoEncoder = NullVideoEncoder()
+        self.rrd: RrdWriter | None = None
+        """``--rerun``: the writer of the recorded episodes' ``.rrd`` files (lerobench.rrd)."""
         self._clipping_said = False
         self.failure: dict[str, Any] | None = None
         """What stopped the run (``fail``): results.json's ``failure`` block."""
@@ -163,6 +166,8 @@ class RecordSink:
         (self.plan.output / TRACEBACK_FILE).unlink(missing_ok=True)  # an earlier failure's, now resumed past
         if self.plan.settings.videos > 0 and self.plan.suite.video_camera:
             self.encoder = VideoEncoder()
+        if self.plan.settings.rerun:
+            self.rrd = RrdWriter(self.plan.output)
         for r in self.records:
             if r.trial == 0:
                 self._counts[r.task] = self._counts.get(r.task, 0) + 1
@@ -175,7 +180,11 @@ class RecordSink:
         """Finish videos, publish the final (``ok``) or partial results, stop the writer; return them."""
         assert self._writer is not None, "RecordSink.close before open"
         try:
-            self.encoder.close(abort=not ok)
+            try:
+                self.encoder.close(abort=not ok)
+            finally:
+                if self.rrd is not None:
+                    self.rrd.close(abort=not ok)
             if ok:  # tasks a stopping rule ended before their last episode: report them as finished too
                 for task in self.plan.suite.tasks:
                     if task.name in self._open_tasks and task.name not in self._finished_tasks:
@@ -276,16 +285,19 @@ class RecordSink:
         self.reporter.task_finished(task, summary[0] if summary else {})
         self.publish()
 
-    def recorder(self, task: TaskSpec) -> TaskRecorder:
-        """Which of ``task``'s episodes get videos, encoded by the driver's encoder."""
+    def recorder(self, task: TaskSpec) -> TaskRecorder | RrdTaskRecorder:
+        """Which of ``task``'s episodes get videos, encoded by the driver's encoder (and, ``--rerun``, .rrd files)."""
         s = self.plan.settings
-        return TaskRecorder(self.encoder, s.output, s.videos, s.suite.video_camera, self.plan.video_fps, task.name,
-                            self.plan.video_every)
+        videos = TaskRecorder(self.encoder, s.output, s.videos, s.suite.video_camera, self.plan.video_fps, task.name,
+                              self.plan.video_every)
+        return videos if self.rrd is None else RrdTaskRecorder(videos, self.rrd)
 
-    def trajectories(self) -> TrajectoryRecorder:
-        """``--record`` HDF5 rollouts, written by the sink's writer."""
+    def trajectories(self) -> TrajectoryRecorder | RrdTrajectories:
+        """``--record`` HDF5 rollouts, written by the sink's writer (and, ``--rerun``, the recordings' steps)."""
         assert self._writer is not None, "RecordSink.trajectories before open"
-        return TrajectoryRecorder(self.plan.settings.record, self._writer.put_trajectory)
+        saved = TrajectoryRecorder(self.plan.settings.record, self._writer.put_trajectory)
+        videos = self.plan.settings.videos
+        return saved if self.rrd is None else RrdTrajectories(saved, self.rrd, lambda episode: episode < videos)
 
     def fail(self, exc: PolicyError) -> None:
         """The policy stopped the run: its traceback to ``traceback.txt``, its reason to results.json.

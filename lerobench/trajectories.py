@@ -71,8 +71,8 @@ class TrajectoryRecorder:
         """False for ``--record none``: the rollout then buffers nothing."""
         return self.mode != "none"
 
-    def start(self) -> Trajectory | None:
-        """A buffer for a new episode, or None when recording is off."""
+    def start(self, episode: int | None = None) -> Trajectory | None:
+        """A buffer for a new episode (``episode``: its index, for recorders that keep some), or None when off."""
         return Trajectory() if self.enabled else None
 
     def finish(self, task: str, record: Any, trajectory: Trajectory | None) -> None:

@@ -18,6 +18,7 @@ from lerobench.analysis.compare import Run, compare_runs, differences, load_run,
 from lerobench.analysis.intervals import percent_interval, points_interval
 from lerobench.analysis.results import write_text_atomic
 from lerobench.errors import CompareError, ConfigError, MissingDependencyError
+from lerobench.rrd import rrd_path
 from lerobench.stopping import FIXED_N_NOTE, stopping_line
 
 CSS = """
@@ -155,10 +156,20 @@ def _videos(run: Run, folder: Path) -> str:
         image = f"<img src='{src}' alt='first frame of {_e(r.video)}'>" if src else "<div class='dim'>unreadable</div>"
         trial = f", trial {r.trial}" if run.trials > 1 else ""
         items.append(f"<figure><a href='{_e(href)}'>{image}</a><figcaption><b>{_e(r.task)}</b><br>episode "
-                     f"{r.episode}{trial}, {'success' if r.success else 'failure'}</figcaption></figure>")
+                     f"{r.episode}{trial}, {'success' if r.success else 'failure'}"
+                     f"{_rrd_link(run, r, folder)}</figcaption></figure>")
     if not items:
         return "<p class='dim'>No videos were recorded (--videos 0).</p>"
     return f"<div class='thumbs'>{''.join(items)}</div>"
+
+
+def _rrd_link(run: Run, record: Any, folder: Path) -> str:
+    """A link to the episode's Rerun recording (``--rerun``; opened with ``rerun <file>``), where there is one."""
+    rrd = run.path / rrd_path(record.task, record.episode, record.trial if run.trials > 1 else None)
+    if not rrd.is_file():
+        return ""
+    href = Path(os.path.relpath(rrd.resolve(), folder.resolve())).as_posix()
+    return f"<br><a href='{_e(href)}' title='open with: rerun {_e(rrd.name)}'>.rrd</a>"
 
 
 def check_one_suite(runs: Sequence[Run]) -> None:

@@ -27,6 +27,7 @@ from lerobench.cli.common import (
 )
 from lerobench.errors import LerobenchError
 from lerobench.recorder import DEFAULT_VIDEO_FPS, DEFAULT_VIDEO_SIZE
+from lerobench.trackers import check_trackers, parse_log_to
 
 
 class RichReporter:
@@ -196,6 +197,20 @@ def reporter_for(total_episodes: int, suite: str, interval: float = PROGRESS_INT
     return LogReporter(total_episodes, suite, interval)
 
 
+def _log(results: dict[str, Any], out: Path, trackers: tuple[str, ...], step: int, project: str) -> None:
+    """Log the finished run to ``--log-to``'s trackers, one line each saying where it went."""
+    from lerobench.trackers import log_run
+
+    started = time.perf_counter()
+    try:
+        written = log_run(results, out, trackers, step=step, project=project)
+    except LerobenchError as exc:
+        _fail(exc)
+    for name, where in written.items():
+        console.print(f"logged to {name}: {where}", highlight=False, soft_wrap=True)
+    console.print(f"[dim]logging took {time.perf_counter() - started:.1f} s[/]", highlight=False)
+
+
 def _until_line(evaluation: Any) -> str:
     """What the stopping rule will do, in one line (the cap is --episodes, or run A's episodes)."""
     s, until = evaluation.s, evaluation.plan.until
@@ -280,12 +295,22 @@ def evaluate(
     progress_interval: float = typer.Option(
         PROGRESS_INTERVAL_S, "--progress-interval", min=0.1,
         help="Seconds between plain progress lines when stdout is not a terminal (log files, CI)."),
+    rerun: bool = typer.Option(False, "--rerun", help="Also write a Rerun recording rerun/<task>/episode_<i>.rrd "
+                                                      "of each episode --videos records (docs/trackers.md)."),
+    log_to: list[str] = typer.Option(
+        [], "--log-to", help="Log the finished run to wandb, mlflow, tensorboard (comma-separated or repeated; "
+                             "offline, into the run directory; docs/trackers.md)."),
+    log_step: int = typer.Option(0, "--log-step", help="--log-to: the training step the values are logged at."),
+    log_project: str = typer.Option("lerobench", "--log-project",
+                                    help="--log-to: wandb project / MLflow experiment."),
 ) -> None:
     """Evaluate a policy on every task of a suite and write per-episode and per-task results."""
     from lerobench.registry import load_suite
 
     with interrupts_keep_results("continue with --resume"):
         try:
+            trackers = parse_log_to(log_to)
+            check_trackers(trackers)  # a typo or a missing library, said before hours of simulation
             s = load_suite(suite).select_tasks(task_names(tasks))
             if resume and output is None:
                 raise LerobenchError("--resume needs --output DIR (the directory of the run to continue)")
@@ -302,7 +327,7 @@ def evaluate(
                 resume=resume, videos=videos, video_fps=video_fps, video_size=video_size,
                 episode_timeout=episode_timeout, replan_steps=replan_steps,
                 parallel_tasks=parallel_tasks, trials=trials, device=device, call_width=call_width,
-                record=record, formats=tuple(formats),
+                record=record, rerun=rerun, formats=tuple(formats),
                 executor=executor, workers=workers, ray_address=ray_address, ray_gpus_per_worker=ray_gpus_per_worker,
                 command=tuple(sys.argv), shard=parse_shard(shard), allow_sim_drift=allow_sim_drift,
                 perturb=parse_perturbations(perturb), until=until, versus=versus,
@@ -347,6 +372,8 @@ def evaluate(
     from lerobench.cli.summary import _print_summary  # not at import: `lerobench list` needs none of it
 
     _print_summary(results, out)
+    if trackers:
+        _log(results, out, trackers, log_step, log_project)
     n_errors = evaluation.errored_episodes  # not results' n_errors: with --trials that counts trial 0 only
     if n_errors:
         err_console.print(f"[yellow]{_plural(n_errors, 'episode')} ended with an error "

@@ -2,7 +2,7 @@
 
 Rules, in order (``--executor`` and ``--batch-size`` override them):
 
-1. ``--batch-size``, ``--record``, ``--parallel-tasks`` or ``--episode-timeout`` keep the shared policy
+1. ``--batch-size``, ``--record``, ``--rerun``, ``--parallel-tasks`` or ``--episode-timeout`` keep the shared policy
    (rule 3): trajectories go through the driver's writer; task threads and step timeouts are features of
    vector workers.
 2. A policy that is cheap to replicate (it declares ``PolicyTraits(replicable=True)``: built-in baselines and
@@ -46,7 +46,7 @@ def choose(plan: RunPlan, policy: Any, cameras: tuple[str, ...], todo: int, *, c
     by_memory = None if memory_mb is None else max(1, memory_mb // max(1, plan.suite.worker_memory_mb))
     workers = min(cores, max(1, todo), by_memory or cores)
     executor = s.executor
-    shared_only = (s.batch_size > 0 or s.record != "none" or s.parallel_tasks > 1
+    shared_only = (s.batch_size > 0 or s.record != "none" or s.rerun or s.parallel_tasks > 1
                    or s.episode_timeout is not None)
     if executor in ("processes", "ray") and in_memory:
         raise ConfigError(f"executor {executor!r} builds the policy from its spec in every worker; an in-memory "

@@ -1,0 +1,98 @@
+"""Log a finished run to experiment trackers (``--log-to``, and ``log_to=`` in the Python API).
+
+The numbers come from the run's results.json document (so a tracker shows exactly what the file says), the
+videos from its ``videos/`` folder. Every library is imported only here, only when asked for: ``lerobench
+--help`` never pays for them. A missing library is found by ``check_trackers`` before the run starts.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from lerobench.errors import MissingDependencyError, RunError, unknown
+from lerobench.trackers.scalars import flatten, identity, scalars, videos
+
+
+class Tracker(NamedTuple):
+    """A tracker lerobench logs to: the module it needs and the function that writes one run."""
+
+    module: str
+    writer: str
+    """Name of the function in ``lerobench.trackers.sinks``."""
+
+
+TRACKERS: dict[str, Tracker] = {
+    "wandb": Tracker("wandb", "log_wandb"),
+    "mlflow": Tracker("mlflow", "log_mlflow"),
+    "tensorboard": Tracker("tensorboardX", "log_tensorboard"),
+}
+"""Values of ``--log-to``. trackio is not among them: every release needs pillow<13 and either
+huggingface-hub>=1.10 or pandas<3, which the pinned LeRobot stack (huggingface-hub<0.36, pillow 13) rules out."""
+
+EXTRA = "trackers"
+
+
+def parse_log_to(values: Iterable[str]) -> tuple[str, ...]:
+    """``--log-to a,b --log-to c`` -> ("a", "b", "c"), without blanks or repeats, in the order given."""
+    names = [n.strip() for v in values for n in v.split(",")]
+    return tuple(dict.fromkeys(n for n in names if n))
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package missing, or a module blocked in sys.modules
+        return False
+
+
+def check_trackers(log_to: Sequence[str]) -> None:
+    """Raise an ``UnknownNameError``/``MissingDependencyError`` (one line) before a run starts.
+
+    Why up front: a run of hours that fails to log at its end because of a typo or a missing ``pip install``
+    would have to be run again or logged by hand.
+    """
+    for name in log_to:
+        if name not in TRACKERS:
+            raise unknown("tracker", name, TRACKERS, "(--log-to)")
+        if not _installed(TRACKERS[name].module):
+            raise MissingDependencyError(f"--log-to {name} needs {TRACKERS[name].module}: "
+                                         f"pip install 'lerobench[{EXTRA}]'")
+
+
+def log_run(results: dict[str, Any], run_dir: Path, log_to: Sequence[str], *, step: int | None = None,
+            project: str = "lerobench", run_name: str | None = None, store: Path | None = None) -> dict[str, Any]:
+    """Log a finished run's results.json document to each tracker; return {tracker: where it was written}.
+
+    ``store`` is where the offline stores go (default ``run_dir``): pass a lasting directory when the run
+    directory is temporary (an evaluation that writes no files), or to gather a training run's evaluations in one
+    place. ``WANDB_DIR`` and ``MLFLOW_TRACKING_URI`` take precedence, and a wandb / MLflow run already open in
+    this process is logged into.
+
+    Every tracker is tried even if one fails; then one ``RunError`` names those that failed (the results are
+    on disk already, so nothing is lost).
+    """
+    check_trackers(log_to)
+    from lerobench.trackers import sinks
+
+    run_dir = Path(run_dir)
+    ident = identity(results)
+    log = sinks.RunLog(results=results, run_dir=run_dir, store=Path(store) if store else run_dir,
+                       step=int(step or 0), project=project,
+                       run_name=run_name or run_dir.name, scalars=scalars(results), identity=ident,
+                       flat=flatten(ident), videos=tuple(videos(run_dir)))
+    written: dict[str, Any] = {}
+    failed: list[str] = []
+    for name in log_to:
+        writer: Callable[[sinks.RunLog], str] = getattr(sinks, TRACKERS[name].writer)
+        try:
+            written[name] = writer(log)
+        except ImportError as exc:
+            failed.append(f"{name}: {exc} (pip install 'lerobench[{EXTRA}]')")
+        except Exception as exc:  # noqa: BLE001 - a tracker's own error, reported by name, the others still logged
+            failed.append(f"{name}: {type(exc).__name__}: {exc}")
+    if failed:
+        raise RunError(f"could not log the run in {run_dir} to {'; '.join(failed)}")
+    return written

@@ -1,0 +1,145 @@
+"""One writer per tracker, each through the tracker's own library into its local store (offline by default).
+
+Each writer joins a run the calling process already has open (``wandb.run``, ``mlflow.active_run()``: a training
+loop's run) and otherwise opens its own in the run directory and closes it. Values are logged at the training
+step; videos go where the tracker shows them (wandb: ``wandb.Video``; MLflow: artifacts; TensorBoard: their paths
+as text, since its video summaries are GIFs that would need moviepy to encode).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class RunLog:
+    """Everything a writer logs about one finished run."""
+
+    results: dict[str, Any]
+    """The results.json document."""
+    run_dir: Path
+    store: Path
+    """Where the offline stores go (``wandb/``, ``mlruns/``, ``tensorboard/``): the run directory by default."""
+    step: int
+    """The training step every value is logged at."""
+    project: str
+    """wandb project / MLflow experiment."""
+    run_name: str
+    scalars: dict[str, float]
+    identity: dict[str, Any]
+    """results["config"] plus provenance (nested)."""
+    flat: dict[str, str]
+    """``identity`` flattened to dotted keys and string values."""
+    videos: tuple[Path, ...]
+
+
+def log_wandb(log: RunLog) -> str:
+    """Offline unless ``WANDB_MODE`` says otherwise; files under ``WANDB_DIR`` or the run directory."""
+    import wandb
+
+    own = wandb.run is None
+    if own:
+        where = Path(os.environ.get("WANDB_DIR") or log.store)
+        settings = wandb.Settings(silent=True, console="off", x_disable_stats=True)
+        run = wandb.init(project=log.project, name=log.run_name, dir=str(where), config=log.identity,
+                         mode=os.environ.get("WANDB_MODE", "offline"), settings=settings, reinit="create_new")
+    else:
+        run = wandb.run
+        run.config.update({"lerobench": log.identity}, allow_val_change=True)
+    try:
+        media = {f"eval/videos/{p.parent.name}/{p.stem}": wandb.Video(str(p), format="mp4") for p in log.videos}
+        run.log({**log.scalars, **media}, step=log.step)
+        location = str(Path(run.dir).parent)  # .../wandb/offline-run-<time>-<id>: what `wandb sync` takes
+    finally:
+        if own:
+            run.finish()
+    return location
+
+
+@contextlib.contextmanager
+def _file_store_allowed() -> Iterator[None]:
+    """MLflow 3.x refuses its ``file:`` store unless ``MLFLOW_ALLOW_FILE_STORE`` is set: set it while opening ours.
+
+    The file store needs nothing beyond mlflow-skinny and opens in milliseconds (a fresh SQLite store runs its
+    migrations for seconds and needs SQLAlchemy); the check happens only when the store is built.
+    """
+    before = os.environ.get("MLFLOW_ALLOW_FILE_STORE")
+    os.environ["MLFLOW_ALLOW_FILE_STORE"] = "true"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("MLFLOW_ALLOW_FILE_STORE", None)
+        else:
+            os.environ["MLFLOW_ALLOW_FILE_STORE"] = before
+
+
+def log_mlflow(log: RunLog) -> str:
+    """``MLFLOW_TRACKING_URI`` if set, else a file store in ``<store>/mlruns``; returns the URI and run id."""
+    import mlflow
+    from mlflow.entities import Metric, Param
+    from mlflow.tracking import MlflowClient
+
+    active = mlflow.active_run()
+    uri = mlflow.get_tracking_uri() if active or os.environ.get("MLFLOW_TRACKING_URI") else \
+        (log.store / "mlruns").resolve().as_uri()
+    with _file_store_allowed():
+        client = MlflowClient(tracking_uri=uri)
+    if active is not None:
+        run_id = active.info.run_id
+    else:
+        experiment = client.get_experiment_by_name(log.project)
+        experiment_id = experiment.experiment_id if experiment else client.create_experiment(log.project)
+        run_id = client.create_run(experiment_id, run_name=log.run_name).info.run_id
+    ok = False
+    try:
+        now = int(time.time() * 1000)
+        metrics = [Metric(k, v, now, log.step) for k, v in log.scalars.items()]
+        for i in range(0, len(metrics), 1000):  # MLflow's per-request limit
+            client.log_batch(run_id, metrics=metrics[i:i + 1000])
+        if active is None:  # params of a joined run are immutable: its config goes in as an artifact only
+            params = [Param(k[:250], v[:6000]) for k, v in log.flat.items()]  # MLflow's key / value limits
+            for i in range(0, len(params), 100):
+                client.log_batch(run_id, params=params[i:i + 100])
+        folder = f"lerobench/step_{log.step}"
+        client.log_dict(run_id, log.results, f"{folder}/results.json")
+        for video in log.videos:
+            client.log_artifact(run_id, str(video), f"{folder}/videos/{video.parent.name}")
+        ok = True
+    finally:
+        if active is None:
+            client.set_terminated(run_id, "FINISHED" if ok else "FAILED")
+    return f"{uri} (run {run_id})"
+
+
+def log_tensorboard(log: RunLog) -> str:
+    """Event files in ``<store>/tensorboard`` (tensorboardX's writer); config and video paths as text.
+
+    Evaluations logged into one store at different steps read as one TensorBoard run (one curve per scalar).
+    """
+    from tensorboardX import SummaryWriter
+
+    folder = log.store / "tensorboard"
+    # tensorboardX names a file after the second and the host: two logs in one second would share a file name.
+    # The nanoseconds keep them apart, and in the order written (TensorBoard reads a folder's files sorted by name).
+    writer = SummaryWriter(logdir=str(folder), filename_suffix=f".{time.time_ns()}")
+    try:
+        for key, value in log.scalars.items():
+            writer.add_scalar(key, value, log.step)
+        table = "\n".join(["| key | value |", "|---|---|"] + [f"| {k} | `{v}` |" for k, v in log.flat.items()])
+        writer.add_text("lerobench/config", table, log.step)
+        if log.videos:
+            paths = "\n".join(f"- {p.relative_to(log.run_dir).as_posix()}" for p in log.videos)
+            writer.add_text("lerobench/videos", f"Videos in {log.run_dir}:\n{paths}", log.step)
+        writer.add_text("lerobench/results", f"```json\n{json.dumps(log.results['overall'], indent=1)}\n```",
+                        log.step)
+    finally:
+        writer.close()
+    return str(folder)
