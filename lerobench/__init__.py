@@ -6,7 +6,8 @@ Both are imported lazily: ``import lerobench`` stays instant.
 
 from typing import Any
 
-__version__ = "0.2.0.dev0"
+from lerobench._version import __version__
+
 __all__ = ["Results", "TaskResult", "__version__", "evaluate"]
 
 

@@ -13,7 +13,7 @@ import platform
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from lerobench import __version__
+from lerobench._version import __version__
 from lerobench.errors import LerobenchError
 
 STATUSES = ("ok", "info", "warn", "missing", "fail")

@@ -9,7 +9,7 @@ from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from lerobench import __version__
+from lerobench._version import __version__
 from lerobench.system import usable_cores
 
 

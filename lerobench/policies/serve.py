@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from lerobench import __version__
+from lerobench._version import __version__
 from lerobench.errors import ConfigError, MissingDependencyError
 from lerobench.policies.base import PolicyContext, policy_numerics, policy_traits
 from lerobench.policies.batching import Batcher, SlotTable, check_batching
