@@ -64,10 +64,14 @@ def check_policy(
             table.add_row(c.name, f"[{style}]{c.status}[/]" if style else c.status, escape(c.detail))
         console.print(table)
         timing = Table(title="latency per call")
-        for col in ("rows", "latency ms", "rows/s", "peak RSS growth MB"):
-            timing.add_column(col, justify="right")
+        keys = ["rows", "latency_ms", "rows_per_s", "peak_rss_growth_mb"]
+        keys += ["cuda_peak_mb"] if any(r.get("cuda_peak_mb") is not None for r in report.latency) else []
+        names = {"rows": "rows", "latency_ms": "latency ms", "rows_per_s": "rows/s",
+                 "peak_rss_growth_mb": "peak RSS growth MB", "cuda_peak_mb": "CUDA peak MB"}
+        for key in keys:
+            timing.add_column(names[key], justify="right")
         for row in report.latency:
-            timing.add_row(*(str(row[k]) for k in ("rows", "latency_ms", "rows_per_s", "peak_rss_growth_mb")))
+            timing.add_row(*(str(row[k]) for k in keys))
         console.print(timing)
         console.print(f"suggestion: {escape(report.suggestion)}", highlight=False, soft_wrap=True)
     if not report.ok:

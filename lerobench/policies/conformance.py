@@ -245,6 +245,17 @@ def _reset(policy: Policy, rows: list[dict[str, Any]], base: np.ndarray, batch: 
                  "state (or key state by row_ids and reset it at episode_start)", worst)
 
 
+def _cuda_peak_reset(policy: Policy) -> Any:
+    """``torch.cuda`` with its peak-memory counter reset, for a policy computing on a GPU; else None."""
+    device = str((policy_numerics(policy) or {}).get("device", "cpu"))
+    if not device.startswith("cuda"):
+        return None
+    import torch
+
+    torch.cuda.reset_peak_memory_stats(device)
+    return torch.cuda
+
+
 def _latency(policy: Policy, starts: list[dict[str, Any]], width: int, descriptions: dict[str, str],
              plan: Any) -> tuple[list[dict[str, Any]], str]:
     """Median latency, rows/s and peak memory growth per call at 1, 2, 4, .. up to 2W rows, and a suggestion."""
@@ -257,6 +268,7 @@ def _latency(policy: Policy, starts: list[dict[str, Any]], width: int, descripti
         index = np.arange(size) % len(starts)
         batch = (take_rows(obs, index), [tasks[i] for i in index])
         rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        cuda = _cuda_peak_reset(policy)
         _call(policy, batch, descriptions)  # warm-up: first calls at a shape pick kernels, allocate
         times = []
         for _ in range(3):
@@ -266,6 +278,7 @@ def _latency(policy: Policy, starts: list[dict[str, Any]], width: int, descripti
         grew = max(0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) / 1024
         median = float(np.median(times))
         table.append({"rows": size, "latency_ms": round(median * 1e3, 3),
+                      "cuda_peak_mb": round(cuda.max_memory_allocated() / 2**20, 1) if cuda is not None else None,
                       "rows_per_s": round(size / median, 1) if median > 0 else None,
                       "peak_rss_growth_mb": round(grew, 1)})
     best = max(table, key=lambda r: r["rows_per_s"] or 0)
