@@ -233,7 +233,7 @@ def test_evaluations_gather_in_one_store(logged_run, tmp_path):
 
 def test_cli_imports_no_tracker_library():
     """``lerobench --help`` stays instant: the trackers and rerun are imported only when a run asks for them."""
-    heavy = ("wandb", "mlflow", "tensorboardX", "tensorboard", "rerun")
+    heavy = ("wandb", "trackio", "mlflow", "tensorboardX", "tensorboard", "rerun")
     code = (f"import sys, lerobench.cli, lerobench.sink; "
             f"sys.exit(', '.join(m for m in {heavy!r} if m in sys.modules) or None)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -460,6 +460,40 @@ def test_trackio_from_the_python_api_gathers_a_training_loops_evaluations(tracki
     assert [step for step, _ in trackio_rows(out / "trackio" / "lerobench-test.db", "run")] == [3]
 
 
+JOINED = """
+import json, sys
+from pathlib import Path
+import trackio
+from trackio import context_vars
+from lerobench.trackers import log_run
+run = trackio.init(project="training", name="loop", config={"lr": 0.1}, auto_log_cpu=False, auto_log_gpu=False)
+run.log({"loss": 1.0}, step=1)
+out = Path(sys.argv[1])
+written = log_run(json.loads((out / "results.json").read_text()), out, ["trackio"], step=2)
+assert context_vars.current_run.get() is run
+run.log({"loss": 0.5}, step=3)
+trackio.finish()
+print(json.dumps(written))
+"""
+
+
+def test_trackio_open_run_of_a_training_loop_is_joined(trackio_run, trackio_overlay, tmp_path):
+    """A training loop's own trackio run (its store from ``TRACKIO_DIR``) receives the values at its step and
+    stays open."""
+    out, results = trackio_run
+    env = {**_overlay_env(trackio_overlay), "TRACKIO_DIR": str(tmp_path / "store")}
+    proc = subprocess.run([sys.executable, "-c", JOINED, str(out)], capture_output=True, text=True, timeout=300,
+                          env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {
+        "trackio": "the open trackio run loop (project training)"}
+    rows = trackio_rows(tmp_path / "store" / "training.db", "loop")
+    assert [step for step, _ in rows] == [1, 2, 3]
+    assert rows[1][1]["eval/success_rate"] == results["overall"]["success_rate"]
+    assert trackio_config(tmp_path / "store" / "training.db", "loop")["lr"] == 0.1
+    assert not (out / "trackio" / "training.db").exists()
+
+
 BLOCK_TRACKIO = """
 import importlib.abc, sys
 class Block(importlib.abc.MetaPathFinder):
@@ -494,3 +528,26 @@ def test_trackio_missing_or_unimportable_is_one_line(case, tmp_path):
     assert "pip install 'lerobench[trackio]'" in lines[0] and "huggingface-hub<0.36" in lines[0]
     assert ("Volume" in lines[0]) == (case == "broken")
     assert not out.exists()
+
+
+def test_evaluate_without_output_keeps_its_logs(tmp_path, monkeypatch):
+    """``evaluate(output=None, log_to=...)``: the run directory is temporary, the logs go to ./lerobench-logs (one
+    TensorBoard curve over the calls); ``log_dir=`` puts them elsewhere."""
+    pytest.importorskip("metaworld")
+    pytest.importorskip("tensorboardX")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    import lerobench
+
+    monkeypatch.chdir(tmp_path)
+    calls = [lerobench.evaluate("metaworld-expert", "smoke", episodes=1, videos=0, max_steps=20,
+                                log_to=["tensorboard"], step=step) for step in (1, 2)]
+    logs = tmp_path / "lerobench-logs" / "tensorboard"
+    assert [r.logged for r in calls] == [{"tensorboard": str(logs)}] * 2 and calls[0].run_dir is None
+    events = EventAccumulator(str(logs))
+    events.Reload()
+    assert [(p.step, p.value) for p in events.Scalars("eval/success_rate")] == \
+        [(1, pytest.approx(calls[0].success_rate)), (2, pytest.approx(calls[1].success_rate))]
+    elsewhere = lerobench.evaluate("metaworld-expert", "smoke", episodes=1, videos=0, max_steps=20,
+                                   log_to=["tensorboard"], step=3, log_dir=tmp_path / "mine")
+    assert elsewhere.logged == {"tensorboard": str(tmp_path / "mine" / "tensorboard")}
