@@ -30,6 +30,10 @@ CLI_DEFAULTS: dict[str, Any] = {
 }
 """The defaults ``evaluate`` shares with ``lerobench eval`` (``tests/test_api.py`` compares them with the CLI's)."""
 
+LOG_DIR = "lerobench-logs"
+"""Where ``evaluate(output=None, log_to=...)`` puts the trackers' stores (relative to the working directory): its run
+directory is temporary, the logs must outlast the call."""
+
 
 @dataclass(frozen=True)
 class TaskResult:
@@ -118,6 +122,7 @@ def evaluate(
     log_to: Sequence[str] = (),
     step: int | None = None,
     project: str = "lerobench",
+    log_dir: str | Path | None = None,
     policy_name: str | None = None,
     preprocessor: Any = None,
     postprocessor: Any = None,
@@ -154,6 +159,10 @@ def evaluate(
         log_to: Experiment trackers to log the results to (``wandb``, ``trackio``, ``mlflow``, ``tensorboard``).
         step: The training step the trackers log at.
         project: The trackers' project name.
+        log_dir: Where the trackers' offline stores go (``wandb/``, ``trackio/``, ``mlruns/``, ``tensorboard/``).
+            None: the run directory, or ``./lerobench-logs`` with ``output=None`` (whose directory is removed on
+            return); the runs are then named after the suite, so a training loop's evaluations gather there
+            (one TensorBoard curve, one trackio run over the steps).
         policy_name: How results name an in-memory policy (default: its class).
         preprocessor: A LeRobot policy's preprocessor (``make_pre_post_processors``), with ``postprocessor``.
         postprocessor: A LeRobot policy's postprocessor.
@@ -195,7 +204,9 @@ def evaluate(
         if log_to:
             from lerobench.trackers import log_run
 
-            logged = log_run(document, evaluation.s.output, list(log_to), step=step, project=project)
+            store = Path(log_dir).resolve() if log_dir is not None else (Path(LOG_DIR).resolve() if scratch else None)
+            logged = log_run(document, evaluation.s.output, list(log_to), step=step, project=project, store=store,
+                             run_name=chosen.name if scratch else None)
         return Results.from_document(document, records, None if scratch else evaluation.s.output, logged)
     finally:
         if scratch is not None:

@@ -1,9 +1,16 @@
-"""--log-to: a real short eval logged to wandb (offline), MLflow (file store) and TensorBoard, read back from each
-tracker's own local store and compared with results.json; unknown names and missing libraries fail up front."""
+"""--log-to: a real short eval logged to wandb (offline), MLflow (file store) and TensorBoard, and one to trackio
+(its SQLite store, from a side environment: see below), read back from each tracker's own local store and compared
+with results.json; unknown names and missing libraries fail up front."""
 
 from __future__ import annotations
 
+import contextlib
+import csv
 import json
+import os
+import re
+import shutil
+import sqlite3
 import subprocess
 import sys
 import time
@@ -226,8 +233,321 @@ def test_evaluations_gather_in_one_store(logged_run, tmp_path):
 
 def test_cli_imports_no_tracker_library():
     """``lerobench --help`` stays instant: the trackers and rerun are imported only when a run asks for them."""
-    heavy = ("wandb", "mlflow", "tensorboardX", "tensorboard", "rerun")
+    heavy = ("wandb", "trackio", "mlflow", "tensorboardX", "tensorboard", "rerun")
     code = (f"import sys, lerobench.cli, lerobench.sink; "
             f"sys.exit(', '.join(m for m in {heavy!r} if m in sys.modules) or None)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
+
+
+# -- trackio: a real run in a side environment --------------------------------------------------------------------
+# Every trackio release conflicts with LeRobot's pins (0.24+ import huggingface_hub.Volume: huggingface-hub>=1.x,
+# against lerobot's <0.36; all need pillow<13), so it cannot be installed here. The tests install it with
+# `pip install --target` into an overlay directory (built once, kept in pytest's cache) and run lerobench as a
+# subprocess with PYTHONPATH=overlay:repo: trackio and huggingface-hub 1.x shadow the environment's, every other
+# package is the environment's own (pinned to its versions, then the identical copies removed from the overlay).
+
+TRACKIO_VERSION = "0.43.0"
+SHADOWED = {"huggingface_hub", "PIL"}
+"""The environment's packages the overlay may replace: the reason it exists (huggingface-hub>=1.10, pillow<13)."""
+_OFFLINE = ("(from versions: none)", "NewConnectionError", "Failed to establish a new connection",
+            "Temporary failure in name resolution", "Network is unreachable", "ProxyError", "ConnectTimeout")
+_REPO = Path(__file__).resolve().parent.parent
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _environment_versions() -> dict[str, str]:
+    from importlib.metadata import distributions
+
+    versions: dict[str, str] = {}
+    for dist in distributions():
+        if dist.metadata["Name"]:
+            versions.setdefault(_canonical(dist.metadata["Name"]), dist.version)
+    return versions
+
+
+def _prune_identical(target: Path, versions: dict[str, str]) -> list[str]:
+    """Remove from ``target`` every distribution the environment has at the same version; return their names."""
+    pruned = []
+    for info in sorted(target.glob("*.dist-info")):
+        meta = dict(line.split(": ", 1) for line in (info / "METADATA").read_text().splitlines()[:3] if ": " in line)
+        name = _canonical(meta.get("Name", ""))
+        if versions.get(name) != meta.get("Version"):
+            continue
+        for row in csv.reader((info / "RECORD").read_text().splitlines()):
+            path = (target / row[0]).resolve() if row else target
+            if path.is_relative_to(target.resolve()) and path.is_file():
+                path.unlink()
+        shutil.rmtree(info, ignore_errors=True)
+        pruned.append(name)
+    for folder in sorted((p for p in target.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+        if not any(folder.iterdir()):
+            folder.rmdir()
+    return pruned
+
+
+def _top_level(target: Path) -> set[str]:
+    """The importable top-level names in ``target``."""
+    names = set()
+    for entry in target.iterdir():
+        if entry.name.endswith((".dist-info", ".libs")) or entry.name in ("bin", "__pycache__"):
+            continue
+        names.add(entry.name.split(".")[0] if entry.is_file() else entry.name)
+    return names - {""}
+
+
+@pytest.fixture(scope="session")
+def trackio_overlay(request, tmp_path_factory) -> Path:
+    """``pip install --target`` of trackio (pinned), built once per environment and cached under .pytest_cache."""
+    pytest.importorskip("metaworld")
+    import numpy
+
+    key = (f"trackio-{TRACKIO_VERSION}-py{sys.version_info[0]}{sys.version_info[1]}-numpy{numpy.__version__}")
+    cache = getattr(request.config, "cache", None)
+    root = Path(cache.mkdir("trackio-overlay")) if cache is not None else tmp_path_factory.mktemp("trackio-overlay")
+    side = root / key
+    if (side / "overlay.json").exists():
+        return side
+    versions = _environment_versions()
+    constraints = root / "constraints.txt"  # everything at the environment's version but what trackio must replace
+    constraints.write_text("".join(f"{n}=={v}\n" for n, v in sorted(versions.items())
+                                   if n not in ("huggingface-hub", "pillow")))
+    build = root / f".build-{os.getpid()}"
+    shutil.rmtree(build, ignore_errors=True)
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-input", "--retries", "1",
+                           "--timeout", "30", "--disable-pip-version-check", "--target", str(build),
+                           f"trackio=={TRACKIO_VERSION}", "-c", str(constraints)],
+                          capture_output=True, text=True, timeout=900)
+    seconds = time.monotonic() - started
+    if proc.returncode != 0:
+        shutil.rmtree(build, ignore_errors=True)
+        text = proc.stdout + proc.stderr
+        if any(marker in text for marker in _OFFLINE):
+            pytest.skip(f"PyPI is not reachable: the trackio {TRACKIO_VERSION} overlay could not be installed")
+        pytest.fail(f"pip install --target trackio=={TRACKIO_VERSION} failed:\n{text[-3000:]}")
+    pruned = _prune_identical(build, versions)
+    size = sum(p.stat().st_size for p in build.rglob("*") if p.is_file())
+    (build / "overlay.json").write_text(json.dumps({"trackio": TRACKIO_VERSION, "install_s": round(seconds, 1),
+                                                    "size_mb": round(size / 2**20, 1), "pruned": pruned}))
+    shutil.rmtree(side, ignore_errors=True)
+    build.rename(side)
+    print(f"trackio overlay: {side} ({size / 2**20:.0f} MB, pip install {seconds:.1f} s)")
+    return side
+
+
+def _overlay_env(side: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "TRACKIO_DIR"}
+    return {**env, "PYTHONPATH": f"{side}{os.pathsep}{_REPO}", "PYTHONNOUSERSITE": "1",
+            "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
+
+
+PROBE = """
+import json, sys
+import huggingface_hub, numpy, trackio
+print(json.dumps({"trackio": trackio.__file__, "hub": huggingface_hub.__version__, "numpy": numpy.__file__,
+                  "lerobot": any(m == "lerobot" or m.startswith("lerobot.") for m in sys.modules)}))
+"""
+
+
+def _probe_overlay(out: str, side: Path) -> None:
+    """The subprocess took trackio and huggingface-hub 1.x from the overlay, numpy from the environment."""
+    probe = json.loads(out.strip().splitlines()[-1])
+    assert Path(probe["trackio"]).is_relative_to(side), probe
+    assert int(probe["hub"].split(".")[0]) >= 1, probe
+    assert not Path(probe["numpy"]).is_relative_to(side) and not probe["lerobot"], probe
+
+
+def trackio_rows(db: Path, run: str) -> list[tuple[int, dict]]:
+    """(step, metrics) of every row trackio wrote for ``run``, read with the standard library."""
+    with contextlib.closing(sqlite3.connect(db)) as con:
+        return [(step, json.loads(metrics)) for step, metrics in
+                con.execute("SELECT step, metrics FROM metrics WHERE run_name = ? ORDER BY id", (run,))]
+
+
+def trackio_config(db: Path, run: str) -> dict:
+    with contextlib.closing(sqlite3.connect(db)) as con:
+        [(config,)] = con.execute("SELECT config FROM configs WHERE run_name = ?", (run,)).fetchall()
+    return json.loads(config)
+
+
+def test_trackio_overlay_shadows_only_what_trackio_needs(trackio_overlay):
+    import importlib.util
+
+    names = _top_level(trackio_overlay)
+    assert "trackio" in names and "huggingface_hub" in names
+    shadowed = {n for n in names if importlib.util.find_spec(n) is not None}
+    assert shadowed <= SHADOWED, shadowed
+    assert not names & {"numpy", "torch", "mujoco", "metaworld", "gymnasium", "lerobot", "lerobench", "av", "scipy"}
+    proc = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=120,
+                          env=_overlay_env(trackio_overlay))
+    assert proc.returncode == 0, proc.stderr
+    _probe_overlay(proc.stdout, trackio_overlay)
+
+
+@pytest.fixture(scope="module")
+def trackio_run(trackio_overlay, tmp_path_factory):
+    """A real eval (expert on smoke, 1 episode a task, a 64 px video each) logged to trackio at step 3."""
+    out = tmp_path_factory.mktemp("trackio") / "run"
+    proc = subprocess.run([sys.executable, "-m", "lerobench", "eval", "--suite", "smoke", "--episodes", "1",
+                           "--max-steps", "60", "--videos", "1", "--video-size", "64", "--log-to", "trackio",
+                           "--log-step", "3", "--log-project", "lerobench-test", "--output", str(out)],
+                          capture_output=True, text=True, timeout=600, env=_overlay_env(trackio_overlay), cwd=_REPO)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert f"logged to trackio: {out / 'trackio'} (project lerobench-test, run run)" in proc.stdout
+    return out, json.loads((out / "results.json").read_text())
+
+
+def test_trackio_store_holds_results(trackio_run):
+    out, results = trackio_run
+    db = out / "trackio" / "lerobench-test.db"
+    [(step, metrics)] = trackio_rows(db, out.name)
+    assert step == 3
+    for key, value in expected_scalars(results).items():
+        assert metrics[key] == pytest.approx(value), key
+    for task in results["tasks"]:
+        assert metrics[f"eval/{task['task']}/success_rate"] == task["success_rate"]
+        assert [metrics[f"eval/{task['task']}/ci_low"], metrics[f"eval/{task['task']}/ci_high"]] == task["ci95"]
+    assert metrics["eval/success_rate"] == results["overall"]["success_rate"]
+    assert [metrics["eval/ci_low"], metrics["eval/ci_high"]] == results["overall"]["ci95"]
+    videos = [e for e in map(json.loads, (out / "episodes.jsonl").read_text().splitlines()) if e["video"]]
+    assert len(videos) == len(results["tasks"])
+    for episode in videos:
+        media = metrics[f"eval/videos/{episode['task']}/{Path(episode['video']).stem}"]
+        assert media["_type"] == "trackio.video"
+        assert (out / "trackio" / "media" / media["file_path"]).stat().st_size > 0
+    config = trackio_config(db, out.name)
+    assert (config["suite"], config["seed"], config["tasks"]) == ("smoke", 0, ["reach-v3", "button-press-v3"])
+    assert config["simulator"] == results["config"]["simulator"]
+    assert config["provenance"]["versions"]["mujoco"] == results["provenance"]["versions"]["mujoco"]
+
+
+API_LOOP = """
+import json, sys
+from pathlib import Path
+import lerobench
+from lerobench.trackers import log_run
+results = [lerobench.evaluate("metaworld-expert", "smoke", episodes=1, videos=0, max_steps=20, log_to=["trackio"],
+                              step=step) for step in (10, 20)]
+run = Path(sys.argv[1])
+written = log_run(json.loads((run / "results.json").read_text()), run, ["trackio"], step=30, store=Path(sys.argv[2]))
+print(json.dumps({"results": [[r.success_rate, list(r.ci95), r.logged] for r in results], "written": written}))
+""" + PROBE
+
+
+def test_trackio_from_the_python_api_gathers_a_training_loops_evaluations(trackio_run, trackio_overlay, tmp_path):
+    """``evaluate(output=None, log_to=["trackio"])`` twice: one run in ./lerobench-logs over both steps; a later
+    ``log_run(store=)`` in the same process writes to its own store, not to the first one trackio opened."""
+    out, _ = trackio_run
+    other = tmp_path / "other"
+    proc = subprocess.run([sys.executable, "-c", API_LOOP, str(out), str(other)], capture_output=True, text=True,
+                          timeout=600, env=_overlay_env(trackio_overlay), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    lines = proc.stdout.strip().splitlines()
+    _probe_overlay(lines[-1], trackio_overlay)
+    report = json.loads(lines[-2])
+    logs = tmp_path / "lerobench-logs" / "trackio"
+    rows = trackio_rows(logs / "lerobench.db", "smoke")
+    assert [step for step, _ in rows] == [10, 20]
+    for (_, metrics), (rate, ci95, logged) in zip(rows, report["results"], strict=True):
+        assert (metrics["eval/success_rate"], [metrics["eval/ci_low"], metrics["eval/ci_high"]]) == (rate, ci95)
+        assert logged == {"trackio": f"{logs} (project lerobench, run smoke)"}
+    assert report["written"] == {"trackio": f"{other / 'trackio'} (project lerobench, run run)"}
+    assert [step for step, _ in trackio_rows(other / "trackio" / "lerobench.db", "run")] == [30]
+    assert [step for step, _ in trackio_rows(out / "trackio" / "lerobench-test.db", "run")] == [3]
+
+
+JOINED = """
+import json, sys
+from pathlib import Path
+import trackio
+from trackio import context_vars
+from lerobench.trackers import log_run
+run = trackio.init(project="training", name="loop", config={"lr": 0.1}, auto_log_cpu=False, auto_log_gpu=False)
+run.log({"loss": 1.0}, step=1)
+out = Path(sys.argv[1])
+written = log_run(json.loads((out / "results.json").read_text()), out, ["trackio"], step=2)
+assert context_vars.current_run.get() is run
+run.log({"loss": 0.5}, step=3)
+trackio.finish()
+print(json.dumps(written))
+"""
+
+
+def test_trackio_open_run_of_a_training_loop_is_joined(trackio_run, trackio_overlay, tmp_path):
+    """A training loop's own trackio run (its store from ``TRACKIO_DIR``) receives the values at its step and
+    stays open."""
+    out, results = trackio_run
+    env = {**_overlay_env(trackio_overlay), "TRACKIO_DIR": str(tmp_path / "store")}
+    proc = subprocess.run([sys.executable, "-c", JOINED, str(out)], capture_output=True, text=True, timeout=300,
+                          env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {
+        "trackio": "the open trackio run loop (project training)"}
+    rows = trackio_rows(tmp_path / "store" / "training.db", "loop")
+    assert [step for step, _ in rows] == [1, 2, 3]
+    assert rows[1][1]["eval/success_rate"] == results["overall"]["success_rate"]
+    assert trackio_config(tmp_path / "store" / "training.db", "loop")["lr"] == 0.1
+    assert not (out / "trackio" / "training.db").exists()
+
+
+BLOCK_TRACKIO = """
+import importlib.abc, sys
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "trackio" or name.startswith("trackio."):
+            raise ModuleNotFoundError(f"No module named {name!r}")
+sys.meta_path.insert(0, Block())
+from lerobench.cli import main
+main()
+"""
+
+
+@pytest.mark.parametrize("case", ["missing", "broken"])
+def test_trackio_missing_or_unimportable_is_one_line(case, tmp_path):
+    """Not installed, or installed next to huggingface-hub<1 (its own import fails): one line, exit 2, before the
+    run, naming the extra and the conflict."""
+    env = dict(os.environ)
+    if case == "broken":  # what trackio>=0.24 does beside LeRobot's huggingface-hub 0.35
+        (tmp_path / "fake" / "trackio").mkdir(parents=True)
+        (tmp_path / "fake" / "trackio" / "__init__.py").write_text(
+            "raise ImportError(\"cannot import name 'Volume' from 'huggingface_hub'\")\n")
+        env["PYTHONPATH"] = f"{tmp_path / 'fake'}{os.pathsep}{_REPO}"
+        code = ["-m", "lerobench"]
+    else:
+        code = ["-c", BLOCK_TRACKIO]
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, *code, "eval", "--suite", "smoke", "--log-to", "trackio",
+                           "--output", str(out)], capture_output=True, text=True, timeout=120, env=env, cwd=_REPO)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert "pip install 'lerobench[trackio]'" in lines[0] and "huggingface-hub<0.36" in lines[0]
+    assert ("Volume" in lines[0]) == (case == "broken")
+    assert not out.exists()
+
+
+def test_evaluate_without_output_keeps_its_logs(tmp_path, monkeypatch):
+    """``evaluate(output=None, log_to=...)``: the run directory is temporary, the logs go to ./lerobench-logs (one
+    TensorBoard curve over the calls); ``log_dir=`` puts them elsewhere."""
+    pytest.importorskip("metaworld")
+    pytest.importorskip("tensorboardX")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    import lerobench
+
+    monkeypatch.chdir(tmp_path)
+    calls = [lerobench.evaluate("metaworld-expert", "smoke", episodes=1, videos=0, max_steps=20,
+                                log_to=["tensorboard"], step=step) for step in (1, 2)]
+    logs = tmp_path / "lerobench-logs" / "tensorboard"
+    assert [r.logged for r in calls] == [{"tensorboard": str(logs)}] * 2 and calls[0].run_dir is None
+    events = EventAccumulator(str(logs))
+    events.Reload()
+    assert [(p.step, p.value) for p in events.Scalars("eval/success_rate")] == \
+        [(1, pytest.approx(calls[0].success_rate)), (2, pytest.approx(calls[1].success_rate))]
+    elsewhere = lerobench.evaluate("metaworld-expert", "smoke", episodes=1, videos=0, max_steps=20,
+                                   log_to=["tensorboard"], step=3, log_dir=tmp_path / "mine")
+    assert elsewhere.logged == {"tensorboard": str(tmp_path / "mine" / "tensorboard")}

@@ -298,11 +298,11 @@ def evaluate(
     rerun: bool = typer.Option(False, "--rerun", help="Also write a Rerun recording rerun/<task>/episode_<i>.rrd "
                                                       "of each episode --videos records (docs/trackers.md)."),
     log_to: list[str] = typer.Option(
-        [], "--log-to", help="Log the finished run to wandb, mlflow, tensorboard (comma-separated or repeated; "
-                             "offline, into the run directory; docs/trackers.md)."),
+        [], "--log-to", help="Log the finished run to wandb, trackio, mlflow, tensorboard (comma-separated or "
+                             "repeated; offline, into the run directory; docs/trackers.md)."),
     log_step: int = typer.Option(0, "--log-step", help="--log-to: the training step the values are logged at."),
     log_project: str = typer.Option("lerobench", "--log-project",
-                                    help="--log-to: wandb project / MLflow experiment."),
+                                    help="--log-to: wandb / trackio project, MLflow experiment."),
 ) -> None:
     """Evaluate a policy on every task of a suite and write per-episode and per-task results."""
     from lerobench.registry import load_suite

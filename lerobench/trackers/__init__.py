@@ -22,17 +22,32 @@ class Tracker(NamedTuple):
     module: str
     writer: str
     """Name of the function in ``lerobench.trackers.sinks``."""
+    extra: str = "trackers"
+    """The lerobench extra that installs ``module``."""
+    hint: str = ""
+    """Said after the ``pip install`` of a missing or broken library."""
+    import_check: bool = False
+    """Import ``module`` in ``check_trackers`` (not only find it): an installed copy can fail on its own imports."""
 
+
+TRACKIO_HINT = ("into an environment without LeRobot's huggingface-hub<0.36 pin: trackio needs huggingface-hub>=1.10 "
+                "(docs/trackers.md)")
 
 TRACKERS: dict[str, Tracker] = {
     "wandb": Tracker("wandb", "log_wandb"),
+    "trackio": Tracker("trackio", "log_trackio", extra="trackio", hint=TRACKIO_HINT, import_check=True),
     "mlflow": Tracker("mlflow", "log_mlflow"),
     "tensorboard": Tracker("tensorboardX", "log_tensorboard"),
 }
-"""Values of ``--log-to``. trackio is not among them: every release needs pillow<13 and either
-huggingface-hub>=1.10 or pandas<3, which the pinned LeRobot stack (huggingface-hub<0.36, pillow 13) rules out."""
+"""Values of ``--log-to``. trackio has an extra of its own: every release since 0.24 imports ``huggingface_hub.Volume``
+(huggingface-hub>=1.x) and needs pillow<13, which the pinned LeRobot stack (huggingface-hub<0.36) rules out, so it
+cannot share ``dev``'s environment."""
 
-EXTRA = "trackers"
+
+def install_hint(name: str) -> str:
+    """``pip install 'lerobench[<extra>]'`` for tracker ``name``, and what to know about that environment."""
+    tracker = TRACKERS[name]
+    return " ".join(filter(None, [f"pip install 'lerobench[{tracker.extra}]'", tracker.hint]))
 
 
 def parse_log_to(values: Iterable[str]) -> tuple[str, ...]:
@@ -57,9 +72,16 @@ def check_trackers(log_to: Sequence[str]) -> None:
     for name in log_to:
         if name not in TRACKERS:
             raise unknown("tracker", name, TRACKERS, "(--log-to)")
-        if not _installed(TRACKERS[name].module):
-            raise MissingDependencyError(f"--log-to {name} needs {TRACKERS[name].module}: "
-                                         f"pip install 'lerobench[{EXTRA}]'")
+        tracker = TRACKERS[name]
+        if not _installed(tracker.module):
+            raise MissingDependencyError(f"--log-to {name} needs {tracker.module}: {install_hint(name)}")
+        if tracker.import_check:
+            try:
+                importlib.import_module(tracker.module)
+            except ImportError as exc:
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                raise MissingDependencyError(f"--log-to {name}: {tracker.module} is installed but does not import "
+                                             f"({first}): {install_hint(name)}") from exc
 
 
 def log_run(results: dict[str, Any], run_dir: Path, log_to: Sequence[str], *, step: int | None = None,
@@ -68,8 +90,8 @@ def log_run(results: dict[str, Any], run_dir: Path, log_to: Sequence[str], *, st
 
     ``store`` is where the offline stores go (default ``run_dir``): pass a lasting directory when the run
     directory is temporary (an evaluation that writes no files), or to gather a training run's evaluations in one
-    place. ``WANDB_DIR`` and ``MLFLOW_TRACKING_URI`` take precedence, and a wandb / MLflow run already open in
-    this process is logged into.
+    place. ``WANDB_DIR``, ``TRACKIO_DIR`` and ``MLFLOW_TRACKING_URI`` take precedence, and a wandb / trackio / MLflow
+    run already open in this process is logged into.
 
     Every tracker is tried even if one fails; then one ``RunError`` names those that failed (the results are
     on disk already, so nothing is lost).
@@ -90,7 +112,7 @@ def log_run(results: dict[str, Any], run_dir: Path, log_to: Sequence[str], *, st
         try:
             written[name] = writer(log)
         except ImportError as exc:
-            failed.append(f"{name}: {exc} (pip install 'lerobench[{EXTRA}]')")
+            failed.append(f"{name}: {exc} ({install_hint(name)})")
         except Exception as exc:  # noqa: BLE001 - a tracker's own error, reported by name, the others still logged
             failed.append(f"{name}: {type(exc).__name__}: {exc}")
     if failed:

@@ -2,15 +2,17 @@
 
 Each writer joins a run the calling process already has open (``wandb.run``, ``mlflow.active_run()``: a training
 loop's run) and otherwise opens its own in the run directory and closes it. Values are logged at the training
-step; videos go where the tracker shows them (wandb: ``wandb.Video``; MLflow: artifacts; TensorBoard: their paths
-as text, since its video summaries are GIFs that would need moviepy to encode).
+step; videos go where the tracker shows them (wandb: ``wandb.Video``; trackio: ``trackio.Video``; MLflow:
+artifacts; TensorBoard: their paths as text, since its video summaries are GIFs that would need moviepy to encode).
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,11 +28,12 @@ class RunLog:
     """The results.json document."""
     run_dir: Path
     store: Path
-    """Where the offline stores go (``wandb/``, ``mlruns/``, ``tensorboard/``): the run directory by default."""
+    """Where the offline stores go (``wandb/``, ``trackio/``, ``mlruns/``, ``tensorboard/``): the run directory by
+    default."""
     step: int
     """The training step every value is logged at."""
     project: str
-    """wandb project / MLflow experiment."""
+    """wandb / trackio project, MLflow experiment."""
     run_name: str
     scalars: dict[str, float]
     identity: dict[str, Any]
@@ -61,6 +64,61 @@ def log_wandb(log: RunLog) -> str:
         if own:
             run.finish()
     return location
+
+
+@contextlib.contextmanager
+def _trackio_store(folder: Path) -> Iterator[None]:
+    """Point trackio at ``folder`` for one log, then back where it was.
+
+    trackio reads ``TRACKIO_DIR`` once, when it is imported, into module constants (``trackio.utils.TRACKIO_DIR``,
+    ``MEDIA_DIR``, ``ARTIFACTS_DIR``) that its modules copy by name (``from trackio.utils import MEDIA_DIR``). A
+    process that logs to several stores (the Python API, one run directory after another) would write every one
+    into the first; so each copy is set while lerobench logs and restored after.
+    """
+    paths = {"TRACKIO_DIR": folder, "MEDIA_DIR": folder / "media", "ARTIFACTS_DIR": folder / "artifacts"}
+    saved = []
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name == "trackio" or name.startswith("trackio.")):
+            continue
+        for attr, path in paths.items():
+            before = vars(module).get(attr)
+            if isinstance(before, Path):
+                saved.append((module, attr, before))
+                setattr(module, attr, path)
+    try:
+        yield
+    finally:
+        for module, attr, before in reversed(saved):
+            setattr(module, attr, before)
+
+
+def log_trackio(log: RunLog) -> str:
+    """A local SQLite store in ``<store>/trackio`` (``TRACKIO_DIR`` takes precedence); returns it, project and run.
+
+    Evaluations logged under one run name into one store continue that run (``resume="allow"``): a training loop's
+    evaluations make one curve. A trackio run already open in this process is logged into and left open.
+    """
+    import trackio
+    from trackio import context_vars
+
+    joined = context_vars.current_run.get()
+    env = os.environ.get("TRACKIO_DIR")
+    where = Path(env) if env else log.store / "trackio"
+    store = _trackio_store(where) if joined is None and not env else contextlib.nullcontext()
+    # trackio prints its progress ("* Trackio project initialized ...") to stdout: kept out of the CLI's output.
+    with store, contextlib.redirect_stdout(io.StringIO()):
+        run = joined if joined is not None else trackio.init(
+            project=log.project, name=log.run_name, config=log.identity, resume="allow", embed=False,
+            auto_log_cpu=False, auto_log_gpu=False)
+        try:
+            media = {f"eval/videos/{p.parent.name}/{p.stem}": trackio.Video(p, format="mp4") for p in log.videos}
+            run.log({**log.scalars, **media}, step=log.step)
+        finally:
+            if joined is None:
+                trackio.finish()
+    if joined is not None:
+        return f"the open trackio run {run.name} (project {run.project})"
+    return f"{where} (project {log.project}, run {run.name})"
 
 
 @contextlib.contextmanager
