@@ -551,3 +551,73 @@ def test_evaluate_without_output_keeps_its_logs(tmp_path, monkeypatch):
     elsewhere = lerobench.evaluate("metaworld-expert", "smoke", episodes=1, videos=0, max_steps=20,
                                    log_to=["tensorboard"], step=3, log_dir=tmp_path / "mine")
     assert elsewhere.logged == {"tensorboard": str(tmp_path / "mine" / "tensorboard")}
+
+
+TRAINING_LOOP = '''
+"""The issue's training loop: a torch MLP trained on Meta-World state, evaluated every few steps."""
+import ctypes, gc, json, os
+import torch
+import lerobench
+
+
+def resident_mb():
+    gc.collect()
+    ctypes.CDLL("libc.so.6").malloc_trim(0)  # freed heap pages glibc still maps are not held memory
+    return int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(39, 64), torch.nn.Tanh(), torch.nn.Linear(64, 4), torch.nn.Tanh())
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    report = []
+    for k in range(5):
+        for _ in range(10):  # a few training steps: regress towards a fixed push on random states
+            state = torch.randn(32, 39)
+            loss = (model(state) - torch.tensor([0.0, 1.0, 0.0, 0.0])).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        results = lerobench.evaluate(model, "smoke", episodes=2, log_to=["tensorboard", "mlflow", "trackio"], step=k)
+        report.append({"step": k, "memory_mb": resident_mb(), "success_rate": results.success_rate,
+                       "ci95": list(results.ci95), "tasks": {t.task: t.success_rate for t in results.tasks}})
+    print(json.dumps(report))
+'''
+
+
+def test_a_training_loop_logs_five_evaluations_to_three_trackers(trackio_overlay, tmp_path, monkeypatch):
+    """Issue 29's check: 5 evaluations in one process, flat memory, every logged success value read back from
+    TensorBoard's event files, MLflow's file store and trackio's database equals the returned results."""
+    from mlflow.tracking import MlflowClient
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    script = tmp_path / "train.py"
+    script.write_text(TRAINING_LOOP)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=900,
+                          env=_overlay_env(trackio_overlay), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    memory = [r["memory_mb"] for r in report]
+    assert max(memory[1:]) <= memory[0] * 1.05, memory  # flat after the first evaluation
+    logs = tmp_path / "lerobench-logs"
+    expected = {r["step"]: r for r in report}
+
+    rows = trackio_rows(logs / "trackio" / "lerobench.db", "smoke")
+    assert [step for step, _ in rows] == list(range(5))
+    for step, metrics in rows:
+        assert metrics["eval/success_rate"] == expected[step]["success_rate"]
+        assert [metrics["eval/ci_low"], metrics["eval/ci_high"]] == expected[step]["ci95"]
+        for task, rate in expected[step]["tasks"].items():
+            assert metrics[f"eval/{task}/success_rate"] == rate
+
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    client = MlflowClient(tracking_uri=(logs / "mlruns").resolve().as_uri())
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    history = [p for run in runs for p in client.get_metric_history(run.info.run_id, "eval/success_rate")]
+    assert sorted((p.step, p.value) for p in history) == [(k, expected[k]["success_rate"]) for k in range(5)]
+
+    events = EventAccumulator(str(logs / "tensorboard"))
+    events.Reload()
+    points = events.Scalars("eval/success_rate")
+    assert sorted((p.step, p.value) for p in points) == \
+        [(k, pytest.approx(expected[k]["success_rate"], rel=1e-6)) for k in range(5)]
