@@ -41,6 +41,18 @@ _CHECKED: weakref.WeakSet[Any] = weakref.WeakSet()
 """Policy objects whose batch invariance this process has checked: once each, at its first call."""
 
 
+def forget_check(policy: Any) -> None:
+    """A new run starts with ``policy``: check it again at its first call.
+
+    An object reused across ``lerobench.evaluate`` calls in one process is then checked in each run, not only
+    in the first.
+    """
+    try:
+        _CHECKED.discard(policy)
+    except TypeError:
+        pass
+
+
 def needs_check(policy: Any) -> bool:
     """Whether ``policy``'s next call should be checked (``checked_call``): its first one, if it is checkable."""
     if not policy_traits(policy).checkable:

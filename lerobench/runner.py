@@ -15,6 +15,7 @@ from lerobench.envs.fingerprint import checked_fingerprint, require_renderer
 from lerobench.errors import ConfigError, PolicyError, RunError
 from lerobench.execution.base import ExecutionChoice, Executor
 from lerobench.execution.registry import EXECUTORS
+from lerobench.inference import forget_check
 from lerobench.outputdir import OutputDir, check_writable
 from lerobench.plan import FORMATS, RunPlan, RunSettings, make_plan
 from lerobench.policies.base import close_policy, policy_traits
@@ -49,6 +50,7 @@ class Evaluation:
         simulator = checked_fingerprint(settings.suite.backend, backend.packages, settings.allow_sim_drift)
         self.policy = (prepare_policy(policy, plan.context(), settings.policy) if self.in_memory
                        else load_policy(settings.policy, plan.context()))
+        forget_check(self.policy)  # each run checks its own first call, also for an object reused across runs
         self.output: OutputDir | None = None
         try:
             # what the policy makes of the run (executed chunk length, traits) is part of its identity: known

@@ -110,6 +110,16 @@ def test_output_writes_the_usual_run_directory_and_matches_the_cli(tmp_path):
     assert results.task("reach-v3").ci95 == tuple(document["tasks"][0]["ci95"])
 
 
+def test_an_object_reused_across_runs_is_checked_in_each():
+    from lerobench.policies.builtin import BUILTIN
+    from lerobench.policies.serve import suite_context
+
+    policy = BUILTIN["metaworld-expert"](suite_context("smoke"))
+    for _ in range(2):
+        results = lerobench.evaluate(policy, "smoke", episodes=1, videos=0, max_steps=20)
+        assert results.document["config"]["batch_invariant"] == "verified"
+
+
 def test_an_in_memory_policy_never_goes_to_worker_processes():
     with pytest.raises(ConfigError, match="in-memory policy runs in this process"):
         lerobench.evaluate(_mlp(), "smoke", episodes=1, videos=0, executor="processes")
