@@ -11,7 +11,6 @@ train/eval mode and device are restored, and ``output=None`` leaves no files beh
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -240,42 +239,21 @@ def _restored_torch_state(policy: Any) -> Iterator[None]:
     """Put torch's global settings and the caller's module (mode, device) back as they were, whatever happens."""
     import sys
 
+    from lerobench.policies.numerics import preserved_torch_state
+
     torch = sys.modules.get("torch")
-    if torch is None:  # torch was never imported: a torch policy spec imports it, leave it loaded but unchanged
-        yield
-        return
-    saved_env = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
-    state = {
-        "threads": torch.get_num_threads(), "grad": torch.is_grad_enabled(),
-        "deterministic": torch.are_deterministic_algorithms_enabled(),
-        "warn_only": torch.is_deterministic_algorithms_warn_only_enabled(),
-        "cudnn_benchmark": torch.backends.cudnn.benchmark, "cudnn_deterministic": torch.backends.cudnn.deterministic,
-        "cudnn_tf32": torch.backends.cudnn.allow_tf32, "matmul_tf32": torch.backends.cuda.matmul.allow_tf32,
-        "precision": torch.get_float32_matmul_precision(),
-    }
-    modules = _modules(policy, torch)
+    modules = _modules(policy, torch) if torch is not None else []
     modes = [(m, m.training) for root in modules for m in root.modules()]
     devices = [(root, next((p.device for p in root.parameters()), None)) for root in modules]
-    try:
-        yield
-    finally:
-        for root, device in devices:
-            if device is not None:
-                root.to(device)
-        for m, training in modes:
-            m.training = training
-        torch.set_num_threads(state["threads"])
-        torch.set_grad_enabled(state["grad"])
-        torch.use_deterministic_algorithms(state["deterministic"], warn_only=state["warn_only"])
-        torch.backends.cudnn.benchmark = state["cudnn_benchmark"]
-        torch.backends.cudnn.deterministic = state["cudnn_deterministic"]
-        torch.backends.cudnn.allow_tf32 = state["cudnn_tf32"]
-        torch.backends.cuda.matmul.allow_tf32 = state["matmul_tf32"]
-        torch.set_float32_matmul_precision(state["precision"])
-        if saved_env is None:
-            os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
-        else:
-            os.environ["CUBLAS_WORKSPACE_CONFIG"] = saved_env
+    with preserved_torch_state():
+        try:
+            yield
+        finally:
+            for root, device in devices:
+                if device is not None:
+                    root.to(device)
+            for m, training in modes:
+                m.training = training
 
 
 def _modules(policy: Any, torch: Any) -> list[Any]:

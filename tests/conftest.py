@@ -34,3 +34,25 @@ def real_runs(tmp_path_factory):
                                           "--videos", videos, "--output", str(out[name])])
         assert result.exit_code == 0, result.output
     return out
+
+
+@pytest.fixture
+def golden_copy(tmp_path, monkeypatch):
+    """A private cache and a perturbable copy of the Meta-World golden file; returns ``perturb(change)``, which
+    applies ``change`` to the whole golden document (not another MuJoCo: the files it is checked against)."""
+    import json
+    import shutil
+
+    from lerobench.envs.fingerprint import golden_path
+
+    monkeypatch.setenv("LEROBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    golden = tmp_path / "golden"
+    shutil.copytree(golden_path("metaworld").parent, golden)
+    monkeypatch.setenv("LEROBENCH_GOLDEN_DIR", str(golden))
+
+    def perturb(change) -> None:
+        doc = json.loads((golden / "metaworld.json").read_text())
+        change(doc)
+        (golden / "metaworld.json").write_text(json.dumps(doc))
+
+    return perturb

@@ -7,7 +7,6 @@ A stack whose golden state differs is simulated by perturbing a copy of the stor
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -22,19 +21,9 @@ runner = CliRunner()
 
 
 @pytest.fixture
-def isolated(tmp_path, monkeypatch):
-    """A private cache and a private copy of the golden files; returns a function that perturbs the copy."""
-    monkeypatch.setenv("LEROBENCH_CACHE_DIR", str(tmp_path / "cache"))
-    golden = tmp_path / "golden"
-    shutil.copytree(golden_path("metaworld").parent, golden)
-    monkeypatch.setenv("LEROBENCH_GOLDEN_DIR", str(golden))
-
-    def perturb(change) -> None:
-        doc = json.loads((golden / "metaworld.json").read_text())
-        change(doc["cases"][0])
-        (golden / "metaworld.json").write_text(json.dumps(doc))
-
-    return perturb
+def isolated(golden_copy):
+    """The shared golden copy (conftest ``golden_copy``), perturbed in its first case."""
+    return lambda change: golden_copy(lambda doc: change(doc["cases"][0]))
 
 
 def test_the_pinned_stack_passes_and_the_result_is_cached(isolated):

@@ -65,26 +65,6 @@ def test_merge_refuses_one_directory_twice_or_a_copy(tmp_path):
         assert not (out / "results.json").exists()
 
 
-@pytest.fixture
-def golden_copy(tmp_path, monkeypatch):
-    """A private cache and a perturbable copy of the Meta-World golden file (not another MuJoCo)."""
-    import shutil
-
-    from lerobench.envs.fingerprint import golden_path
-
-    monkeypatch.setenv("LEROBENCH_CACHE_DIR", str(tmp_path / "cache"))
-    golden = tmp_path / "golden"
-    shutil.copytree(golden_path("metaworld").parent, golden)
-    monkeypatch.setenv("LEROBENCH_GOLDEN_DIR", str(golden))
-
-    def perturb(change) -> None:
-        doc = json.loads((golden / "metaworld.json").read_text())
-        change(doc)
-        (golden / "metaworld.json").write_text(json.dumps(doc))
-
-    return perturb
-
-
 def test_golden_check_names_a_state_size_that_differs_and_the_versions(golden_copy, tmp_path):
     def longer_state_recorded_elsewhere(doc):
         doc["recorded_with"]["mujoco"] = "3.2.7"

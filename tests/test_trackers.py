@@ -167,12 +167,14 @@ def test_unknown_tracker_is_one_line_before_the_run(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-BLOCK = """
+def blocked(module: str) -> str:
+    """A ``python -c`` script running the CLI with ``module`` unimportable (as if its extra were not installed)."""
+    return f"""
 import importlib.abc, sys
 class Block(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
-        if name == "mlflow" or name.startswith("mlflow."):
-            raise ModuleNotFoundError(f"No module named {name!r}")
+        if name == {module!r} or name.startswith({module + "."!r}):
+            raise ModuleNotFoundError(f"No module named {{name!r}}")
 sys.meta_path.insert(0, Block())
 from lerobench.cli import main
 main()
@@ -181,7 +183,7 @@ main()
 
 def test_missing_library_names_the_extra(tmp_path):
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-c", BLOCK, "eval", "--suite", "smoke", "--log-to", "mlflow",
+    proc = subprocess.run([sys.executable, "-c", blocked("mlflow"), "eval", "--suite", "smoke", "--log-to", "mlflow",
                            "--output", str(out)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
@@ -494,16 +496,6 @@ def test_trackio_open_run_of_a_training_loop_is_joined(trackio_run, trackio_over
     assert not (out / "trackio" / "training.db").exists()
 
 
-BLOCK_TRACKIO = """
-import importlib.abc, sys
-class Block(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path, target=None):
-        if name == "trackio" or name.startswith("trackio."):
-            raise ModuleNotFoundError(f"No module named {name!r}")
-sys.meta_path.insert(0, Block())
-from lerobench.cli import main
-main()
-"""
 
 
 @pytest.mark.parametrize("case", ["missing", "broken"])
@@ -518,7 +510,7 @@ def test_trackio_missing_or_unimportable_is_one_line(case, tmp_path):
         env["PYTHONPATH"] = f"{tmp_path / 'fake'}{os.pathsep}{_REPO}"
         code = ["-m", "lerobench"]
     else:
-        code = ["-c", BLOCK_TRACKIO]
+        code = ["-c", blocked("trackio")]
     out = tmp_path / "run"
     proc = subprocess.run([sys.executable, *code, "eval", "--suite", "smoke", "--log-to", "trackio",
                            "--output", str(out)], capture_output=True, text=True, timeout=120, env=env, cwd=_REPO)

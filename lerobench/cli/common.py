@@ -139,9 +139,18 @@ def _print_names_table(table: Table, slack: int = 10) -> None:
     Rich would otherwise cut long names ("pick_up_the_black_bowl_…") in an 80-column terminal or a pipe, and
     ``grep`` for a name would miss it; the description column folds into the remaining space instead.
     """
+    print_widened(table, natural_width(table).minimum + slack)
+
+
+def natural_width(table: Table) -> Any:
+    """The table's rich ``Measurement`` (minimum, maximum) given unlimited room."""
     from rich.measure import Measurement
 
-    needed = Measurement.get(console, console.options.update_width(10_000), table).minimum + slack
+    return Measurement.get(console, console.options.update_width(10_000), table)
+
+
+def print_widened(table: Table, needed: int) -> None:
+    """Print ``table`` on a console at least ``needed`` columns wide, uncropped (then the width is restored)."""
     width = console.width
     console.width = max(width, needed)  # print(width=...) is capped at the console's width
     try:

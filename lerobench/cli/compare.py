@@ -18,6 +18,8 @@ from lerobench.cli.common import (
     console,
     elide_middle,
     err_console,
+    natural_width,
+    print_widened,
 )
 from lerobench.errors import LerobenchError
 
@@ -32,15 +34,7 @@ def _p(value: float) -> str:
 
 def _print_whole(table: Table) -> None:
     """Print ``table`` with every cell whole: the console widened to the table's natural width (not a TTY)."""
-    from rich.measure import Measurement
-
-    needed = Measurement.get(console, console.options.update_width(10_000), table).maximum
-    width = console.width
-    console.width = max(width, needed)  # print(width=...) is capped at the console's width
-    try:
-        console.print(table, crop=False)
-    finally:
-        console.width = width
+    print_widened(table, natural_width(table).maximum)
 
 
 def task_label(task: dict[str, Any], width: int) -> str:

@@ -29,7 +29,7 @@ import numpy as np
 
 from lerobench.envs.base import env_action, episode_seed
 from lerobench.policies.base import Policy, observation_needs, policy_numerics, policy_traits
-from lerobench.policies.invariance import as_actions, concat_rows, neighbour_rows
+from lerobench.policies.invariance import as_actions, concat_rows, max_difference, neighbour_rows
 from lerobench.policies.width import take_rows
 
 PASS, FAIL, WARN, INFO = "pass", "fail", "warn", "info"
@@ -123,14 +123,6 @@ def _call(policy: Policy, batch: tuple[dict[str, Any], list[str]], descriptions:
     return as_actions(policy.select_action(obs, [descriptions.get(t, t) for t in tasks]))
 
 
-def _diff(a: np.ndarray, b: np.ndarray) -> float:
-    if a.shape != b.shape:
-        return float("inf")
-    d = np.abs(a - b)
-    d[np.isnan(a) & np.isnan(b)] = 0.0
-    return float(np.nan_to_num(d, nan=np.inf).max()) if d.size else 0.0
-
-
 def run_checks(spec: str, plan: Any, policy: Policy, task: Any, episodes: int = 4, steps: int = 3,
                width: int | None = None) -> Report:
     """Every check of the module docstring on ``task``'s first rows; never raises for a failing policy."""
@@ -144,7 +136,7 @@ def run_checks(spec: str, plan: Any, policy: Policy, task: Any, episodes: int = 
     base = _call(policy, batch, descriptions)
     report.checks.append(_validity(base, len(starts), plan.action_dim))
     again = _call(policy, batch, descriptions)
-    d = _diff(base, again)
+    d = max_difference(base, again)
     report.checks.append(Check("deterministic", PASS if d == 0 else FAIL,
                                "same rows twice: identical bits" if d == 0 else
                                f"same rows twice differ by up to {d:.3g}: a random stream outside row_generators, "
@@ -176,13 +168,13 @@ def _invariance(policy: Policy, starts: list[dict[str, Any]], base: np.ndarray, 
     n = len(starts)
     worst = 0.0
     for i, row in enumerate(starts):
-        worst = max(worst, _diff(_call(policy, _stack([row]), descriptions)[0], base[i]))
+        worst = max(worst, max_difference(_call(policy, _stack([row]), descriptions)[0], base[i]))
     reversed_out = _call(policy, _stack(starts[::-1]), descriptions)[::-1]
-    worst = max(worst, _diff(reversed_out, base))
+    worst = max(worst, max_difference(reversed_out, base))
     obs, tasks = _stack(starts)
     fill = neighbour_rows(obs, tasks, max(1, 2 * width + 1 - n), salt=7)
     wide = _call(policy, concat_rows([fill, (obs, tasks)]), descriptions)[-n:]
-    worst = max(worst, _diff(wide, base))
+    worst = max(worst, max_difference(wide, base))
     if worst == 0:
         return Check("batch-invariant", PASS, f"1, {n} and {2 * width + 1} rows, reversed: identical bits", 0.0)
     hint = SHAPE_HINT if worst < 1e-4 else BATCH_HINT
@@ -204,7 +196,7 @@ def _isolation(policy: Policy, starts: list[dict[str, Any]], base: np.ndarray, d
         for c in changed_obs["images"]:
             changed_obs["images"][c][1:] = changed["images"][c][1:]
     out = _call(policy, (changed_obs, tasks), descriptions)
-    d = _diff(out[:1], base[:1])
+    d = max_difference(out[:1], base[:1])
     if len(starts) < 2:
         return Check("row isolation", INFO, "one row only: nothing to change beside it")
     return Check("row isolation", PASS if d == 0 else FAIL,
@@ -217,7 +209,7 @@ def _noise(policy: Policy, starts: list[dict[str, Any]], base: np.ndarray, descr
     obs, tasks = _stack(starts)
     shifted = dict(obs, episode_seed=np.asarray(obs["episode_seed"]) + 1_000_003)
     out = _call(policy, (shifted, tasks), descriptions)
-    moved = _diff(out, base)
+    moved = max_difference(out, base)
     if policy_traits(policy).stochastic:
         if moved == 0:
             return Check("noise per episode", WARN, "declared stochastic, but another episode key draws the same "
@@ -235,9 +227,9 @@ def _reset(policy: Policy, rows: list[dict[str, Any]], base: np.ndarray, batch: 
     policy.reset()
     for row in rows:
         policy.select_action(row, [descriptions.get(t, t) for t in row["task"]])
-    d = _diff(_call(policy, batch, descriptions), base)
+    d = max_difference(_call(policy, batch, descriptions), base)
     clone = copy.copy(policy) if policy_traits(policy).copy_safe else None
-    d_copy = _diff(_call(clone, batch, descriptions), base) if clone is not None else 0.0
+    d_copy = max_difference(_call(clone, batch, descriptions), base) if clone is not None else 0.0
     worst = max(d, d_copy)
     return Check("reset", PASS if worst == 0 else FAIL,
                  "after later steps, reset() (and a copy's reset) gives the fresh policy's actions" if worst == 0 else

@@ -92,7 +92,10 @@ def probes(observation: dict[str, Any], descriptions: list[str]) -> list[tuple[d
     return out
 
 
-def _difference(a: np.ndarray, b: np.ndarray) -> float:
+def max_difference(a: np.ndarray, b: np.ndarray) -> float:
+    """Largest |a - b| (NaN where both are NaN counts as equal, a lone NaN as infinite); inf for other shapes."""
+    if a.shape != b.shape:
+        return float("inf")
     same_nan = np.isnan(a) & np.isnan(b)
     diff = np.abs(np.where(same_nan, 0.0, a - b))
     return float(np.nanmax(np.where(np.isnan(diff), np.inf, diff))) if diff.size else 0.0
@@ -103,7 +106,7 @@ def compare(real: np.ndarray, probe: np.ndarray, where: np.ndarray) -> float | N
     rows = np.flatnonzero(where >= 0)
     if probe.ndim != real.ndim or probe.shape[1:] != real.shape[1:] or len(probe) <= where.max():
         return None
-    return _difference(real[rows], probe[where[rows]])
+    return max_difference(real[rows], probe[where[rows]])
 
 
 def checked_call(select: Select, observation: dict[str, Any],

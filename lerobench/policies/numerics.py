@@ -10,7 +10,9 @@ is recorded but not fixed: at a fixed call shape it did not change a row's bits 
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -28,6 +30,42 @@ def deterministic_torch() -> None:
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.set_float32_matmul_precision("highest")
     torch.use_deterministic_algorithms(True, warn_only=True)
+
+
+@contextlib.contextmanager
+def preserved_torch_state() -> Iterator[None]:
+    """Put back every torch-global setting ``deterministic_torch`` changes (and threads, grad mode), whatever happens.
+
+    For callers that share the process with other torch work (``lerobench.evaluate`` in a training loop). A
+    no-op when torch is not imported: a torch policy loaded inside then leaves it loaded, but unchanged for
+    nobody else.
+    """
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None:
+        yield
+        return
+    saved_env = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
+    threads, grad = torch.get_num_threads(), torch.is_grad_enabled()
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    cudnn = torch.backends.cudnn
+    cudnn_flags = (cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32)
+    matmul_tf32, precision = torch.backends.cuda.matmul.allow_tf32, torch.get_float32_matmul_precision()
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+        torch.set_grad_enabled(grad)
+        torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
+        cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32 = cudnn_flags
+        torch.backends.cuda.matmul.allow_tf32 = matmul_tf32
+        torch.set_float32_matmul_precision(precision)
+        if saved_env is None:
+            os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
+        else:
+            os.environ["CUBLAS_WORKSPACE_CONFIG"] = saved_env
 
 
 def numerics_record(device: Any, dtype: Any, call_width: int) -> dict[str, Any]:
