@@ -3,13 +3,38 @@
 from __future__ import annotations
 
 import difflib
+import signal
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 STOP_REQUESTED = threading.Event()
 """Set by the CLI's signal handlers the moment Ctrl-C or SIGTERM arrives (its exception may land a little later):
 a failure seen meanwhile (workers stopped by the same signal) is a consequence of the stop, not a crash."""
+
+
+HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGALRM}
+"""The signals whose handlers may raise a stop: Ctrl-C, SIGTERM, and SIGALRM (a stop re-raised after an import)."""
+
+
+@contextmanager
+def stops_deferred() -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM (``HELD_SIGNALS``) until the block ends: their exception cannot split it.
+
+    Why: the CLI's handlers raise in the main thread between any two bytecodes. Landing between "count this
+    episode" and "queue its line", results.json counted an episode that episodes.jsonl never got. Blocked here,
+    the signal stays pending in the kernel and its handler runs right after the block. Other threads never
+    run Python signal handlers, so there is nothing to hold.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, HELD_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 class LerobenchError(Exception):

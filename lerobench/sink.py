@@ -28,7 +28,7 @@ from lerobench.analysis.results import (
 )
 from lerobench.analysis.rundir import RunDir
 from lerobench.config import TaskSpec
-from lerobench.errors import PolicyError, ResumeError
+from lerobench.errors import PolicyError, ResumeError, stops_deferred
 from lerobench.identity import diff
 from lerobench.inference import CallStats
 from lerobench.plan import EXTENT, RunPlan, WorkUnit
@@ -237,17 +237,17 @@ class RecordSink:
         if count_steps:
             self.steps(task, record.steps)
         ends_episode = record.error is not None or record.trial == self.plan.settings.trials_per_episode - 1
-        with self._lock:
+        with stops_deferred(), self._lock:  # counted and queued together: a results.json never counts a lost line
             self._last_end = time.perf_counter()
             began = self._last_end - record.elapsed_s  # the episode's own clock excludes the env's build
             self._first_start = began if self._first_start is None else min(self._first_start, began)
+            self._writer.put_episode(record)  # queued in the order counted: no snapshot can overtake its line
             self.records.append(record)
             if ends_episode:
                 self._counts[task.name] = self._counts.get(task.name, 0) + 1
             complete = ends_episode and self._counts[task.name] == self._expected.get(task.name)
             say_clipping = bool(record.clipped) and not self._clipping_said
             self._clipping_said |= say_clipping  # once per run: the fraction per task is in results.json
-        self._writer.put_episode(record)
         self._warn_failed_check(task, record)
         if say_clipping:
             self.reporter.message(

@@ -149,3 +149,41 @@ def test_a_stop_during_an_import_is_raised_once_the_import_is_done():
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_stop_never_lands_between_counting_an_episode_and_queueing_its_line(tmp_path):
+    """CI once saw results.json count 21 episodes beside 20 lines: Ctrl-C landed inside ``RecordSink.episode``.
+
+    Here SIGINT arrives at random moments while the real sink takes episode after episode; after each stop the
+    final results.json must count exactly the lines on disk.
+    """
+    from lerobench.plan import RunSettings, make_plan
+    from lerobench.registry import load_suite
+    from lerobench.sink import RecordSink
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    rng = random.Random(0)
+    try:
+        for attempt in range(25):
+            out = tmp_path / f"run{attempt}"
+            out.mkdir()
+            plan = make_plan(RunSettings(suite=load_suite("smoke"), policy="zero", output=out, episodes=10**6))
+            sink = RecordSink(plan)
+            sink.open()
+            task = plan.suite.tasks[0]
+            signal.setitimer(signal.ITIMER_REAL, rng.uniform(0.002, 0.02))
+            try:
+                for episode in range(10**6):
+                    sink.episode(task, plan.error_record(task, episode, "made up"))
+            except KeyboardInterrupt:
+                pass
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            results = sink.close(ok=False)
+            assert results["overall"]["n_episodes"] == len(_episodes(out)) > 0
+            assert json.loads((out / "results.json").read_text())["overall"]["n_episodes"] == len(_episodes(out))
+    finally:
+        signal.signal(signal.SIGALRM, previous)
