@@ -82,7 +82,7 @@ def harness(suite, task: str, steps: int, episodes: int, n: int, policy: str, ex
     with tempfile.TemporaryDirectory() as tmp:
         sized = {"batch_size": n} if executor == "vector" else {"workers": n}
         settings = RunSettings(suite=suite.select_tasks([task]), policy=policy, output=Path(tmp) / "o",
-                               episodes=episodes, max_steps=steps, stop_on_success=False, executor=executor,
+                               episodes=episodes, max_steps=steps, stop_on_success=False, executor=executor, videos=0,
                                **sized)
         results = Evaluation(settings).run()
     config = results["config"]

@@ -19,15 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from lerobench.analysis.records import EpisodeRecord
-from lerobench.plan.planner import DEFAULT_VIDEO_FPS, DEFAULT_VIDEO_SIZE
-
-CLI_DEFAULTS: dict[str, Any] = {
-    "tasks": None, "episodes": None, "batch_size": 0, "seed": 0, "protocol": "standard", "max_steps": None,
-    "stop_on_success": True, "videos": 2, "replan_steps": 1, "parallel_tasks": 1, "trials": None, "device": "cpu",
-    "call_width": None, "executor": "auto", "workers": 0, "resume": False, "record": "none",
-    "video_fps": DEFAULT_VIDEO_FPS, "video_size": DEFAULT_VIDEO_SIZE,
-}
-"""The defaults ``evaluate`` shares with ``lerobench eval`` (``tests/test_api.py`` compares them with the CLI's)."""
+from lerobench.plan.options import default
 
 LOG_DIR = "lerobench-logs"
 """Where ``evaluate(output=None, log_to=...)`` puts the trackers' stores (relative to the working directory): its run
@@ -98,25 +90,25 @@ def evaluate(
     policy: Any,
     suite: str | Path,
     *,
-    tasks: str | Sequence[str | int] | None = CLI_DEFAULTS["tasks"],
-    episodes: int | None = CLI_DEFAULTS["episodes"],
-    batch_size: int = CLI_DEFAULTS["batch_size"],
-    seed: int = CLI_DEFAULTS["seed"],
-    protocol: str = CLI_DEFAULTS["protocol"],
-    max_steps: int | None = CLI_DEFAULTS["max_steps"],
-    stop_on_success: bool = CLI_DEFAULTS["stop_on_success"],
-    videos: int = CLI_DEFAULTS["videos"],
-    video_fps: float = CLI_DEFAULTS["video_fps"],
-    video_size: int = CLI_DEFAULTS["video_size"],
-    replan_steps: int = CLI_DEFAULTS["replan_steps"],
-    parallel_tasks: int = CLI_DEFAULTS["parallel_tasks"],
-    trials: int | None = CLI_DEFAULTS["trials"],
-    device: str = CLI_DEFAULTS["device"],
-    call_width: int | None = CLI_DEFAULTS["call_width"],
-    executor: str = CLI_DEFAULTS["executor"],
-    workers: int = CLI_DEFAULTS["workers"],
-    resume: bool = CLI_DEFAULTS["resume"],
-    record: str = CLI_DEFAULTS["record"],
+    tasks: str | Sequence[str | int] | None = None,
+    episodes: int | None = default("episodes"),
+    batch_size: int = default("batch_size"),
+    seed: int = default("seed"),
+    protocol: str = default("protocol"),
+    max_steps: int | None = default("max_steps"),
+    stop_on_success: bool = default("stop_on_success"),
+    videos: int = default("videos"),
+    video_fps: float = default("video_fps"),
+    video_size: int = default("video_size"),
+    replan_steps: int = default("replan_steps"),
+    parallel_tasks: int = default("parallel_tasks"),
+    trials: int | None = default("trials"),
+    device: str = default("device"),
+    call_width: int | None = default("call_width"),
+    executor: str = default("executor"),
+    workers: int = default("workers"),
+    resume: bool = default("resume"),
+    record: str = default("record"),
     output: str | Path | None = None,
     log_to: Sequence[str] = (),
     step: int | None = None,

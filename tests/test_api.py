@@ -14,25 +14,38 @@ import pytest
 
 import lerobench
 from lerobench.analysis.trials import pass_at_k, unbiased_pass_at_k
-from lerobench.api import CLI_DEFAULTS
 from lerobench.errors import ConfigError
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("metaworld")
 
 
-def test_api_and_cli_share_every_default():
+def test_cli_settings_and_api_share_every_default():
+    """One declaration (plan/options.py): every ``RunSettings`` field with a flag has the same default on the
+    command line, in ``RunSettings`` and in ``lerobench.evaluate`` (where it takes the setting)."""
+    import dataclasses
+
     import typer.main
 
     from lerobench.cli import app
+    from lerobench.plan.options import SETTINGS
+    from lerobench.plan.planner import RunSettings
 
     command = typer.main.get_command(app).commands["eval"]
     cli = {p.name: p.default for p in command.params}
+    fields = {f.name: f.default for f in dataclasses.fields(RunSettings)}
     api = {name: p.default for name, p in inspect.signature(lerobench.evaluate).parameters.items()
            if p.default is not inspect.Parameter.empty}
-    assert set(CLI_DEFAULTS) <= set(cli) and set(CLI_DEFAULTS) <= set(api)
-    for name in CLI_DEFAULTS:
-        assert api[name] == cli[name] == CLI_DEFAULTS[name], name
+    assert set(SETTINGS) <= set(cli) and set(SETTINGS) <= set(fields)
+    flagged = {f for f in fields if f in cli} - {"suite", "policy", "output"}  # those three have no default
+    assert flagged <= set(SETTINGS), flagged - set(SETTINGS)  # every other flag is declared once
+    for name, setting in SETTINGS.items():
+        on_cli = tuple(cli[name]) if isinstance(cli[name], list) else cli[name]
+        assert on_cli == fields[name] == setting.default, name
+        if name in api:
+            assert api[name] == setting.default, name
+    assert {"videos", "episodes", "seed", "executor", "call_width", "video_fps"} <= set(api)
+    assert cli["tasks"] is api["tasks"] is None
 
 
 def _settled_thread_count(quiet_s=0.3, limit_s=10.0):

@@ -105,7 +105,7 @@ def test_inline_steps_only_the_envs_not_held(tmp_path):
     from lerobench.plan.planner import RunSettings, make_plan
     from lerobench.suite.registry import load_suite
 
-    plan = make_plan(RunSettings(suite=load_suite("smoke"), policy="zero", output=tmp_path))
+    plan = make_plan(RunSettings(suite=load_suite("smoke"), policy="zero", output=tmp_path, videos=0))
     venv = make_vector_env(plan.env_spec(plan.suite.tasks[0], (), None), 3, in_process=True)
     try:
         assert venv.step_width == 1
@@ -236,7 +236,7 @@ def test_a_worker_resets_one_env_while_the_others_step(tmp_path):
     from lerobench.plan.planner import RunSettings, make_plan
     from lerobench.suite.registry import load_suite
 
-    plan = make_plan(RunSettings(suite=load_suite("smoke"), policy="zero", output=tmp_path))
+    plan = make_plan(RunSettings(suite=load_suite("smoke"), policy="zero", output=tmp_path, videos=0))
     spec = plan.env_spec(plan.suite.tasks[0], (), None)
     options = {"episodes": [0, 1], "trials": [0, 0], "record": [False, False]}
     venv = make_vector_env(spec, 2, in_process=False)

@@ -144,6 +144,7 @@ def test_ctrl_c_leaves_no_worker_behind(tmp_path, executor, sig, code):
 
 
 def _plan(tmp_path, **kw):
+    kw.setdefault("videos", 0)
     return make_plan(RunSettings(suite=load_suite("metaworld_mt10"), policy="zero", output=tmp_path, **kw))
 
 

@@ -170,7 +170,8 @@ def test_a_stop_never_lands_between_counting_an_episode_and_queueing_its_line(tm
         for attempt in range(25):
             out = tmp_path / f"run{attempt}"
             out.mkdir()
-            plan = make_plan(RunSettings(suite=load_suite("smoke"), policy="zero", output=out, episodes=10**6))
+            plan = make_plan(RunSettings(suite=load_suite("smoke"), policy="zero", output=out, videos=0,
+                                         episodes=10**6))
             sink = RecordSink(plan)
             sink.open()
             task = plan.suite.tasks[0]

@@ -259,7 +259,7 @@ def _evaluate(tmp_path, name: str, suite: str, policy: str, trials: int, episode
               batch: int = 1, **extra):
     settings = RunSettings(suite=load_suite(suite).select_tasks(extra.pop("tasks", None)), policy=policy,
                            output=tmp_path / name, episodes=episodes, batch_size=batch, seed=2, max_steps=max_steps,
-                           trials=trials, **extra)
+                           trials=trials, **{"videos": 0, **extra})
     return Evaluation(settings).run()
 
 

@@ -52,7 +52,7 @@ def test_an_evaluation_runs_once_then_refuses_clearly(tmp_path):
     from lerobench.suite.registry import load_suite
 
     suite = load_suite("smoke").select_tasks(["reach-v3"])
-    evaluation = Evaluation(RunSettings(suite=suite, policy="zero", output=tmp_path / "o", max_steps=2))
+    evaluation = Evaluation(RunSettings(suite=suite, policy="zero", output=tmp_path / "o", max_steps=2, videos=0))
     assert evaluation.run()["overall"]["n_episodes"] == 1
     with pytest.raises(RunError, match="already run; build a new Evaluation"):
         evaluation.run()

@@ -44,7 +44,7 @@ def check_policy(
     try:
         s = load_suite(suite).select_tasks([task] if task else None)
         settings = RunSettings(suite=s, policy=policy, output=Path("."), protocol=protocol, seed=seed,
-                               device=device, call_width=call_width, max_steps=max(steps + 1, 2))
+                               device=device, call_width=call_width, max_steps=max(steps + 1, 2), videos=0)
         plan = make_plan(settings)
         loaded = load_policy(policy, plan.context())
         try:

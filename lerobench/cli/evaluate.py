@@ -26,7 +26,7 @@ from lerobench.cli.common import (
     task_names,
 )
 from lerobench.errors import LerobenchError
-from lerobench.output.video_recorder import DEFAULT_VIDEO_FPS, DEFAULT_VIDEO_SIZE
+from lerobench.plan.options import SETTINGS, cli_option
 from lerobench.trackers import check_trackers, parse_log_to
 
 
@@ -231,72 +231,49 @@ def evaluate(
         None, "--policy", "-p",
         help="random | zero | metaworld-expert | metaworld-adaptive-reach | module.path:factory | ws://host:port | "
              "lerobot:<dir>. Default: the suite's default policy."),
-    episodes: int | None = typer.Option(None, "--episodes", "-n", help="Episodes per task (default: suite's)."),
+    episodes: int | None = cli_option("episodes"),
     tasks: str | None = typer.Option(
         None, "--tasks", help="Tasks to run: names, suite-local indices or ranges, comma-separated "
                               "(reach-v3,push-v3 or 0-4,7)."),
-    batch_size: int = typer.Option(0, "--batch-size", "-b", help="Envs per task; 0 = auto (cores, memory)."),
-    seed: int = typer.Option(0, "--seed", help="Run seed: episode i of a task is fixed by (seed, task, i)."),
+    batch_size: int = cli_option("batch_size"),
+    seed: int = cli_option("seed"),
     output: Path | None = typer.Option(None, "--output", "-o",
                                           help="Output directory (default outputs/<suite>/<timestamp>)."),
-    protocol: str = typer.Option("standard", "--protocol", help="Named protocol of the suite (e.g. lerobot)."),
-    max_steps: int | None = typer.Option(None, "--max-steps", help="Override the step limit (smoke runs)."),
-    stop_on_success: bool = typer.Option(True, "--stop-on-success/--no-stop-on-success",
-                                         help="End an episode at its first success."),
-    videos: int = typer.Option(2, "--videos", help="Record the first N episodes of each task (0: none)."),
-    video_fps: float = typer.Option(
-        DEFAULT_VIDEO_FPS, "--video-fps", help="Video frame rate, at most the control rate (80 Hz Meta-World, 20 Hz "
-                                               "LIBERO): only the steps encoded are rendered."),
-    video_size: int = typer.Option(
-        DEFAULT_VIDEO_SIZE, "--video-size", help="Largest side of frames rendered for the video alone (0: the "
-                                                 "protocol's image size; a policy camera's own images are reused)."),
-    resume: bool = typer.Option(False, "--resume", help="Continue the run in --output, skipping finished episodes."),
-    episode_timeout: float | None = typer.Option(
-        None, "--episode-timeout", help="Seconds one env step may take before its worker counts as hung."),
-    replan_steps: int = typer.Option(1, "--replan-steps", help="Actions executed per returned action chunk."),
-    parallel_tasks: int = typer.Option(1, "--parallel-tasks", help="Tasks evaluated at once (threads)."),
-    trials: int | None = typer.Option(
-        None, "--trials", help="Attempts per episode at the same start, policy memory kept (default: suite's)."),
-    formats: list[str] = typer.Option([], "--format", help="Also write another format: lerobot (eval_info.json)."),
-    record: str = typer.Option("none", "--record", help="Save rollouts to recordings/<task>.h5: none|success|all."),
-    device: str = typer.Option("cpu", "--device", help="cpu | cuda | cuda:N | auto (for torch policies)."),
-    call_width: int | None = typer.Option(
-        None, "--call-width", min=0,
-        help="Rows per call of a torch policy, padded, so a row's action never depends on its neighbours "
-             "(default: 8 on cpu, 16 on cuda; 0: unpadded, batch-dependent numerics). docs/policies.md"),
-    shard: str | None = typer.Option(None, "--shard", help="Run only shard I of N (I/N, from 0) of the "
-                                     "(task, episode) units; combine shards with `lerobench merge`."),
+    protocol: str = cli_option("protocol"),
+    max_steps: int | None = cli_option("max_steps"),
+    stop_on_success: bool = cli_option("stop_on_success"),
+    videos: int = cli_option("videos"),
+    video_fps: float = cli_option("video_fps"),
+    video_size: int = cli_option("video_size"),
+    resume: bool = cli_option("resume"),
+    episode_timeout: float | None = cli_option("episode_timeout"),
+    replan_steps: int = cli_option("replan_steps"),
+    parallel_tasks: int = cli_option("parallel_tasks"),
+    trials: int | None = cli_option("trials"),
+    formats: list[str] = cli_option("formats"),
+    record: str = cli_option("record"),
+    device: str = cli_option("device"),
+    call_width: int | None = cli_option("call_width"),
+    shard: str | None = cli_option("shard"),
     max_errors: int | None = typer.Option(
         None, "--max-errors", min=0,
         help=f"Exit {EXIT_TOO_MANY_ERRORS} if more than N episodes end in an error (CI: 0). Default: no limit."),
-    executor: str = typer.Option("auto", "--executor",
-                                 help="auto | inline | vector | processes | ray (docs/scaling.md)."),
-    workers: int = typer.Option(0, "--workers", help="Episode worker processes or concurrent Ray tasks; 0 = auto."),
-    ray_address: str | None = typer.Option(None, "--ray-address",
-                                           help="Ray cluster to join (auto, ray://host:10001); default: local Ray."),
-    ray_gpus_per_worker: float = typer.Option(0.0, "--ray-gpus-per-worker", help="GPUs reserved per Ray task."),
-    allow_sim_drift: bool = typer.Option(
-        False, "--allow-sim-drift",
-        help="Run even if the simulator fails its golden-state check (the run is marked drifted)."),
-    perturb: list[str] = typer.Option(
-        [], "--perturb", help="Perturb every episode, same starts and seeds: obs_noise=S, action_noise=S, "
-        "action_delay=K, camera_shift=M, light=S (comma-separated or repeated; docs/perturbations.md)."),
-    until: str | None = typer.Option(
-        None, "--until", help="Stop early, validly: halfwidth=H (each task's 95% confidence sequence), "
-                              "suite-halfwidth=H (the suite mean's), decided (with --versus). --episodes is the cap."),
-    versus: Path | None = typer.Option(
-        None, "--versus", help="Recorded run A (same suite, tasks, protocol, seed): run its episodes pair by pair "
-                               "and stop when B better / A better / equivalent is decided (docs/statistics.md)."),
-    alpha: float = typer.Option(0.05, "--alpha", help="Error level of --until's confidence sequences and test."),
+    executor: str = cli_option("executor"),
+    workers: int = cli_option("workers"),
+    ray_address: str | None = cli_option("ray_address"),
+    ray_gpus_per_worker: float = cli_option("ray_gpus_per_worker"),
+    allow_sim_drift: bool = cli_option("allow_sim_drift"),
+    perturb: list[str] = cli_option("perturb"),
+    until: str | None = cli_option("until"),
+    versus: Path | None = cli_option("versus"),
+    alpha: float = cli_option("alpha"),
     debug: bool = typer.Option(False, "--debug", help="On an error, also print its traceback (a policy's is "
                                                      "saved in the run directory as traceback.txt anyway)."),
-    margin: float = typer.Option(0.1, "--margin", help="--versus: equivalent once rate(B) - rate(A) is inside "
-                                                       "+-margin."),
+    margin: float = cli_option("margin"),
     progress_interval: float = typer.Option(
         PROGRESS_INTERVAL_S, "--progress-interval", min=0.1,
         help="Seconds between plain progress lines when stdout is not a terminal (log files, CI)."),
-    rerun: bool = typer.Option(False, "--rerun", help="Also write a Rerun recording rerun/<task>/episode_<i>.rrd "
-                                                      "of each episode --videos records (docs/trackers.md)."),
+    rerun: bool = cli_option("rerun"),
     log_to: list[str] = typer.Option(
         [], "--log-to", help="Log the finished run to wandb, trackio, mlflow, tensorboard (comma-separated or "
                              "repeated; offline, into the run directory; docs/trackers.md)."),
@@ -305,6 +282,7 @@ def evaluate(
                                     help="--log-to: wandb / trackio project, MLflow experiment."),
 ) -> None:
     """Evaluate a policy on every task of a suite and write per-episode and per-task results."""
+    flags = dict(locals())
     from lerobench.suite.registry import load_suite
 
     with interrupts_keep_results("continue with --resume"):
@@ -320,32 +298,21 @@ def evaluate(
             from lerobench.plan.shards import parse_shard, shard_units
             from lerobench.policies.loading import absolute_spec
 
-            settings = RunSettings(
-                suite=s, policy=absolute_spec(policy or s.default_policy), output=out, unique_output=output is None,
-                protocol=protocol, episodes=episodes, batch_size=batch_size, seed=seed, max_steps=max_steps,
-                stop_on_success=stop_on_success,
-                resume=resume, videos=videos, video_fps=video_fps, video_size=video_size,
-                episode_timeout=episode_timeout, replan_steps=replan_steps,
-                parallel_tasks=parallel_tasks, trials=trials, device=device, call_width=call_width,
-                record=record, rerun=rerun, formats=tuple(formats),
-                executor=executor, workers=workers, ray_address=ray_address, ray_gpus_per_worker=ray_gpus_per_worker,
-                command=tuple(sys.argv), shard=parse_shard(shard), allow_sim_drift=allow_sim_drift,
-                perturb=parse_perturbations(perturb), until=until, versus=versus,
-                alpha=alpha, margin=margin,
-            )
+            given = {name: value for name, value in flags.items() if name in SETTINGS}  # declared once: options.py
+            settings = RunSettings(**{
+                **given, "suite": s, "policy": absolute_spec(policy or s.default_policy), "output": out,
+                "unique_output": output is None, "formats": tuple(formats), "command": tuple(sys.argv),
+                "shard": parse_shard(shard), "perturb": parse_perturbations(perturb)})
+            evaluation = Evaluation(settings)
+            settings = evaluation.s  # as planned (--versus sets the episode count)
+            out = settings.output  # a default name taken in the same second: the next free one
             units = shard_units([t.name for t in s.tasks], settings.episodes_per_task, settings.shard)
-            reporter = reporter_for(len(units), s.name, progress_interval)
-            evaluation = Evaluation(settings, reporter)
-            out = evaluation.s.output  # a default name taken in the same second: the next free one
+            reporter = evaluation.reporter = reporter_for(len(units), s.name, progress_interval)
             golden = (evaluation.plan.simulator or {}).get("golden") or {}
             if golden.get("status") == "drifted":
                 err_console.print(f"[yellow]warning: simulator drift ({escape(str(golden.get('reason')))}); running "
                                   f"anyway (--allow-sim-drift): this run is marked drifted[/]", highlight=False,
                                   soft_wrap=True)
-            if evaluation.s.episodes_per_task != settings.episodes_per_task:  # --versus: run A's episode count
-                settings = evaluation.s
-                units = shard_units([t.name for t in s.tasks], settings.episodes_per_task, settings.shard)
-                reporter.progress.update(reporter.suite_bar, total=len(units))
             console.print(f"Evaluating [bold]{settings.policy}[/] on [bold]{s.name}[/] "
                           f"({_plural(len(s.tasks), 'task')} x {_plural(settings.episodes_per_task, 'episode')}"
                           f"{f' x {settings.trials_per_episode} trials' if settings.trials_per_episode > 1 else ''}, "

@@ -109,7 +109,7 @@ class ProcessExecutor:
         from lerobench.envs.vector import _preload
 
         _preload(plan.suite.backend)
-        context = multiprocessing.get_context(START_METHOD)
+        context: Any = multiprocessing.get_context(START_METHOD)  # the typeshed's BaseContext lacks Process
         pending = deque(units)
         pool: list[_Worker] = []
         deaths: dict[str, int] = {}
@@ -158,6 +158,7 @@ class ProcessExecutor:
             while w.conn.poll():
                 kind, payload = w.conn.recv()
                 if kind == "episode":
+                    assert w.unit is not None, "an episode arrived from a worker with no unit"
                     w.trials_in[payload.episode] = payload.trial + 1
                     if payload.error is not None or payload.trial + 1 == sink.plan.settings.trials_per_episode:
                         w.reported.add(payload.episode)

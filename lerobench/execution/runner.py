@@ -12,7 +12,7 @@ from typing import Any
 
 from lerobench.analysis.results import RESULTS_FILE, EpisodeRecord
 from lerobench.envs.fingerprint import checked_fingerprint, require_renderer
-from lerobench.errors import ConfigError, PolicyError, RunError
+from lerobench.errors import PolicyError, RunError
 from lerobench.execution.base import ExecutionChoice, Executor
 from lerobench.execution.registry import EXECUTORS
 from lerobench.output.directory import OutputDir, check_writable
@@ -43,6 +43,7 @@ class Evaluation:
         self.in_memory = policy is not None
         self.reporter = reporter or SilentReporter()
         plan = make_plan(settings)
+        self.s = settings = plan.settings  # as planned: --versus has set the episode count
         # Everything that can refuse the run happens here, before progress is drawn or any env starts; the
         # output directory is made only once all of it passed (a failed launch leaves no empty directory).
         check_writable(settings.output)
@@ -160,14 +161,7 @@ class Evaluation:
             return None
         from lerobench.plan.versus import load_recorded
 
-        recorded = load_recorded(self.s.versus, self.plan.config())
-        if self.s.episodes is None:
-            self.s = replace(self.s, episodes=recorded.episodes_per_task)
-            self.plan = replace(self.plan, settings=self.s)  # the episode count is a setting, nothing derived
-        elif self.s.episodes > recorded.episodes_per_task:
-            raise ConfigError(f"--episodes {self.s.episodes} is more than the {recorded.episodes_per_task} episodes "
-                              f"per task of the --versus run {self.s.versus}: there is nothing to pair them with")
-        return recorded
+        return load_recorded(self.s.versus, self.plan.config())
 
     def _ledger(self) -> Ledger | None:
         """The ``--until`` rule's index-order ledger, or None for a fixed-n run."""

@@ -85,7 +85,7 @@ class VectorExecutor:
             pool.shutdown(wait=True)
             for p in copies:
                 close_policy(p)
-        errors = [f.exception() for f in futures if not f.cancelled() and f.exception() is not None]
+        errors = [e for f in futures if not f.cancelled() and (e := f.exception()) is not None]
         real = [e for e in errors if not isinstance(e, Cancelled)]
         if real or errors:
             raise (real or errors)[0]

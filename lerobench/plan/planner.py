@@ -21,7 +21,7 @@ from lerobench.errors import ConfigError, LerobenchError, MissingDependencyError
 from lerobench.execution.registry import CHOICES
 from lerobench.execution.registry import EXECUTORS as EXECUTOR_ENTRIES
 from lerobench.output.trajectories import check_record_mode
-from lerobench.output.video_recorder import DEFAULT_VIDEO_FPS, DEFAULT_VIDEO_SIZE
+from lerobench.plan.options import default
 from lerobench.plan.shards import Shard, shard_episodes
 from lerobench.plan.stopping import Until, parse_until
 from lerobench.policies.base import ObservationNeeds, PolicyContext
@@ -51,63 +51,63 @@ class RunSettings:
     policy: str
     """Policy spec: built-in name or ``module.path:factory``."""
     output: Path
-    protocol: str = "standard"
+    protocol: str = default("protocol")
     unique_output: bool = False
     """``output`` is a default name (``outputs/<suite>/<timestamp>``): when taken, ``output-2``, ... is used."""
-    episodes: int | None = None
+    episodes: int | None = default("episodes")
     """Episodes per task; None = the suite's default."""
-    batch_size: int = 0
+    batch_size: int = default("batch_size")
     """Envs per task for the vector executor; 0 = auto from usable cores and memory."""
-    seed: int = 0
-    max_steps: int | None = None
+    seed: int = default("seed")
+    max_steps: int | None = default("max_steps")
     """Override of the protocol's step limit (for smoke runs)."""
-    stop_on_success: bool = True
-    resume: bool = False
-    videos: int = 0
+    stop_on_success: bool = default("stop_on_success")
+    resume: bool = default("resume")
+    videos: int = default("videos")
     """Record the first N episodes of each task."""
-    video_fps: float = DEFAULT_VIDEO_FPS
+    video_fps: float = default("video_fps")
     """Frames per second of videos, at most the control rate: every k-th step is rendered and encoded."""
-    video_size: int = DEFAULT_VIDEO_SIZE
+    video_size: int = default("video_size")
     """Largest side of video frames rendered for the video alone (0: the protocol's image size)."""
-    episode_timeout: float | None = None
+    episode_timeout: float | None = default("episode_timeout")
     """Seconds one vector step may take before its worker is declared hung."""
-    replan_steps: int = 1
+    replan_steps: int = default("replan_steps")
     """Actions executed from each returned action chunk before asking the policy again."""
-    record: str = "none"
+    record: str = default("record")
     """Rollout recording to HDF5: none, success or all."""
-    rerun: bool = False
+    rerun: bool = default("rerun")
     """``--rerun``: a Rerun recording (``.rrd``) of each episode ``videos`` records (lerobench.output.rerun)."""
-    formats: tuple[str, ...] = ()
+    formats: tuple[str, ...] = default("formats")
     """Extra result formats: ``lerobot`` also writes LeRobot's ``eval_info.json``."""
-    parallel_tasks: int = 1
-    trials: int | None = None
+    parallel_tasks: int = default("parallel_tasks")
+    trials: int | None = default("trials")
     """Trials (attempts at the same start) per episode; None = the suite's default."""
-    device: str = "cpu"
-    call_width: int | None = None
+    device: str = default("device")
+    call_width: int | None = default("call_width")
     """``--call-width``: rows per call of a batched torch policy, padded (0: unpadded); None = the device's
     default (``lerobench.policies.width``). Part of the treatment identity."""
-    shard: Shard | None = None
+    shard: Shard | None = default("shard")
     """``--shard I/N``: evaluate only this shard's (task, episode) units (lerobench.plan.shards)."""
-    executor: str = "auto"
+    executor: str = default("executor")
     """How episodes are run: auto, inline, vector, processes or ray (docs/scaling.md)."""
-    workers: int = 0
+    workers: int = default("workers")
     """Worker processes (processes executor) or concurrent Ray tasks; 0 = auto."""
-    ray_address: str | None = None
+    ray_address: str | None = default("ray_address")
     """Ray cluster to join (``auto``, ``ray://host:port``); None starts a local Ray."""
-    ray_gpus_per_worker: float = 0.0
+    ray_gpus_per_worker: float = default("ray_gpus_per_worker")
     """GPUs Ray reserves for each work unit (for GPU policies)."""
-    allow_sim_drift: bool = False
+    allow_sim_drift: bool = default("allow_sim_drift")
     """Run even when the simulator fails its golden-state check (the run is marked drifted)."""
-    perturb: tuple[tuple[str, float], ...] = ()
+    perturb: tuple[tuple[str, float], ...] = default("perturb")
     """``--perturb``: sorted (name, value) pairs applied to every env (``lerobench.envs.perturb``); starts and
     seeds stay those of the unperturbed run, so the two pair episode by episode."""
-    until: str | None = None
+    until: str | None = default("until")
     """``--until``: stop once a rule is met: ``halfwidth=H``, ``suite-halfwidth=H`` or ``decided`` (stopping.py)."""
-    versus: Path | None = None
+    versus: Path | None = default("versus")
     """``--versus RUN_DIR``: the recorded run A that this policy (B) is compared with, pair by pair."""
-    alpha: float = 0.05
+    alpha: float = default("alpha")
     """Error level of the ``--until`` rule's confidence sequences and test."""
-    margin: float = 0.1
+    margin: float = default("margin")
     """``--margin``: ``--versus`` calls A and B equivalent once rate(B) - rate(A) is inside +-margin."""
     command: tuple[str, ...] = field(default_factory=lambda: tuple(sys.argv))
 
@@ -309,6 +309,10 @@ def make_plan(settings: RunSettings) -> RunPlan:
     from lerobench.suite.registry import control_fps, get_backend
 
     s = settings
+    if s.versus is not None:  # run A's episode count is the cap: resolved before anything counts episodes
+        from lerobench.plan.versus import with_recorded_extent
+
+        s = with_recorded_extent(s)
     backend = get_backend(s.suite.backend)
     check_importable(backend)
     backend.check_suite(s.suite)  # typos in a suite file, named before any work
@@ -349,13 +353,13 @@ def make_plan(settings: RunSettings) -> RunPlan:
     if entry is not None and entry.requires and importlib.util.find_spec(entry.requires) is None:
         raise MissingDependencyError(f"--executor {s.executor} needs {entry.requires}: "
                                      f"pip install 'lerobench[{entry.extra}]'")
-    for name, value, least in (("--episodes", s.episodes, 1), ("--replan-steps", s.replan_steps, 1),
-                               ("--trials", s.trials, 1),
-                               ("--parallel-tasks", s.parallel_tasks, 1), ("--batch-size", s.batch_size, 0),
-                               ("--videos", s.videos, 0), ("--workers", s.workers, 0),
-                               ("--ray-gpus-per-worker", s.ray_gpus_per_worker, 0)):
-        if value is not None and value < least:
-            raise ConfigError(f"{name} must be >= {least}, got {value}")
+    bounds: tuple[tuple[str, float | None, float], ...] = (
+        ("--episodes", s.episodes, 1), ("--replan-steps", s.replan_steps, 1), ("--trials", s.trials, 1),
+        ("--parallel-tasks", s.parallel_tasks, 1), ("--batch-size", s.batch_size, 0), ("--videos", s.videos, 0),
+        ("--workers", s.workers, 0), ("--ray-gpus-per-worker", s.ray_gpus_per_worker, 0))
+    for name, given, least in bounds:
+        if given is not None and given < least:
+            raise ConfigError(f"{name} must be >= {least}, got {given}")
     if not 0 <= s.seed <= MAX_SEED:  # NumPy's SeedSequence and the simulators' seeding take 32-bit unsigned seeds
         raise ConfigError(f"--seed must be between 0 and {MAX_SEED}, got {s.seed}")
     if not re.fullmatch(r"cpu|auto|cuda(:\d+)?", s.device):

@@ -35,6 +35,28 @@ class Recorded:
     policy: str | None
 
 
+def with_recorded_extent(settings: Any) -> Any:
+    """``settings`` with run A's episode count as the cap: ``--episodes`` defaults to it and may not exceed it.
+
+    Why here: the plan (and so the progress total, the units, the ``--until`` cap) is made once from settings that
+    already say how many episodes run; A's identity is checked later, once this machine's simulator is known.
+    """
+    from dataclasses import replace
+
+    results = Path(settings.versus) / "results.json"
+    try:
+        cap = int(json.loads(results.read_text(encoding="utf-8"))["config"]["episodes_per_task"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"--versus {settings.versus}: cannot read its episodes per task from {results} "
+                          f"({type(exc).__name__}: {exc}); is it a lerobench run directory?") from exc
+    if settings.episodes is None:
+        return replace(settings, episodes=cap)
+    if settings.episodes > cap:
+        raise ConfigError(f"--episodes {settings.episodes} is more than the {cap} episodes per task of the "
+                          f"--versus run {settings.versus}: there is nothing to pair them with")
+    return settings
+
+
 def load_recorded(path: Path, current: dict[str, Any]) -> Recorded:
     """Read run A, refuse a different identity or missing episodes; ``current`` is this run's config."""
     from lerobench.analysis.compare import load_run

@@ -1,0 +1,97 @@
+"""Every evaluation setting declared once: its flags, default and help.
+
+Why: each eval flag used to be written three times (a typer option, a ``RunSettings`` field, the call that
+copies one into the other) and the defaults drifted (``--videos`` was 2 on the command line and 0 for Python
+callers). Now ``RunSettings`` takes its field defaults from ``SETTINGS``, ``lerobench eval`` builds its options
+from it (``cli_option``) and ``lerobench.evaluate`` reads its defaults from it, so the three cannot disagree
+(``tests/test_api.py`` checks it). Light on purpose: ``lerobench --help`` imports it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from lerobench.output.video_recorder import DEFAULT_VIDEO_FPS, DEFAULT_VIDEO_SIZE
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting of an evaluation: the ``RunSettings`` field of the same name and its ``lerobench eval`` flags."""
+
+    flags: tuple[str, ...]
+    default: Any
+    help: str
+    minimum: float | None = None
+    """Smallest value the command line takes (``typer``'s ``min``); ``make_plan`` checks the rest."""
+
+
+SETTINGS: dict[str, Setting] = {
+    "protocol": Setting(("--protocol",), "standard", "Named protocol of the suite (e.g. lerobot)."),
+    "episodes": Setting(("--episodes", "-n"), None, "Episodes per task (default: suite's)."),
+    "batch_size": Setting(("--batch-size", "-b"), 0, "Envs per task; 0 = auto (cores, memory)."),
+    "seed": Setting(("--seed",), 0, "Run seed: episode i of a task is fixed by (seed, task, i)."),
+    "max_steps": Setting(("--max-steps",), None, "Override the step limit (smoke runs)."),
+    "stop_on_success": Setting(("--stop-on-success/--no-stop-on-success",), True,
+                               "End an episode at its first success."),
+    "resume": Setting(("--resume",), False, "Continue the run in --output, skipping finished episodes."),
+    "videos": Setting(("--videos",), 2, "Record the first N episodes of each task (0: none)."),
+    "video_fps": Setting(("--video-fps",), DEFAULT_VIDEO_FPS,
+                         "Video frame rate, at most the control rate (80 Hz Meta-World, 20 Hz LIBERO): only the "
+                         "steps encoded are rendered."),
+    "video_size": Setting(("--video-size",), DEFAULT_VIDEO_SIZE,
+                          "Largest side of frames rendered for the video alone (0: the protocol's image size; a "
+                          "policy camera's own images are reused)."),
+    "episode_timeout": Setting(("--episode-timeout",), None,
+                               "Seconds one env step may take before its worker counts as hung."),
+    "replan_steps": Setting(("--replan-steps",), 1, "Actions executed per returned action chunk."),
+    "record": Setting(("--record",), "none", "Save rollouts to recordings/<task>.h5: none|success|all."),
+    "rerun": Setting(("--rerun",), False, "Also write a Rerun recording rerun/<task>/episode_<i>.rrd of each "
+                                          "episode --videos records (docs/trackers.md)."),
+    "formats": Setting(("--format",), (), "Also write another format: lerobot (eval_info.json)."),
+    "parallel_tasks": Setting(("--parallel-tasks",), 1, "Tasks evaluated at once (threads)."),
+    "trials": Setting(("--trials",), None,
+                      "Attempts per episode at the same start, policy memory kept (default: suite's)."),
+    "device": Setting(("--device",), "cpu", "cpu | cuda | cuda:N | auto (for torch policies)."),
+    "call_width": Setting(("--call-width",), None,
+                          "Rows per call of a torch policy, padded, so a row's action never depends on its "
+                          "neighbours (default: 8 on cpu, 16 on cuda; 0: unpadded, batch-dependent numerics). "
+                          "docs/policies.md", minimum=0),
+    "shard": Setting(("--shard",), None, "Run only shard I of N (I/N, from 0) of the (task, episode) units; "
+                                         "combine shards with `lerobench merge`."),
+    "executor": Setting(("--executor",), "auto", "auto | inline | vector | processes | ray (docs/scaling.md)."),
+    "workers": Setting(("--workers",), 0, "Episode worker processes or concurrent Ray tasks; 0 = auto."),
+    "ray_address": Setting(("--ray-address",), None,
+                           "Ray cluster to join (auto, ray://host:10001); default: local Ray."),
+    "ray_gpus_per_worker": Setting(("--ray-gpus-per-worker",), 0.0, "GPUs reserved per Ray task."),
+    "allow_sim_drift": Setting(("--allow-sim-drift",), False,
+                               "Run even if the simulator fails its golden-state check (the run is marked drifted)."),
+    "perturb": Setting(("--perturb",), (),
+                       "Perturb every episode, same starts and seeds: obs_noise=S, action_noise=S, action_delay=K, "
+                       "camera_shift=M, light=S (comma-separated or repeated; docs/perturbations.md)."),
+    "until": Setting(("--until",), None,
+                     "Stop early, validly: halfwidth=H (each task's 95% confidence sequence), suite-halfwidth=H (the "
+                     "suite mean's), decided (with --versus). --episodes is the cap."),
+    "versus": Setting(("--versus",), None,
+                      "Recorded run A (same suite, tasks, protocol, seed): run its episodes pair by pair and stop "
+                      "when B better / A better / equivalent is decided (docs/statistics.md)."),
+    "alpha": Setting(("--alpha",), 0.05, "Error level of --until's confidence sequences and test."),
+    "margin": Setting(("--margin",), 0.1, "--versus: equivalent once rate(B) - rate(A) is inside +-margin."),
+}
+"""Keyed by ``RunSettings`` field name. The command line spells some values differently (``--shard 0/2``,
+``--perturb light=0.5``, repeated ``--format``); ``lerobench eval`` parses those before building the settings."""
+
+
+def default(name: str) -> Any:
+    """The default of setting ``name``, for ``RunSettings`` and ``lerobench.evaluate``."""
+    return SETTINGS[name].default
+
+
+def cli_option(name: str) -> Any:
+    """The ``typer.Option`` of setting ``name`` (a repeated option's tuple default becomes typer's list)."""
+    import typer
+
+    setting = SETTINGS[name]
+    value = list(setting.default) if isinstance(setting.default, tuple) else setting.default
+    extra = {"min": setting.minimum} if setting.minimum is not None else {}
+    return typer.Option(value, *setting.flags, help=setting.help, **extra)
