@@ -5,6 +5,7 @@ import shutil
 
 import numpy as np
 import pytest
+from helpers import write_trial_run
 from typer.testing import CliRunner
 
 from lerobench.cli import app
@@ -119,61 +120,6 @@ def test_incomplete_run_is_compared_on_finished_episodes_and_left_untouched(tmp_
 
 
 # -- multi-trial runs (TRIALS_SCHEMA): synthetic run directories, since this branch cannot run K trials -------
-
-def _line(task, episode, trial, success, error=None):
-    return {"task": task, "episode": episode, "trial": trial, "seed": 1000 + episode, "init_state": episode,
-            "success": success, "success_at_end": success, "steps": 10, "return": 1.0, "elapsed_s": 0.1,
-            "error": error, "video": None, "renders": 0, "max_reward": 1.0}
-
-
-def write_trial_run(path, outcomes, policy, errors=None):
-    """``outcomes[task][episode]`` = per-trial successes; ``errors[(task, episode)] = trial`` ends that episode."""
-    from lerobench.analysis.stats import compare_paired
-
-    errors = errors or {}
-    path.mkdir()
-    trials = len(next(iter(next(iter(outcomes.values())))))
-    lines, effective = [], {}
-    for task, episodes in outcomes.items():
-        for episode, row in enumerate(episodes):
-            stop = errors.get((task, episode))
-            eff = []
-            for k, ok in enumerate(row):
-                if stop is not None and k > stop:
-                    eff.append(False)
-                    continue
-                failed = stop == k
-                lines.append(_line(task, episode, k, ok and not failed, "simulator step failed" if failed else None))
-                eff.append(ok and not failed)
-            effective[(task, episode)] = eff
-    (path / "episodes.jsonl").write_text("".join(json.dumps(e) + "\n" for e in lines))
-
-    def block(rows):
-        n = len(rows)
-        per_k = [sum(r[k] for r in rows) for k in range(trials)]
-        within = [sum(any(r[: k + 1]) for r in rows) for k in range(trials)]
-        first = [r[0] for r in rows]
-        return {"n_episodes": n, "successes": per_k[0], "success_rate": per_k[0] / n, "ci95": [0.0, 1.0],
-                "n_errors": 0, "mean_steps": 10.0, "trials": trials,
-                "per_trial": [{"trial": k, "n": n, "successes": s, "success_rate": s / n, "ci95": [0.0, 1.0]}
-                              for k, s in enumerate(per_k)],
-                "success_within_k": [{"trial": k, "n": n, "successes": s, "success_rate": s / n, "ci95": [0.0, 1.0]}
-                                     for k, s in enumerate(within)],
-                "adaptation": [{"trial": k, "delta": cmp.delta, "ci95": cmp.ci95, "p_value": cmp.p_value, "n": n,
-                                "gained": cmp.gained, "lost": cmp.lost}
-                               for k in range(1, trials) for cmp in [compare_paired(first, [r[k] for r in rows])]]}
-
-    tasks = [{"task": t, "description": t, "group": None,
-              **block([effective[(t, e)] for e in range(len(eps))])} for t, eps in outcomes.items()]
-    results = {"suite": "synthetic", "policy": policy, "complete": True,
-               "config": {"suite": "synthetic", "protocol": "standard", "protocol_settings": {"max_steps": 10},
-                          "stop_on_success": True, "trials": trials, "seed": 0, "tasks": list(outcomes),
-                          "policy": policy, "episodes_per_task": max(len(eps) for eps in outcomes.values())},
-               "provenance": {}, "tasks": tasks, "groups": {},
-               "overall": {**block(list(effective.values())), "eval_s": 1.0}}
-    (path / "results.json").write_text(json.dumps(results))
-    return path
-
 
 def test_multi_trial_runs_are_compared_per_trial_index(tmp_path):
     a = write_trial_run(tmp_path / "a", {"t1": [[False, False, True]] * 8, "t2": [[True, True, True]] * 8}, "A")

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_robustness import _session_processes, _wait_for_lines, crash_suite
+from helpers import crash_suite, session_processes, wait_for_lines
 from typer.testing import CliRunner
 
 from lerobench.cli import app
@@ -111,7 +111,7 @@ def test_killed_processes_run_resumes_to_the_inline_numbers(tmp_path):
     assert done.returncode == 0, done.stderr
     proc = subprocess.Popen(_cmd(cut, "--executor", "processes", "--workers", "2"), env=_env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    _wait_for_lines(cut / "episodes.jsonl", 3, proc, limit=180)
+    wait_for_lines(cut / "episodes.jsonl", 3, proc, limit=180)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     assert len(episodes(cut)) < 12
@@ -130,15 +130,15 @@ def test_ctrl_c_leaves_no_worker_behind(tmp_path, executor, sig, code):
     cmd[cmd.index("--episodes") + 1] = "40"
     proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
-    _wait_for_lines(out / "episodes.jsonl", 2, proc, limit=180)
+    wait_for_lines(out / "episodes.jsonl", 2, proc, limit=180)
     os.killpg(proc.pid, sig)
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == code, stderr
     assert "--resume" in stderr
     deadline = time.time() + 20
-    while _session_processes(proc.pid) and time.time() < deadline:
+    while session_processes(proc.pid) and time.time() < deadline:
         time.sleep(0.5)
-    assert _session_processes(proc.pid) == []
+    assert session_processes(proc.pid) == []
     results = json.loads((out / "results.json").read_text())
     assert results["overall"]["n_episodes"] == len(episodes(out)) >= 2 and not results["complete"]
 

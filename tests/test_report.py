@@ -63,7 +63,7 @@ def test_report_headline_errors_and_provenance(tmp_path, real_runs):
 
 
 def test_report_draws_per_trial_curves_and_lists_errors(tmp_path):
-    from test_compare import write_trial_run
+    from helpers import write_trial_run
 
     run = write_trial_run(tmp_path / "k3", {"t1": [[False, True, True]] * 4, "t2": [[True, False, True]] * 4},
                           "trial-policy", errors={("t2", 3): 1})

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import crash_suite, session_processes, subprocess_env, wait_for_lines
 from typer.testing import CliRunner
 
 from lerobench.cli import app
@@ -17,23 +18,6 @@ from lerobench.rollout.inference import CALL_STATS_KEYS as CALL_STATS
 pytest.importorskip("metaworld")
 TESTS = Path(__file__).parent
 runner = CliRunner()
-
-
-def crash_suite(tmp_path, mode, crash_episode=1, crash_step=3):
-    path = tmp_path / f"crash_{mode}.toml"
-    path.write_text(f"""
-name = "crash_{mode}"
-backend = "crash_backend:BACKEND"
-episodes_per_task = 4
-control_fps = 80
-worker_memory_mb = 400
-backend_options = {{ crash_episode = {crash_episode}, crash_step = {crash_step}, mode = "{mode}" }}
-tasks = ["reach-v3"]
-
-[protocol]
-max_steps = 8
-""")
-    return path
 
 
 def episodes(out):
@@ -63,10 +47,6 @@ def _cmd(out, *extra):
             "--max-steps", "60", "--batch-size", "2", "--videos", "0", "--seed", "5", "--output", str(out), *extra]
 
 
-def _env():
-    return {**os.environ, "MUJOCO_GL": "egl", "PYTHONPATH": str(TESTS)}
-
-
 def _outcomes(out):
     return sorted((e["task"], e["episode"], e["seed"], e["success"], e["steps"], round(e["return"], 6))
                   for e in episodes(out))
@@ -79,41 +59,19 @@ def _aggregates(out):
     return [strip(t) for t in r["tasks"]], strip(r["overall"]), r["complete"]
 
 
-def _wait_for_lines(path, n, proc, limit=120):
-    start = time.time()
-    while time.time() - start < limit:
-        if path.exists() and len(path.read_text().splitlines()) >= n:
-            return
-        assert proc.poll() is None, "run ended before it could be interrupted"
-        time.sleep(0.05)
-    raise AssertionError("no progress")
-
-
-def _session_processes(sid):
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[3]) == sid and fields[0] != "Z":
-            found.append(stat.parent.name)
-    return found
-
-
 def test_kill_and_resume_equals_uninterrupted_run(tmp_path):
     full, cut = tmp_path / "full", tmp_path / "cut"
-    assert subprocess.run(_cmd(full), env=_env(), capture_output=True).returncode == 0
-    proc = subprocess.Popen(_cmd(cut), env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    assert subprocess.run(_cmd(full), env=subprocess_env(), capture_output=True).returncode == 0
+    proc = subprocess.Popen(_cmd(cut), env=subprocess_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
-    _wait_for_lines(cut / "episodes.jsonl", 3, proc)
+    wait_for_lines(cut / "episodes.jsonl", 3, proc)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     with open(cut / "episodes.jsonl", "a") as f:
         f.write('{"task": "button-press-v3", "epis')  # a line cut off mid-write by the kill
     partial = episodes_before = len((cut / "episodes.jsonl").read_text().splitlines()) - 1
     assert 3 <= partial < 12
-    resumed = subprocess.run(_cmd(cut, "--resume"), env=_env(), capture_output=True, text=True)
+    resumed = subprocess.run(_cmd(cut, "--resume"), env=subprocess_env(), capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr
     assert _outcomes(cut) == _outcomes(full)
     assert len(episodes(cut)) == 12 and episodes_before < 12
@@ -122,10 +80,10 @@ def test_kill_and_resume_equals_uninterrupted_run(tmp_path):
 
 def test_resume_refuses_a_different_config(tmp_path):
     out = tmp_path / "o"
-    assert subprocess.run(_cmd(out), env=_env(), capture_output=True).returncode == 0
+    assert subprocess.run(_cmd(out), env=subprocess_env(), capture_output=True).returncode == 0
     other = _cmd(out, "--resume")
     other[other.index("--seed") + 1] = "6"
-    result = subprocess.run(other, env=_env(), capture_output=True, text=True)
+    result = subprocess.run(other, env=subprocess_env(), capture_output=True, text=True)
     assert result.returncode == 2 and "episodes.seed: previous 5, now 6" in result.stderr
 
 
@@ -135,15 +93,15 @@ def test_interrupt_saves_results_and_leaves_no_processes(tmp_path, sig, code):
     cmd = _cmd(out)
     cmd[cmd.index("--max-steps") + 1] = "400"
     cmd[cmd.index("--episodes") + 1] = "40"
-    proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    proc = subprocess.Popen(cmd, env=subprocess_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
-    _wait_for_lines(out / "episodes.jsonl", 2, proc)
+    wait_for_lines(out / "episodes.jsonl", 2, proc)
     os.killpg(proc.pid, sig)  # like a terminal: the whole process group gets the signal
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == code, stderr
     assert "--resume" in stderr and "Traceback" not in stderr
     time.sleep(1.0)
-    assert _session_processes(proc.pid) == []
+    assert session_processes(proc.pid) == []
     saved = episodes(out)
     assert len(saved) >= 2
     results = json.loads((out / "results.json").read_text())

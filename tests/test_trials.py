@@ -143,7 +143,7 @@ def test_rollout_runs_trials_in_order_with_markers_and_drops_pending_actions():
 
 def _crash_at_trial_1(tmp_path, mode):
     """A one-task Meta-World suite whose simulator fails (``mode``) at step 3 of episode 1's trial 1."""
-    from test_robustness import crash_suite
+    from helpers import crash_suite
 
     suite = crash_suite(tmp_path, mode, crash_episode=1, crash_step=3)
     suite.write_text(suite.read_text().replace("crash_step = 3,", "crash_step = 3, crash_trial = 1,"))
@@ -304,7 +304,8 @@ def test_kill_and_resume_reruns_half_episodes_from_trial_0_and_equals_an_uninter
     import subprocess
     import sys
 
-    from test_robustness import _env, _wait_for_lines
+    from helpers import subprocess_env as _env
+    from helpers import wait_for_lines as _wait_for_lines
 
     def cmd(out, *extra):
         return [sys.executable, "-m", "lerobench", "eval", "--suite", "metaworld_ml1_reach", "--policy",

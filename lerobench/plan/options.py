@@ -93,5 +93,4 @@ def cli_option(name: str) -> Any:
 
     setting = SETTINGS[name]
     value = list(setting.default) if isinstance(setting.default, tuple) else setting.default
-    extra = {"min": setting.minimum} if setting.minimum is not None else {}
-    return typer.Option(value, *setting.flags, help=setting.help, **extra)
+    return typer.Option(value, *setting.flags, help=setting.help, min=setting.minimum)
