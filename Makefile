@@ -1,11 +1,19 @@
-# The developer loop; CI (.ci/run) runs `lint` and `test` on a clean clone.
-.PHONY: lint format-check test test-file
+# The developer loop; CI (.ci/run) runs the lint, types and test commands on a clean clone.
+.PHONY: check lint format-check types fast test test-file
+
+check: lint types fast   ## what to run before a commit (about a minute)
 
 lint:            ## ruff: errors, imports, docstrings (pyproject [tool.ruff])
 	ruff check lerobench tests benchmarks
 
 format-check:    ## what ruff would re-sort or fix, without changing files
 	ruff check --diff lerobench tests benchmarks
+
+types:           ## mypy on the typed seams: plan/, execution/, rollout/ (pyproject [tool.mypy])
+	mypy
+
+fast:            ## the fast loop: no simulator, nothing slow (pytest markers `sim`, `slow`), under a minute
+	python -m pytest -q -m "not sim and not slow"
 
 test:            ## every test, on the real simulators (about 10-15 minutes on 2 cores)
 	MUJOCO_GL=egl python -m pytest -q

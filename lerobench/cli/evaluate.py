@@ -308,27 +308,8 @@ def evaluate(
             out = settings.output  # a default name taken in the same second: the next free one
             units = shard_units([t.name for t in s.tasks], settings.episodes_per_task, settings.shard)
             reporter = evaluation.reporter = reporter_for(len(units), s.name, progress_interval)
-            golden = (evaluation.plan.simulator or {}).get("golden") or {}
-            if golden.get("status") == "drifted":
-                err_console.print(f"[yellow]warning: simulator drift ({escape(str(golden.get('reason')))}); running "
-                                  f"anyway (--allow-sim-drift): this run is marked drifted[/]", highlight=False,
-                                  soft_wrap=True)
-            console.print(f"Evaluating [bold]{settings.policy}[/] on [bold]{s.name}[/] "
-                          f"({_plural(len(s.tasks), 'task')} x {_plural(settings.episodes_per_task, 'episode')}"
-                          f"{f' x {settings.trials_per_episode} trials' if settings.trials_per_episode > 1 else ''}, "
-                          f"protocol {protocol}"
-                          + (f", shard {settings.shard}: {len(units)} episodes" if settings.shard else "")
-                          + f") -> {out}", highlight=False, soft_wrap=True)  # one line, the path whole
+            _announce(evaluation, len(units))
             reporter.resumed(evaluation.previous)
-            if evaluation.plan.until is not None:
-                console.print(_until_line(evaluation), highlight=False, soft_wrap=True)
-            if evaluation.fresh_resume:  # a requeued job that always passes --resume: its first start
-                console.print(f"nothing to resume: {out / 'results.json'} does not exist (killed before the first "
-                              f"results were written?): starting the run", highlight=False, soft_wrap=True)
-            elif resume:
-                kept = len({(r.task, r.episode) for r in evaluation.previous})
-                console.print(f"resuming: {_plural(kept, 'finished episode')} kept from {out / 'episodes.jsonl'}",
-                              highlight=False, soft_wrap=True)
             with reporter.progress:
                 results = evaluation.run()
         except LerobenchError as exc:
@@ -341,7 +322,40 @@ def evaluate(
     _print_summary(results, out)
     if trackers:
         _log(results, out, trackers, log_step, log_project)
-    n_errors = evaluation.errored_episodes  # not results' n_errors: with --trials that counts trial 0 only
+    _check_errors(evaluation.errored_episodes, max_errors, out)
+
+
+def _announce(evaluation: Any, units: int) -> None:
+    """What is about to run, before the progress display: drift, the run in one line, the stopping rule, a resume."""
+    settings, suite = evaluation.s, evaluation.s.suite
+    out = settings.output
+    golden = (evaluation.plan.simulator or {}).get("golden") or {}
+    if golden.get("status") == "drifted":
+        err_console.print(f"[yellow]warning: simulator drift ({escape(str(golden.get('reason')))}); running "
+                          f"anyway (--allow-sim-drift): this run is marked drifted[/]", highlight=False,
+                          soft_wrap=True)
+    trials = settings.trials_per_episode
+    console.print(f"Evaluating [bold]{settings.policy}[/] on [bold]{suite.name}[/] "
+                  f"({_plural(len(suite.tasks), 'task')} x {_plural(settings.episodes_per_task, 'episode')}"
+                  f"{f' x {trials} trials' if trials > 1 else ''}, protocol {settings.protocol}"
+                  + (f", shard {settings.shard}: {units} episodes" if settings.shard else "")
+                  + f") -> {out}", highlight=False, soft_wrap=True)  # one line, the path whole
+    if evaluation.plan.until is not None:
+        console.print(_until_line(evaluation), highlight=False, soft_wrap=True)
+    if evaluation.fresh_resume:  # a requeued job that always passes --resume: its first start
+        console.print(f"nothing to resume: {out / 'results.json'} does not exist (killed before the first "
+                      f"results were written?): starting the run", highlight=False, soft_wrap=True)
+    elif settings.resume:
+        kept = len({(r.task, r.episode) for r in evaluation.previous})
+        console.print(f"resuming: {_plural(kept, 'finished episode')} kept from {out / 'episodes.jsonl'}",
+                      highlight=False, soft_wrap=True)
+
+
+def _check_errors(n_errors: int, max_errors: int | None, out: Path) -> None:
+    """Say how many episodes ended in an error; exit non-zero past ``--max-errors``.
+
+    ``n_errors`` is the evaluation's count at any trial, not results' ``n_errors`` (with --trials: trial 0 only).
+    """
     if n_errors:
         err_console.print(f"[yellow]{_plural(n_errors, 'episode')} ended with an error "
                           f"(counted as failure{'s' * (n_errors != 1)}); see episodes.jsonl[/]")
