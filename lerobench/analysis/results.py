@@ -20,6 +20,7 @@ from typing import Any
 from lerobench.analysis.records import EpisodeRecord
 from lerobench.analysis.stats import CI_METHOD, STRATIFIED_CI_METHOD, exact_interval, file_interval, wilson_interval
 from lerobench.errors import ConfigError, RunError
+from lerobench.output.files import json_text, write_json_atomic, write_text_atomic  # noqa: F401 - re-exported
 from lerobench.suite.config import Suite
 
 EPISODES_FILE = "episodes.jsonl"
@@ -143,31 +144,7 @@ def lerobot_eval_info(suite: Suite, records: Iterable[EpisodeRecord], eval_s: fl
     return {"per_task": per_task, "per_group": {g: block(rs) for g, rs in per_group.items()}, "overall": overall}
 
 
-def _json_dumps(data: Any, **kwargs: Any) -> str:
-    return json.dumps(data, allow_nan=False, **kwargs)
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to a temp file in the same directory, fsync, then rename over ``path``.
-
-    A crash at any point leaves either the old file or the new one, never a mix.
-    """
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; results are meant to be shared like episodes.jsonl
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Replace ``path`` atomically with ``data`` as indented JSON (never NaN)."""
-    write_text_atomic(path, _json_dumps(data, indent=2) + "\n")
+_json_dumps = json_text
 
 
 def write_trajectory(output: Path, task: str, episode: int, attrs: dict[str, Any], arrays: dict[str, Any]) -> None:

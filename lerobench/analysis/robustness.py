@@ -28,8 +28,8 @@ from typing import Any
 from lerobench.analysis.compare import Run, load_run
 from lerobench.analysis.stats import (
     compare_paired,
-    exact_interval,
     holm,
+    rate_block,
     unpaired_difference_ci,
     unpaired_exact,
 )
@@ -174,8 +174,7 @@ def _episodes(run: Run) -> dict[tuple[int, int], tuple[bool, str | None, str]]:
 
 
 def _rate(successes: int, n: int) -> dict[str, Any]:
-    return {"n": n, "successes": successes, "rate": successes / n if n else None,
-            "ci95": exact_interval(successes, n)}
+    return rate_block(successes, n, key="rate")
 
 
 def _drop(control: list[bool], perturbed: list[bool], paired: bool) -> dict[str, Any]:

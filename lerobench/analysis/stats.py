@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 Z95 = 1.959963984540054
 """Two-sided 95% standard-normal quantile."""
@@ -163,6 +164,15 @@ def exact_interval(successes: int, n: int) -> list[float]:
     """95% Clopper-Pearson interval, rounded for files: never covers below 95% (docs/statistics.md)."""
     low, high = clopper_pearson(successes, n)
     return file_interval(successes / n if n > 0 else None, low, high)
+
+
+def rate_block(successes: int, n: int, key: str = "success_rate") -> dict[str, Any]:
+    """``n``, ``successes``, the rate (None without episodes) and its exact 95% interval.
+
+    The one shape a rate takes in results.json's per-trial rows and robustness.json's arms (``key`` names the
+    rate there: ``success_rate`` or ``rate``).
+    """
+    return {"n": n, "successes": successes, key: successes / n if n else None, "ci95": exact_interval(successes, n)}
 
 
 def unpaired_exact(successes_a: int, n_a: int, successes_b: int, n_b: int) -> tuple[float, str]:

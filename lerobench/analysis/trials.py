@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from lerobench.analysis.records import EpisodeRecord
-from lerobench.analysis.stats import CI_METHOD, compare_paired, exact_interval
+from lerobench.analysis.stats import CI_METHOD, compare_paired, exact_interval, rate_block
 
 
 def is_whole(trial_records: Sequence[EpisodeRecord], trials: int) -> bool:
@@ -67,8 +67,7 @@ def outcomes(trial_records: Sequence[EpisodeRecord], trials: int) -> list[bool]:
 
 
 def _rate_row(k: int, successes: int, n: int) -> dict[str, Any]:
-    return {"trial": k, "n": n, "successes": successes, "success_rate": successes / n if n else None,
-            "ci95": exact_interval(successes, n), "ci95_method": CI_METHOD}
+    return {"trial": k, **rate_block(successes, n), "ci95_method": CI_METHOD}
 
 
 def unbiased_pass_at_k(n: int, c: int, k: int) -> float:

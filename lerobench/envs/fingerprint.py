@@ -30,13 +30,14 @@ import os
 import platform
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
+
+from lerobench.output.files import write_json_atomic
 
 GOLDEN_DIR_ENV = "LEROBENCH_GOLDEN_DIR"
 """Directory of golden files to use instead of the shipped ones (tests point it at a perturbed copy)."""
@@ -263,10 +264,7 @@ def _cache_key(backend: str, versions: dict[str, str | None], reference: str) ->
 def _write_cache(path: Path, data: dict[str, Any]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f)
-        os.replace(tmp, path)
+        write_json_atomic(path, data)
     except OSError:
         pass  # a read-only home only costs the next run another check
 
