@@ -56,3 +56,10 @@ def golden_copy(tmp_path, monkeypatch):
         (golden / "metaworld.json").write_text(json.dumps(doc))
 
     return perturb
+
+
+def pytest_collection_modifyitems(config, items):
+    """A test that uses ``real_runs`` drives the simulator (through the fixture): marked ``sim`` with the rest."""
+    for item in items:
+        if "real_runs" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.sim)

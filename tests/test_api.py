@@ -16,6 +16,8 @@ import lerobench
 from lerobench.analysis.trials import pass_at_k, unbiased_pass_at_k
 from lerobench.errors import ConfigError
 
+pytestmark = pytest.mark.sim  # every test here drives a real simulator
+
 torch = pytest.importorskip("torch")
 pytest.importorskip("metaworld")
 

@@ -18,6 +18,8 @@ from lerobench.policies.loading import load_policy
 from lerobench.policies.width import call_at_width, pad_rows
 from lerobench.suite.registry import load_suite
 
+pytestmark = pytest.mark.sim  # every test here drives a real simulator
+
 torch = pytest.importorskip("torch")
 pytest.importorskip("metaworld")
 runner = CliRunner()

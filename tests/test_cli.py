@@ -129,6 +129,7 @@ max_steps = 8
     return path
 
 
+@pytest.mark.sim
 def test_max_errors_fails_a_run_with_a_simulator_error(tmp_path):
     pytest.importorskip("metaworld")
     suite = crash_suite(tmp_path)
@@ -144,6 +145,7 @@ def test_max_errors_fails_a_run_with_a_simulator_error(tmp_path):
     assert default.returncode == 0, default.stderr  # no limit unless asked for
 
 
+@pytest.mark.sim
 def test_max_errors_0_passes_a_clean_smoke_run_and_plurals_are_right(tmp_path):
     pytest.importorskip("metaworld")
     result = lerobench("eval", "--suite", "smoke", "--tasks", "reach-v3", "--max-steps", "20", "--videos", "0",

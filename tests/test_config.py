@@ -20,6 +20,7 @@ def test_every_shipped_suite_loads_and_validates():
     assert len(load_suite("metaworld_mt10").tasks) == 10
 
 
+@pytest.mark.sim
 def test_metaworld_suites_match_the_installed_benchmark():
     metaworld = pytest.importorskip("metaworld")
     assert {t.name for t in load_suite("metaworld_mt50").tasks} == set(metaworld.ALL_V3_ENVIRONMENTS)

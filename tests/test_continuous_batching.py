@@ -19,6 +19,8 @@ from lerobench.cli import app
 from lerobench.policies.base import PolicyTraits, policy_traits, row_generators
 from lerobench.rollout.inference import EpisodeQueue, should_call
 
+pytestmark = pytest.mark.sim  # every test here drives a real simulator
+
 pytest.importorskip("metaworld")
 runner = CliRunner()
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.sim  # every test here drives a real simulator
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -9,6 +9,8 @@ from lerobench.analysis.results import wilson_interval
 from lerobench.cli import app
 from lerobench.suite.registry import load_suite
 
+pytestmark = pytest.mark.sim  # every test here drives a real simulator
+
 pytest.importorskip("metaworld")
 runner = CliRunner()
 

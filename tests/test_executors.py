@@ -21,6 +21,8 @@ from lerobench.plan.planner import RunSettings, make_plan
 from lerobench.policies.builtin import ZeroPolicy
 from lerobench.suite.registry import load_suite
 
+pytestmark = pytest.mark.sim  # every test here drives a real simulator
+
 pytest.importorskip("metaworld")
 TESTS = Path(__file__).parent
 ROOT = TESTS.parent

@@ -16,6 +16,8 @@ from lerobench.cli import app
 from lerobench.envs.fingerprint import fingerprint, golden_path
 from lerobench.envs.metaworld import BACKEND
 
+pytestmark = pytest.mark.sim  # every test here drives a real simulator
+
 pytest.importorskip("metaworld")
 runner = CliRunner()
 

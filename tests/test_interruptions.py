@@ -15,6 +15,8 @@ from typer.testing import CliRunner
 
 from lerobench.cli import app
 
+pytestmark = pytest.mark.sim  # every test here drives a real simulator
+
 pytest.importorskip("metaworld")
 TESTS = Path(__file__).parent
 

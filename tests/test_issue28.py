@@ -13,6 +13,8 @@ from typer.testing import CliRunner
 
 from lerobench.cli import app
 
+pytestmark = pytest.mark.sim  # every test here drives a real simulator
+
 pytest.importorskip("metaworld")
 ROOT = Path(__file__).parent.parent
 runner = CliRunner()

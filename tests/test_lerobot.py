@@ -14,6 +14,8 @@ from lerobench.policies.lerobot_policy import camera_for_feature
 from lerobench.policies.loading import load_policy
 from lerobench.suite.registry import load_suite
 
+pytestmark = pytest.mark.sim  # every test here drives a real simulator
+
 torch = pytest.importorskip("torch")
 pytest.importorskip("lerobot")
 runner = CliRunner()

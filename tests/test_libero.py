@@ -12,6 +12,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.sim  # every test here drives a real simulator
+
 pytest.importorskip("libero.libero")
 os.environ.setdefault("MUJOCO_GL", "egl")
 

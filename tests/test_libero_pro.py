@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.sim  # every test here drives a real simulator
+
 pytest.importorskip("libero.libero")
 os.environ.setdefault("MUJOCO_GL", "egl")
 

@@ -17,6 +17,8 @@ from lerobench.envs.perturb import PerturbedSimulator, parse_perturbations, star
 from lerobench.errors import ConfigError, UnknownNameError
 from lerobench.suite.config import Protocol, TaskSpec
 
+pytestmark = pytest.mark.sim  # every test here drives a real simulator
+
 pytest.importorskip("metaworld")
 
 

@@ -26,6 +26,8 @@ from lerobench.policies.remote import RemotePolicy
 from lerobench.policies.serve import PolicyServer, RequestError, _Session, suite_context, to_batch
 from lerobench.suite.config import TaskSpec
 
+pytestmark = pytest.mark.sim  # every test here drives a real simulator
+
 
 @pytest.fixture(scope="module")
 def smoke() -> PolicyContext:

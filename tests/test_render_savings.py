@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.sim  # every test here drives a real simulator
+
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 from fixture_policies import ImageChunkPolicy  # noqa: E402

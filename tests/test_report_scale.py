@@ -12,6 +12,8 @@ from typer.testing import CliRunner
 
 from lerobench.cli import app
 
+pytestmark = pytest.mark.sim  # every test here drives a real simulator
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 runner = CliRunner()
 

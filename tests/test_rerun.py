@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.sim  # every test here drives a real simulator
+
 _MT10 = Path(__file__).resolve().parent.parent / "suites" / "metaworld_mt10.toml"
 
 

@@ -57,6 +57,7 @@ def test_truncated_last_line_is_skipped_flagged_and_left_for_resume_to_cut(tmp_p
     assert path.read_text() == good + "\n" + good[:20]  # readers never truncate (a run may still be writing)
 
 
+@pytest.mark.sim
 def test_unwritable_output_is_refused_before_any_env(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")

@@ -15,6 +15,8 @@ from typer.testing import CliRunner
 from lerobench.cli import app
 from lerobench.rollout.inference import CALL_STATS_KEYS as CALL_STATS
 
+pytestmark = pytest.mark.sim  # every test here drives a real simulator
+
 pytest.importorskip("metaworld")
 TESTS = Path(__file__).parent
 runner = CliRunner()

@@ -18,6 +18,8 @@ from lerobench.analysis.rundir import RunDir, RunDirError
 from lerobench.cli import app
 from lerobench.plan.identity import diff, identity_of
 
+pytestmark = pytest.mark.sim  # every test here drives a real simulator
+
 ML1 = Path(__file__).resolve().parent.parent / "suites" / "metaworld_ml1_reach.toml"
 runner = CliRunner()
 

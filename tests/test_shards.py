@@ -16,6 +16,8 @@ from lerobench.errors import ConfigError
 from lerobench.plan.shards import Shard, all_units, parse_shard, shard_episodes, shard_units
 from lerobench.rollout.inference import CALL_STATS_KEYS
 
+pytestmark = pytest.mark.sim  # every test here drives a real simulator
+
 runner = CliRunner()
 TASKS = "reach-v3,push-v3,button-press-topdown-v3"
 COMMON = ["--suite", "metaworld_mt10", "--tasks", TASKS, "--policy", "metaworld-expert", "--episodes", "4",

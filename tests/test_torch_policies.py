@@ -11,6 +11,8 @@ from lerobench.policies.base import PolicyContext
 from lerobench.policies.loading import load_policy
 from lerobench.suite.registry import load_suite
 
+pytestmark = pytest.mark.sim  # every test here drives a real simulator
+
 torch = pytest.importorskip("torch")
 pytest.importorskip("metaworld")
 runner = CliRunner()

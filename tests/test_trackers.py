@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.sim  # every test here drives a real simulator
+
 _MT10 = Path(__file__).resolve().parent.parent / "suites" / "metaworld_mt10.toml"
 STEP = 5
 

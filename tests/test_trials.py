@@ -17,6 +17,8 @@ from lerobench.envs.base import EnvSpec, LazyTaskEnv
 from lerobench.execution.runner import Evaluation, RunSettings
 from lerobench.suite.registry import load_suite
 
+pytestmark = pytest.mark.sim  # every test here drives a real simulator
+
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 

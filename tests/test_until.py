@@ -9,6 +9,8 @@ from lerobench.analysis.sequential import beta_binomial_cs
 from lerobench.cli import app
 from lerobench.plan.stopping import Ledger, Until, parse_until
 
+pytestmark = pytest.mark.sim  # every test here drives a real simulator
+
 pytest.importorskip("metaworld")
 runner = CliRunner()
 SHORT = ["--suite", "metaworld_mt10", "--videos", "0", "--max-steps", "150"]

@@ -11,6 +11,8 @@ from lerobench.envs.base import EnvSpec, env_action
 from lerobench.envs.vector import InProcessVectorEnv, WorkerVectorEnv, make_vector_env
 from lerobench.suite.registry import load_suite
 
+pytestmark = pytest.mark.sim  # every test here drives a real simulator
+
 
 def _spec() -> EnvSpec:
     suite = load_suite("smoke")

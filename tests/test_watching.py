@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.sim  # every test here drives a real simulator
+
 ROOT = Path(__file__).resolve().parent.parent
 LINE = re.compile(r"^\d\d:\d\d:\d\d progress smoke: (\d+)/(\d+) episodes \(\d+%\), (\d+) solved.*, elapsed "
                   r"\d+:\d\d:\d\d, ETA (\S+)$")
