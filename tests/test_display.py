@@ -28,7 +28,7 @@ def test_interval_ends_round_outward():
 def test_summary_and_report_print_the_interval_rounded_outward(real_runs, tmp_path):
     from lerobench.analysis.report import write_report
     from lerobench.cli.common import console
-    from lerobench.cli.summary import _print_summary
+    from lerobench.cli.summary import print_summary
 
     run = tmp_path / "run"
     run.mkdir()
@@ -37,7 +37,7 @@ def test_summary_and_report_print_the_interval_rounded_outward(real_runs, tmp_pa
     (run / "results.json").write_text(json.dumps(results))
     (run / "episodes.jsonl").write_text((real_runs["expert"] / "episodes.jsonl").read_text())
     with console.capture() as captured:
-        _print_summary(results, run)
+        print_summary(results, run)
     assert "82–100%" in captured.get() and "83–100%" not in captured.get()
     html = write_report([run], tmp_path / "r.html").read_text()
     assert "82–100%" in html and "83–100%" not in html

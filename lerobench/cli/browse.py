@@ -8,7 +8,7 @@ import typer
 from rich import box
 from rich.table import Table
 
-from lerobench.cli.common import JSON_OPTION, _fail, _print_json, _print_names_table, app, console
+from lerobench.cli.common import JSON_OPTION, app, console, fail, print_json, print_names_table
 from lerobench.errors import LerobenchError
 
 
@@ -32,9 +32,9 @@ def list_suites(
         if not suites:
             raise LerobenchError(f"no shipped suite has family {family!r} (families: libero-pro, all)")
     except LerobenchError as exc:
-        _fail(exc)
+        fail(exc)
     if as_json:
-        _print_json(suites)
+        print_json(suites)
         return
     table = Table(title="lerobench suites", box=box.SIMPLE_HEAD, pad_edge=False)
     for col in ("suite", "backend", "tasks", "eps/task", "steps"):  # names are never wrapped or cut
@@ -43,7 +43,7 @@ def list_suites(
     for s in suites:
         table.add_row(s["name"], s["backend"], str(s["tasks"]), str(s["episodes_per_task"]), str(s["max_steps"]),
                       s["description"])
-    _print_names_table(table)
+    print_names_table(table)
     if family is None:
         console.print("More: lerobench list --family libero-pro (LIBERO-PRO perturbation suites and their control "
                       "arms; see docs/perturbations.md)", highlight=False, style="dim")
@@ -61,9 +61,9 @@ def show(suite: str = typer.Argument(..., metavar="SUITE", help="Suite name or p
         s = load_suite(suite)
         fps = control_fps(s)
     except LerobenchError as exc:
-        _fail(exc)
+        fail(exc)
     if as_json:
-        _print_json({**_suite_summary(s), "control_fps": fps, "worker_memory_mb": s.worker_memory_mb,
+        print_json({**_suite_summary(s), "control_fps": fps, "worker_memory_mb": s.worker_memory_mb,
                      "source": str(s.source), "notes": s.notes,
                      "protocols": {name: asdict(p) for name, p in s.protocols.items()},
                      "task_list": [{"index": t.index, "name": t.name, "group": t.group,
@@ -86,4 +86,4 @@ def show(suite: str = typer.Argument(..., metavar="SUITE", help="Suite name or p
     table.add_column("description", overflow="fold")
     for t in s.tasks:
         table.add_row(str(t.index), t.name, t.group or "", t.description)
-    _print_names_table(table)
+    print_names_table(table)

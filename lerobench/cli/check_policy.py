@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from lerobench.cli.common import _fail, _print_json, app, console, err_console
+from lerobench.cli.common import app, console, err_console, fail, print_json
 from lerobench.errors import LerobenchError
 
 STYLE = {"pass": "green", "fail": "bold red", "warn": "yellow", "info": ""}
@@ -52,9 +52,9 @@ def check_policy(
         finally:
             close_policy(loaded)
     except LerobenchError as exc:
-        _fail(exc)
+        fail(exc)
     if as_json:
-        _print_json(report.to_json())
+        print_json(report.to_json())
     else:
         table = Table(title=f"check-policy {escape(policy)} on {s.name} / {escape(report.task)}")
         for col in ("check", "status", "detail"):

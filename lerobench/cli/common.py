@@ -99,7 +99,8 @@ class Terminated(BaseException):
     """Raised in the main thread when SIGTERM arrives, so cleanup runs as for Ctrl-C."""
 
 
-def _fail(exc: LerobenchError) -> None:
+def fail(exc: LerobenchError) -> None:
+    """End the command with the error's one red line and its exit code (where its traceback was saved, if it was)."""
     # escaped: messages hold brackets ("pip install 'lerobench[ray]'") that rich would take for markup and drop
     saved = getattr(exc, "traceback_file", None)
     where = f" (traceback in {saved})" if saved else ""
@@ -107,11 +108,13 @@ def _fail(exc: LerobenchError) -> None:
     raise typer.Exit(exc.exit_code)
 
 
-def _rate(value: float | None) -> str:
+def rate_text(value: float | None) -> str:
+    """A rate as people read it in tables: ``62.5%``, or ``-`` when there is none."""
     return "-" if value is None else f"{100 * value:.1f}%"
 
 
-def _plural(n: int, noun: str) -> str:
+def plural(n: int, noun: str) -> str:
+    """``1 episode``, ``2 episodes``."""
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
@@ -123,7 +126,8 @@ def elide_middle(text: str, width: int) -> str:
     return text[: keep - keep // 2] + "…" + text[len(text) - keep // 2:]
 
 
-def _print_json(data: Any) -> None:
+def print_json(data: Any) -> None:
+    """``--json`` output: indented, never NaN (not JSON), straight to stdout (no rich markup or wrapping)."""
     import json
 
     sys.stdout.write(json.dumps(data, indent=2, allow_nan=False) + "\n")
@@ -133,7 +137,7 @@ def _print_json(data: Any) -> None:
 JSON_OPTION = typer.Option(False, "--json", help="Print JSON (for scripts) instead of a table.")
 
 
-def _print_names_table(table: Table, slack: int = 10) -> None:
+def print_names_table(table: Table, slack: int = 10) -> None:
     """Print a table whose ``no_wrap`` name columns must stay whole: widen past the terminal if they need it.
 
     Rich would otherwise cut long names ("pick_up_the_black_bowl_…") in an 80-column terminal or a pipe, and

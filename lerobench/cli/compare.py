@@ -11,15 +11,15 @@ from rich.markup import escape
 from rich.table import Table
 
 from lerobench.cli.common import (
-    _fail,
-    _print_json,
-    _rate,
     app,
     console,
     elide_middle,
     err_console,
+    fail,
     natural_width,
+    print_json,
     print_widened,
+    rate_text,
 )
 from lerobench.errors import LerobenchError
 
@@ -65,7 +65,7 @@ def _print_comparison(c: dict[str, Any]) -> None:
         lo, hi = block["ci95"]
         n = str(block["n_a"]) if block["n_a"] == block["n_b"] else f"{block['n_a']}/{block['n_b']}"
         mark = ("[green]better[/]" if block["difference"] > 0 else "[red]worse[/]") if block["significant"] else ""
-        return [label, n, _rate(block["rate_a"]), _rate(block["rate_b"]), _signed(block["difference"]),
+        return [label, n, rate_text(block["rate_a"]), rate_text(block["rate_b"]), _signed(block["difference"]),
                 points_interval((lo, hi)), _p(block["p_value"]), holm, mark]
 
     for t in c["tasks"]:
@@ -80,14 +80,14 @@ def _print_comparison(c: dict[str, Any]) -> None:
     for trial in c.get("per_trial", [])[1:]:
         o = trial["overall"]
         lo, hi = o["ci95"]
-        console.print(f"trial {trial['trial']}: A {_rate(o['rate_a'])}, B {_rate(o['rate_b'])}, "
+        console.print(f"trial {trial['trial']}: A {rate_text(o['rate_a'])}, B {rate_text(o['rate_b'])}, "
                       f"B − A {_signed(o['difference'])} points (95% CI {points_interval((lo, hi), ' to ')}), "
                       f"p {_p(o['p_value'])}", highlight=False, soft_wrap=wide)
     for row in c.get("pass_at_k", [])[1:]:
         o = row["overall"]
         lo, hi = o["ci95"]
-        console.print(f"pass@{row['k']} (success within the first {row['k']} trials): A {_rate(o['rate_a'])}, "
-                      f"B {_rate(o['rate_b'])}, B − A {_signed(o['difference'])} points "
+        console.print(f"pass@{row['k']} (success within the first {row['k']} trials): A {rate_text(o['rate_a'])}, "
+                      f"B {rate_text(o['rate_b'])}, B − A {_signed(o['difference'])} points "
                       f"(95% CI {points_interval((lo, hi), ' to ')}), p {_p(o['p_value'])}", highlight=False,
                       soft_wrap=wide)
     for note in c["notes"]:
@@ -114,9 +114,9 @@ def compare(
     try:
         comparison = compare_runs(load_run(run_a), load_run(run_b), alpha=alpha, allow_different=allow_different)
     except LerobenchError as exc:
-        _fail(exc)
+        fail(exc)
     if as_json:
-        _print_json(comparison)
+        print_json(comparison)
     else:
         _print_comparison(comparison)
     if fail_if_worse and comparison["b_worse"]:

@@ -6,7 +6,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from lerobench.cli.common import _print_json, app, console, err_console
+from lerobench.cli.common import app, console, err_console, print_json
 
 STYLE = {"ok": "green", "info": "", "warn": "yellow", "missing": "dim", "fail": "bold red"}
 
@@ -27,7 +27,7 @@ def doctor(
     rows = run_doctor(fresh=fresh)
     failed = failures(rows)
     if as_json:
-        _print_json({"ok": not failed, "checks": [r.to_json() for r in rows]})
+        print_json({"ok": not failed, "checks": [r.to_json() for r in rows]})
     else:
         table = Table(title="lerobench doctor")
         for col in ("check", "status", "value"):

@@ -15,14 +15,14 @@ from rich.markup import escape
 
 from lerobench.cli.common import (
     EXIT_TOO_MANY_ERRORS,
-    _fail,
-    _plural,
-    _rate,
     app,
     console,
     elide_middle,
     err_console,
+    fail,
     interrupts_keep_results,
+    plural,
+    rate_text,
     task_names,
 )
 from lerobench.errors import LerobenchError
@@ -112,7 +112,7 @@ class RichReporter:
         with self._lock:
             errors = summary.get("n_errors", 0)
             extra = f", {errors} errors" if errors else ""
-            self.progress.update(self._bars[task.name], info=f"{_rate(summary.get('success_rate'))}{extra}")
+            self.progress.update(self._bars[task.name], info=f"{rate_text(summary.get('success_rate'))}{extra}")
 
 
 PROGRESS_INTERVAL_S = 30.0
@@ -180,7 +180,7 @@ class LogReporter(RichReporter):
         super().task_finished(task, summary)
         errors = summary.get("n_errors", 0)
         self._log(f"task {task.name} finished: {summary.get('n_episodes', 0)} episodes, "
-                  f"{_rate(summary.get('success_rate'))} success" + (f", {errors} errors" if errors else ""))
+                  f"{rate_text(summary.get('success_rate'))} success" + (f", {errors} errors" if errors else ""))
         self._log(self.line())
 
 
@@ -205,7 +205,7 @@ def _log(results: dict[str, Any], out: Path, trackers: tuple[str, ...], step: in
     try:
         written = log_run(results, out, trackers, step=step, project=project)
     except LerobenchError as exc:
-        _fail(exc)
+        fail(exc)
     for name, where in written.items():
         console.print(f"logged to {name}: {where}", highlight=False, soft_wrap=True)
     console.print(f"[dim]logging took {time.perf_counter() - started:.1f} s[/]", highlight=False)
@@ -316,10 +316,10 @@ def evaluate(
             if debug:  # the whole chain: what the policy raised, then where lerobench stopped
                 text = getattr(exc, "traceback_text", None) or "".join(traceback.format_exception(exc))
                 err_console.print(text.rstrip(), highlight=False, markup=False, soft_wrap=True)
-            _fail(exc)
-    from lerobench.cli.summary import _print_summary  # not at import: `lerobench list` needs none of it
+            fail(exc)
+    from lerobench.cli.summary import print_summary  # not at import: `lerobench list` needs none of it
 
-    _print_summary(results, out)
+    print_summary(results, out)
     if trackers:
         _log(results, out, trackers, log_step, log_project)
     _check_errors(evaluation.errored_episodes, max_errors, out)
@@ -336,7 +336,7 @@ def _announce(evaluation: Any, units: int) -> None:
                           soft_wrap=True)
     trials = settings.trials_per_episode
     console.print(f"Evaluating [bold]{settings.policy}[/] on [bold]{suite.name}[/] "
-                  f"({_plural(len(suite.tasks), 'task')} x {_plural(settings.episodes_per_task, 'episode')}"
+                  f"({plural(len(suite.tasks), 'task')} x {plural(settings.episodes_per_task, 'episode')}"
                   f"{f' x {trials} trials' if trials > 1 else ''}, protocol {settings.protocol}"
                   + (f", shard {settings.shard}: {units} episodes" if settings.shard else "")
                   + f") -> {out}", highlight=False, soft_wrap=True)  # one line, the path whole
@@ -347,7 +347,7 @@ def _announce(evaluation: Any, units: int) -> None:
                       f"results were written?): starting the run", highlight=False, soft_wrap=True)
     elif settings.resume:
         kept = len({(r.task, r.episode) for r in evaluation.previous})
-        console.print(f"resuming: {_plural(kept, 'finished episode')} kept from {out / 'episodes.jsonl'}",
+        console.print(f"resuming: {plural(kept, 'finished episode')} kept from {out / 'episodes.jsonl'}",
                       highlight=False, soft_wrap=True)
 
 
@@ -357,9 +357,9 @@ def _check_errors(n_errors: int, max_errors: int | None, out: Path) -> None:
     ``n_errors`` is the evaluation's count at any trial, not results' ``n_errors`` (with --trials: trial 0 only).
     """
     if n_errors:
-        err_console.print(f"[yellow]{_plural(n_errors, 'episode')} ended with an error "
+        err_console.print(f"[yellow]{plural(n_errors, 'episode')} ended with an error "
                           f"(counted as failure{'s' * (n_errors != 1)}); see episodes.jsonl[/]")
     if max_errors is not None and n_errors > max_errors:
-        err_console.print(f"[bold red]error:[/] {_plural(n_errors, 'episode')} ended with an error, more than "
+        err_console.print(f"[bold red]error:[/] {plural(n_errors, 'episode')} ended with an error, more than "
                           f"--max-errors {max_errors}; results are in {out}", highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_TOO_MANY_ERRORS)

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from lerobench.cli.common import EXIT_INCOMPLETE_MERGE, _fail, app, err_console
+from lerobench.cli.common import EXIT_INCOMPLETE_MERGE, app, err_console, fail
 from lerobench.errors import LerobenchError
 
 
@@ -27,12 +27,12 @@ def merge_shards(
     try:
         results = merge(output, shard_dirs, command=tuple(sys.argv))
     except LerobenchError as exc:
-        _fail(exc)
+        fail(exc)
     for note in results["merge_notes"]:
         err_console.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
-    from lerobench.cli.summary import _print_summary  # not at import: `lerobench list` needs none of it
+    from lerobench.cli.summary import print_summary  # not at import: `lerobench list` needs none of it
 
-    _print_summary(results, output, merged_from=len(results["shards"]))
+    print_summary(results, output, merged_from=len(results["shards"]))
     if not results["complete"]:
         shown = ", ".join(f"{m['task']}#{m['episode']}" for m in results["missing"][:10])
         more = f" and {len(results['missing']) - 10} more" if len(results["missing"]) > 10 else ""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from lerobench.cli.common import _fail, _print_json, app, console
+from lerobench.cli.common import app, console, fail, print_json
 from lerobench.errors import ConfigError
 
 
@@ -32,11 +32,11 @@ def plan(
             raise ConfigError(f"--alpha and --power must lie in (0, 1), got {alpha:g} and {power:g}")
         result = plan_comparison(base, diff, discordance, alpha, power, sims)
     except ValueError as exc:
-        _fail(ConfigError(str(exc)))
+        fail(ConfigError(str(exc)))
     except ConfigError as exc:
-        _fail(exc)
+        fail(exc)
     if as_json:
-        _print_json(result)
+        print_json(result)
         return
     seq = result["sequential"]
     console.print(f"A at {100 * base:.1f}%, B at {100 * (base + diff):.1f}%; {result['assumption']}: B-only "

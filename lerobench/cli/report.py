@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from lerobench.cli.common import _fail, app, console
+from lerobench.cli.common import app, console, fail
 from lerobench.errors import LerobenchError
 
 
@@ -26,5 +26,5 @@ def report(
     try:
         path = write_report(runs, output, alpha=alpha, allow_different=allow_different)
     except LerobenchError as exc:
-        _fail(exc)
+        fail(exc)
     console.print(f"Report: [bold]{path}[/]", highlight=False)

@@ -10,13 +10,13 @@ import typer
 from rich.table import Table
 
 from lerobench.cli.common import (
-    _fail,
-    _print_json,
-    _rate,
     app,
     console,
     err_console,
+    fail,
     interrupts_keep_results,
+    print_json,
+    rate_text,
     task_names,
 )
 from lerobench.cli.evaluate import reporter_for
@@ -30,7 +30,7 @@ def _points(value: float | None) -> str:
 def _print_whole(table: Table) -> None:
     """Print ``table`` with every cell on one line, wider than the terminal if need be.
 
-    Its cells hold spaces, so ``_print_names_table``'s minimum width (one word per line) would cut them.
+    Its cells hold spaces, so ``print_names_table``'s minimum width (one word per line) would cut them.
     """
     from rich.measure import Measurement
 
@@ -57,8 +57,8 @@ def _print_robustness(data: dict[str, Any], path: Path) -> None:
             pairing = "same starts"
         else:  # a distractor's joints dropped: the same placements, not the same state vector
             pairing = f"projected starts ({f['start_digests_equal']}/{f['n_pairs']} identical)"
-        table.add_row(f["family"], str(f["perturbed"]["n"]), _rate(f["control"]["rate"]),
-                      _rate(f["perturbed"]["rate"]), _points(f["drop"]),
+        table.add_row(f["family"], str(f["perturbed"]["n"]), rate_text(f["control"]["rate"]),
+                      rate_text(f["perturbed"]["rate"]), _points(f["drop"]),
                       "-" if ci is None else points_interval(ci),
                       "-" if f["p_value"] is None else f"{f['p_value']:.3g}",
                       "-" if f.get("p_holm") is None else f"{f['p_holm']:.3g}", pairing)
@@ -125,8 +125,8 @@ def robustness(
             output.mkdir(parents=True, exist_ok=True)
             write_json_atomic(output / ROBUSTNESS_FILE, data)
         except LerobenchError as exc:
-            _fail(exc)
+            fail(exc)
     if as_json:
-        _print_json(data)
+        print_json(data)
     else:
         _print_robustness(data, output / ROBUSTNESS_FILE)

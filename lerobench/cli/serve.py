@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from lerobench.cli.common import _fail, app, console, err_console
+from lerobench.cli.common import app, console, err_console, fail
 from lerobench.errors import LerobenchError
 
 
@@ -33,7 +33,7 @@ def serve_policy(
                               on_event=lambda text: err_console.print(f"[dim]{text}[/]", highlight=False),
                               max_batch=max_batch, max_wait_ms=max_wait_ms)
     except LerobenchError as exc:
-        _fail(exc)
+        fail(exc)
     if host not in ("127.0.0.1", "localhost", "::1"):
         err_console.print(f"[yellow]listening on {host}: anyone who reaches this port can run the policy "
                           f"(no authentication, no encryption)[/]", highlight=False)

@@ -8,7 +8,7 @@ from typing import Any
 from rich.table import Table
 
 from lerobench.analysis.intervals import percent_interval
-from lerobench.cli.common import _plural, _print_names_table, _rate, console
+from lerobench.cli.common import console, plural, print_names_table, rate_text
 from lerobench.plan.stopping import FIXED_N_NOTE, stopping_line
 
 
@@ -16,14 +16,14 @@ def _trial_cells(block: dict[str, Any], trials: int) -> list[str]:
     """Per-trial rates, each trial's adaptation delta with its exact McNemar p, pass@k (``--trials`` > 1)."""
     if trials <= 1:
         return []
-    rates = [_rate(row["success_rate"]) for row in block["per_trial"]]
+    rates = [rate_text(row["success_rate"]) for row in block["per_trial"]]
     deltas = [f"{100 * a['delta']:+.1f} (p={a['p_value']:.2g})" if a["delta"] is not None else "-"
               for a in block["adaptation"]]
-    passes = [_rate(row["within_first_k"]) for row in block.get("pass_at_k", [])[1:]]
+    passes = [rate_text(row["within_first_k"]) for row in block.get("pass_at_k", [])[1:]]
     return rates + deltas + (passes or ["-"] * (trials - 1))
 
 
-def _print_summary(results: dict[str, Any], output: Path, merged_from: int = 0) -> None:
+def print_summary(results: dict[str, Any], output: Path, merged_from: int = 0) -> None:
     """The results table and a timing line; ``merged_from`` > 0: a merge, whose eval_s is the shards' sum."""
     trials = results.get("config", {}).get("trials", 1)
     table = Table(title=f"{results['suite']} — {results['policy']}")
@@ -35,17 +35,17 @@ def _print_summary(results: dict[str, Any], output: Path, merged_from: int = 0) 
     for t in results["tasks"]:
         lo, hi = t["ci95"]
         steps = "-" if t["mean_steps"] is None else f"{t['mean_steps']:.0f}"
-        table.add_row(t["task"], str(t["n_episodes"]), _rate(t["success_rate"]),
+        table.add_row(t["task"], str(t["n_episodes"]), rate_text(t["success_rate"]),
                       percent_interval((lo, hi)), str(t["n_errors"]), steps, *_trial_cells(t, trials))
     for name, g in results.get("groups", {}).items():
         lo, hi = g["ci95"]
-        table.add_row(f"[italic]group {name}[/]", str(g["n_episodes"]), _rate(g["success_rate"]),
+        table.add_row(f"[italic]group {name}[/]", str(g["n_episodes"]), rate_text(g["success_rate"]),
                       percent_interval((lo, hi)), str(g["n_errors"]), "", *_trial_cells(g, trials))
     o = results["overall"]
     lo, hi = o["ci95"]
-    table.add_row("[bold]overall[/]", str(o["n_episodes"]), f"[bold]{_rate(o['success_rate'])}[/]",
+    table.add_row("[bold]overall[/]", str(o["n_episodes"]), f"[bold]{rate_text(o['success_rate'])}[/]",
                   percent_interval((lo, hi)), str(o["n_errors"]), "", *_trial_cells(o, trials))
-    _print_names_table(table)
+    print_names_table(table)
     if trials > 1:
         console.print("success/CI/errors: trial 0 (comparable with 1-trial runs); Δk = rate(trial k) − rate(trial 0) "
                       "in percentage points, paired exact McNemar p; pass@k = success within the first k trials "
@@ -56,7 +56,7 @@ def _print_summary(results: dict[str, Any], output: Path, merged_from: int = 0) 
         console.print(f"95% CI above: {FIXED_N_NOTE}", highlight=False, soft_wrap=True)
     steady = results.get("timing") or {}
     if merged_from:
-        timing = (f"merged {_plural(merged_from, 'run')}: {o['eval_s']:.1f} s of evaluation summed over them, "
+        timing = (f"merged {plural(merged_from, 'run')}: {o['eval_s']:.1f} s of evaluation summed over them, "
                   f"{o['env_steps_per_s'] or 0:,.0f} env-steps/s")
     elif steady.get("startup_s") is not None:  # start-up apart: on a short run it is most of the wall time
         timing = (f"{o['eval_s']:.1f} s: start-up {steady['startup_s']:.1f} s, then "
