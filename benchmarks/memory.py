@@ -56,7 +56,7 @@ def children(pid: int) -> list[int]:
     return found
 
 
-def one(backend: str, workers: int, image: int, steps: int) -> dict:
+def one(backend: str, workers: int, image: int, steps: int, n_cameras: int | None = None) -> dict:
     """Measure one configuration in this process."""
     import numpy as np
 
@@ -65,6 +65,7 @@ def one(backend: str, workers: int, image: int, steps: int) -> dict:
     from lerobench.registry import get_backend, load_suite
 
     suite_name, cameras = SUITES[backend]
+    cameras = cameras[:n_cameras] if n_cameras is not None else cameras
     suite = load_suite(suite_name)
     be = get_backend(suite.backend)
     protocol = replace(suite.protocol(), image_size=(image, image), max_steps=steps + 5)
@@ -97,28 +98,32 @@ def main() -> None:
     parser.add_argument("--workers", nargs="+", type=int, default=[1, 2, 4])
     parser.add_argument("--image", type=int, default=256)
     parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--cameras", type=int, help="rendered cameras (LIBERO: 0-2, Meta-World: 0-1; default all)")
     parser.add_argument("--sharing", choices=("on", "off", "both"), default="on")
     parser.add_argument("--json", help="append each result as a JSON line to this file")
     parser.add_argument("--one", nargs=2, metavar=("BACKEND", "WORKERS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(one(args.one[0], int(args.one[1]), args.image, args.steps)))
+        print(json.dumps(one(args.one[0], int(args.one[1]), args.image, args.steps, args.cameras)))
         return
     modes = ["off", "on"] if args.sharing == "both" else [args.sharing]
-    print(f"{'backend':<10} {'sharing':<7} {'N':>2} {'total MB':>9} {'driver':>7} {'template+other':>14} "
+    print(f"{'backend':<10} {'cams':>4} {'sharing':<7} {'N':>2} {'total MB':>9} {'driver':>7} {'template+other':>14} "
           f"{'per worker MB':<28} {'start-up s':>10}")
     for backend in args.backends:
         for n in args.workers:
             for mode in modes:
                 env = {**os.environ, "LEROBENCH_SHARE_TASK": "0" if mode == "off" else "1"}
                 out = subprocess.run([sys.executable, __file__, "--one", backend, str(n), "--image", str(args.image),
-                                      "--steps", str(args.steps)], env=env, capture_output=True, text=True)
+                                      "--steps", str(args.steps),
+                                      *(["--cameras", str(args.cameras)] if args.cameras is not None else [])],
+                                     env=env, capture_output=True, text=True)
                 lines = [x for x in out.stdout.splitlines() if x.startswith("{")]
                 if out.returncode or not lines:
                     print(f"{backend} {mode} N={n} failed:\n{out.stderr[-2000:]}")
                     continue
                 r = json.loads(lines[-1])
-                print(f"{backend:<10} {mode:<7} {n:>2} {r['total_pss_mb']:>9} {r['driver_pss_mb']:>7} "
+                print(f"{backend:<10} {len(r['cameras']):>4} {mode:<7} {n:>2} {r['total_pss_mb']:>9} "
+                      f"{r['driver_pss_mb']:>7} "
                       f"{r['others_pss_mb']:>14} {str(r['per_worker_pss_mb']):<28} {r['startup_s']:>10}", flush=True)
                 if args.json:
                     with open(args.json, "a") as f:
