@@ -18,8 +18,8 @@ from lerobench.registry import get_backend, load_suite  # noqa: E402
 STEPS = 6
 
 
-def _spec(cameras: tuple[str, ...]) -> EnvSpec:
-    suite = load_suite("libero_spatial")
+def _spec(cameras: tuple[str, ...], suite_name: str = "libero_spatial") -> EnvSpec:
+    suite = load_suite(suite_name)
     backend = get_backend(suite.backend)
     protocol = replace(suite.protocol(), image_size=(64, 64), max_steps=STEPS)
     return EnvSpec(suite=suite.name, backend=suite.backend, task=suite.tasks[0], protocol=protocol, seed=3,
@@ -52,9 +52,15 @@ def _copy(obs):
     return {k: _copy(v) for k, v in obs.items()} if isinstance(obs, dict) else np.array(obs, copy=True)
 
 
-def test_libero_workers_forked_from_the_template_see_what_workers_that_built_the_task_see(monkeypatch):
-    pytest.importorskip("libero.libero")
-    spec = _spec(("agentview", "robot0_eye_in_hand"))
+CASES = {"libero": ("libero.libero", "libero_spatial", ("agentview", "robot0_eye_in_hand")),
+         "metaworld": ("metaworld", "metaworld_mt10", ("corner2",))}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_workers_forked_from_the_template_see_what_workers_that_built_the_task_see(case, monkeypatch):
+    module, suite, cameras = CASES[case]
+    pytest.importorskip(module)
+    spec = _spec(cameras, suite)
     before, before_ends = _episodes(spec, False, monkeypatch)
     after, after_ends = _episodes(spec, True, monkeypatch)
     assert before_ends == after_ends and all(e and e["start_digest"] for e in after_ends)

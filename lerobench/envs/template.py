@@ -55,9 +55,6 @@ def take(spec: EnvSpec) -> Any | None:
     Taken once (a second env in the same process builds its own).
     """
     global _template
-    if os.environ.get("LEROBENCH_TEMPLATE_DEBUG"):
-        print("take", os.getpid(), _template is not None, _template is not None and _template[0] == _key(spec),
-              flush=True)
     if _template is None or _template[0] != _key(spec):
         return None
     built, _template = _template[1], None
@@ -78,10 +75,6 @@ def serve(listener_fd: int, alive_r: int, blob: str, preload: list[str], **kwarg
     try:
         built = backend.make_template(spec)
     except Exception:  # noqa: BLE001 - each worker then builds its own, and reports the error where it always did
-        if os.environ.get("LEROBENCH_TEMPLATE_DEBUG"):
-            import traceback
-
-            traceback.print_exc()
         built = None
     if built is not None:
         _template = (_key(spec), built)
