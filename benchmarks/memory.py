@@ -107,6 +107,7 @@ def main() -> None:
         print(json.dumps(one(args.one[0], int(args.one[1]), args.image, args.steps, args.cameras)))
         return
     modes = ["off", "on"] if args.sharing == "both" else [args.sharing]
+    results: dict[tuple[str, str], list[tuple[int, int]]] = {}
     print(f"{'backend':<10} {'cams':>4} {'sharing':<7} {'N':>2} {'total MB':>9} {'driver':>7} {'template+other':>14} "
           f"{'per worker MB':<28} {'start-up s':>10}")
     for backend in args.backends:
@@ -125,9 +126,16 @@ def main() -> None:
                 print(f"{backend:<10} {len(r['cameras']):>4} {mode:<7} {n:>2} {r['total_pss_mb']:>9} "
                       f"{r['driver_pss_mb']:>7} "
                       f"{r['others_pss_mb']:>14} {str(r['per_worker_pss_mb']):<28} {r['startup_s']:>10}", flush=True)
+                results.setdefault((backend, mode), []).append((n, r["total_pss_mb"]))
                 if args.json:
                     with open(args.json, "a") as f:
                         f.write(json.dumps(r) + "\n")
+    for (backend, mode), points in results.items():
+        if len(points) > 1:  # what each worker beyond the first adds, from the fewest to the most workers
+            (n0, t0), (n1, t1) = points[0], points[-1]
+            slope = (t1 - t0) / (n1 - n0)
+            print(f"{backend} sharing {mode}: first worker {points[0][1]} MB (N={points[0][0]}), "
+                  f"each further worker {slope:.0f} MB")
 
 
 if __name__ == "__main__":

@@ -55,12 +55,15 @@ class WorkerMemory:
 _SOURCE = "benchmarks/memory.py, 2-core box, Mesa EGL (llvmpipe), MuJoCo 3.3.0, robosuite 1.4"
 MEASURED: dict[tuple[str, int], WorkerMemory] = {
     (m.backend, m.cameras): m for m in (
-        # libero_spatial task 0, two 256x256 cameras: 1 / 2 / 4 workers 1,724 / 2,337 / 3,563 MB shared,
-        # 1,706 / 3,184 / 6,130 MB each building its own.
-        WorkerMemory("libero", 2, 1724, 613, 1475, _SOURCE),
-        WorkerMemory("libero", 0, 1000, 160, 850, _SOURCE),
-        WorkerMemory("metaworld", 1, 382, 262, 262, _SOURCE),
-        WorkerMemory("metaworld", 0, 300, 200, 200, _SOURCE),
+        # libero_spatial task 0, two 256x256 cameras, 1 / 2 / 4 workers: 1,682 / 2,350 / 3,587 MB forked from the
+        # template, 1,676 / 3,209 / 6,154 MB each building its own (8 workers: 5,902 against 12,011 MB)
+        WorkerMemory("libero", 2, 1682, 635, 1493, _SOURCE),
+        # no camera: 1,012 / 1,039 / 1,068 MB shared, 1,005 / 1,915 / 3,695 MB own
+        WorkerMemory("libero", 0, 1012, 19, 897, _SOURCE),
+        # metaworld_mt10 task 0, corner2 at 256x256: 404 / 592 / 974 MB shared, 363 / 639 / 1,139 MB own
+        WorkerMemory("metaworld", 1, 404, 190, 259, _SOURCE),
+        # no camera: 207 / 218 / 242 MB shared, 197 / 309 / 525 MB own
+        WorkerMemory("metaworld", 0, 207, 12, 109, _SOURCE),
     )
 }
 """(backend, rendered cameras) -> measurement; ``benchmarks/memory.py`` prints these numbers."""
