@@ -66,14 +66,18 @@ def take(spec: EnvSpec) -> Any | None:
 def serve(listener_fd: int, alive_r: int, blob: str, preload: list[str], **kwargs: Any) -> None:
     """The template process: import, build the task without GL, freeze, then fork workers on request."""
     global _template
-    for name in preload:
-        __import__(name)
-    spec: EnvSpec = pickle.loads(base64.b64decode(blob))
-    from lerobench.registry import get_backend
+    import sys
 
-    backend = get_backend(spec.backend)
+    if kwargs.get("sys_path") is not None:  # the driver's (a backend module it found on a path it added)
+        sys.path[:] = kwargs["sys_path"]
+    built = None
     try:
-        built = backend.make_template(spec)
+        for name in preload:
+            __import__(name)
+        spec: EnvSpec = pickle.loads(base64.b64decode(blob))
+        from lerobench.registry import get_backend
+
+        built = get_backend(spec.backend).make_template(spec)
     except Exception:  # noqa: BLE001 - each worker then builds its own, and reports the error where it always did
         built = None
     if built is not None:
