@@ -311,9 +311,7 @@ class LazyTaskEnv(gym.Env):
     def _simulator(self) -> Simulator:
         if self._sim is None:
             with SIMULATOR_SETUP_LOCK:
-                from lerobench.envs import template
-
-                self._raw = template.take(self.spec_) or self._backend.make_simulator(self.spec_)
+                self._raw = self._backend.make_simulator(self.spec_)
                 self._sim = perturb(self._raw, self.spec_.perturb)
         return self._sim
 

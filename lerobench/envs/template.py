@@ -49,7 +49,7 @@ def _key(spec: EnvSpec) -> EnvSpec:
     return replace(spec, slot=0)
 
 
-def take(spec: EnvSpec) -> Any | None:
+def take(spec: EnvSpec, backend: Any) -> Any | None:
     """In a worker: the simulator made from the template it was forked from, if it was built for ``spec``.
 
     Taken once (a second env in the same process builds its own).
@@ -58,9 +58,24 @@ def take(spec: EnvSpec) -> Any | None:
     if _template is None or _template[0] != _key(spec):
         return None
     built, _template = _template[1], None
-    from lerobench.registry import get_backend
+    return backend.from_template(built, spec)
 
-    return get_backend(spec.backend).from_template(built, spec)
+
+class FromTemplate:
+    """A backend whose ``make_simulator`` first takes the template's simulator (in a worker forked from one)."""
+
+    def __init__(self, backend: Any):
+        self._backend = backend
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "_backend":  # not set yet (a copy being built): no recursion
+            raise AttributeError(name)
+        return getattr(self._backend, name)
+
+    def make_simulator(self, spec: EnvSpec) -> Any:
+        """The template's simulator for ``spec`` if this process was forked from one, else a new one."""
+        built = take(spec, self._backend)
+        return built if built is not None else self._backend.make_simulator(spec)
 
 
 def serve(listener_fd: int, alive_r: int, blob: str, preload: list[str], **kwargs: Any) -> None:

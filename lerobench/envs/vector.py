@@ -52,9 +52,10 @@ def _make_env(spec: EnvSpec, render_threads: int | None = None) -> LazyTaskEnv:
     """
     if render_threads is not None:
         os.environ.setdefault("LP_NUM_THREADS", str(render_threads))
+    from lerobench.envs.template import FromTemplate
     from lerobench.registry import get_backend
 
-    return LazyTaskEnv(spec, get_backend(spec.backend))
+    return LazyTaskEnv(spec, FromTemplate(get_backend(spec.backend)))
 
 
 def _done(fn: Any, *args: Any, **kwargs: Any) -> Future:
