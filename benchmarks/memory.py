@@ -62,7 +62,7 @@ def one(backend: str, workers: int, image: int, steps: int, n_cameras: int | Non
 
     from lerobench.envs.base import EnvSpec, env_action
     from lerobench.envs.vector import make_vector_env
-    from lerobench.registry import get_backend, load_suite
+    from lerobench.suite.registry import get_backend, load_suite
 
     suite_name, cameras = SUITES[backend]
     cameras = cameras[:n_cameras] if n_cameras is not None else cameras

@@ -53,8 +53,8 @@ def _render_checks() -> list[Check]:
 def _backend_checks(name: str, fresh: bool) -> list[Check]:
     from lerobench.envs.fingerprint import fingerprint
     from lerobench.errors import MissingDependencyError
-    from lerobench.plan import check_importable
-    from lerobench.registry import get_backend
+    from lerobench.plan.planner import check_importable
+    from lerobench.suite.registry import get_backend
 
     try:
         backend = get_backend(name)
@@ -91,7 +91,7 @@ def _backend_checks(name: str, fresh: bool) -> list[Check]:
 def _memory_checks() -> list[Check]:
     """The measured memory per worker the auto batch size budgets, per backend and rendered cameras."""
     from lerobench.envs import template, worker_memory
-    from lerobench.registry import get_backend
+    from lerobench.suite.registry import get_backend
 
     rows = []
     for (backend, cameras), found in sorted(worker_memory.MEASURED.items()):
@@ -107,7 +107,7 @@ def _memory_checks() -> list[Check]:
 
 def _machine_checks() -> list[Check]:
     from lerobench.envs import template, worker_memory
-    from lerobench.registry import get_backend, list_suites
+    from lerobench.suite.registry import get_backend, list_suites
     from lerobench.system import available_memory_mb, usable_cores
 
     cores, memory = usable_cores(), available_memory_mb()
@@ -132,7 +132,7 @@ def _machine_checks() -> list[Check]:
 
 def run_doctor(fresh: bool = False) -> list[Check]:
     """Every check, in the table's order; ``fresh`` reruns golden-state checks instead of using the cache."""
-    from lerobench.registry import backend_names
+    from lerobench.suite.registry import backend_names
 
     rows = [Check("python", "info", f"{platform.python_version()} ({platform.platform()})"),
             Check("lerobench", "info", __version__)]

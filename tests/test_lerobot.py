@@ -12,7 +12,7 @@ from lerobench.errors import ConfigError
 from lerobench.policies.base import PolicyContext, policy_traits
 from lerobench.policies.lerobot_policy import camera_for_feature
 from lerobench.policies.loading import load_policy
-from lerobench.registry import load_suite
+from lerobench.suite.registry import load_suite
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("lerobot")
@@ -103,7 +103,7 @@ def rollout_actions(policy, observations):
     """
     from collections import deque
 
-    from lerobench.rollout import TaskRun, _PolicyFeedback, _Slot, _sub_batch, _validate
+    from lerobench.rollout.loop import TaskRun, _PolicyFeedback, _Slot, _sub_batch, _validate
 
     n = len(observations[0]["state"])
     task = load_suite("smoke").tasks[0]

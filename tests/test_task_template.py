@@ -13,7 +13,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 from lerobench.envs import template  # noqa: E402
 from lerobench.envs.base import EnvSpec, env_action  # noqa: E402
 from lerobench.envs.vector import make_vector_env  # noqa: E402
-from lerobench.registry import get_backend, load_suite  # noqa: E402
+from lerobench.suite.registry import get_backend, load_suite  # noqa: E402
 
 STEPS = 6
 

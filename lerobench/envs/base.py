@@ -19,9 +19,9 @@ from typing import Any, Protocol, runtime_checkable
 import gymnasium as gym
 import numpy as np
 
-from lerobench.config import Protocol as EvalProtocol
-from lerobench.config import TaskSpec
 from lerobench.envs.perturb import perturb, start_digest
+from lerobench.suite.config import Protocol as EvalProtocol
+from lerobench.suite.config import TaskSpec
 
 
 @runtime_checkable

@@ -90,7 +90,7 @@ def serve(listener_fd: int, alive_r: int, blob: str, preload: list[str], **kwarg
         for name in preload:
             __import__(name)
         spec: EnvSpec = pickle.loads(base64.b64decode(blob))
-        from lerobench.registry import get_backend
+        from lerobench.suite.registry import get_backend
 
         built = get_backend(spec.backend).make_template(spec)
     except Exception:  # noqa: BLE001 - each worker then builds its own, and reports the error where it always did

@@ -36,7 +36,7 @@ def _preload(backend: str) -> None:
     global _preloaded
     if _preloaded:
         return
-    from lerobench.registry import get_backend
+    from lerobench.suite.registry import get_backend
 
     modules = list(get_backend(backend).preload_modules)
     multiprocessing.set_forkserver_preload(["lerobench.envs.base", *modules])
@@ -53,7 +53,7 @@ def _make_env(spec: EnvSpec, render_threads: int | None = None) -> LazyTaskEnv:
     if render_threads is not None:
         os.environ.setdefault("LP_NUM_THREADS", str(render_threads))
     from lerobench.envs.template import FromTemplate
-    from lerobench.registry import get_backend
+    from lerobench.suite.registry import get_backend
 
     return LazyTaskEnv(spec, FromTemplate(get_backend(spec.backend)))
 
@@ -287,7 +287,7 @@ def make_vector_env(spec: EnvSpec, batch_size: int, in_process: bool | None = No
     if in_process:
         return InProcessVectorEnv(fns, autoreset_mode=AutoresetMode.DISABLED, copy=False)
     from lerobench.envs import template
-    from lerobench.registry import get_backend
+    from lerobench.suite.registry import get_backend
 
     backend = get_backend(spec.backend)
     if not (backend.task_template and template.enabled()):

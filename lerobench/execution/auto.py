@@ -20,7 +20,7 @@ from typing import Any
 from lerobench.envs import worker_memory
 from lerobench.errors import ConfigError, LerobenchError
 from lerobench.execution.base import ExecutionChoice
-from lerobench.plan import RunPlan
+from lerobench.plan.planner import RunPlan
 from lerobench.policies.base import policy_traits
 from lerobench.system import available_memory_mb, usable_cores
 
@@ -95,7 +95,7 @@ def worker_budget(plan: RunPlan, cameras: tuple[str, ...], memory_mb: int | None
 def _shares(plan: RunPlan) -> bool:
     """Whether this backend's vector workers fork from a task template (``envs/template.py``)."""
     from lerobench.envs import template
-    from lerobench.registry import get_backend
+    from lerobench.suite.registry import get_backend
 
     try:
         return get_backend(plan.suite.backend).task_template and template.enabled()

@@ -46,12 +46,19 @@ from typing import Any, Protocol
 import numpy as np
 
 from lerobench.analysis.results import EpisodeRecord
-from lerobench.config import TaskSpec
 from lerobench.envs.base import IDLE, env_action, episode_seed
 from lerobench.errors import STOP_REQUESTED, PolicyError
-from lerobench.inference import CallStats, EpisodeQueue, EpisodeSource, PolicyCaller, should_call, worth_spreading
+from lerobench.output.trajectories import NULL_TRAJECTORIES, Trajectory, TrajectoryRecorder
 from lerobench.policies.base import policy_traits
-from lerobench.trajectories import NULL_TRAJECTORIES, Trajectory, TrajectoryRecorder
+from lerobench.rollout.inference import (
+    CallStats,
+    EpisodeQueue,
+    EpisodeSource,
+    PolicyCaller,
+    should_call,
+    worth_spreading,
+)
+from lerobench.suite.config import TaskSpec
 
 STOP_GRACE_S = 1.0
 """How long a worker failure seen after Ctrl-C/SIGTERM (``STOP_REQUESTED``) waits for the driver's stop to land."""
