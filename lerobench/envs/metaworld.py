@@ -194,5 +194,16 @@ class MetaWorldBackend(BackendDefaults):
         """Build the task's simulator (in the worker process)."""
         return MetaWorldSimulator(spec)
 
+    task_template = True
+    """Workers fork from a per-task template process that built the task once (``envs/template.py``)."""
+
+    def make_template(self, spec: EnvSpec) -> Any:
+        """The task built in the template process: renderers (GL) are made only at a worker's first render."""
+        return self.make_simulator(spec)
+
+    def from_template(self, built: Any, spec: EnvSpec) -> Any:
+        """The template's simulator, as it is: it has no renderer yet."""
+        return built
+
 
 BACKEND = MetaWorldBackend()

@@ -52,9 +52,10 @@ def _make_env(spec: EnvSpec, render_threads: int | None = None) -> LazyTaskEnv:
     """
     if render_threads is not None:
         os.environ.setdefault("LP_NUM_THREADS", str(render_threads))
+    from lerobench.envs.template import FromTemplate
     from lerobench.suite.registry import get_backend
 
-    return LazyTaskEnv(spec, get_backend(spec.backend))
+    return LazyTaskEnv(spec, FromTemplate(get_backend(spec.backend)))
 
 
 def _done(fn: Any, *args: Any, **kwargs: Any) -> Future:
@@ -187,12 +188,18 @@ class WorkerVectorEnv(gym.vector.AsyncVectorEnv):
         _, info = result
         return self.observations, self._add_info({}, info, i) if info else {}
 
+    _template: Any = None
+    """The task's template process the workers forked from (``envs/template.py``), if any."""
+
     def close(self, **kwargs: Any) -> None:
-        """Close the workers and the reset threads (a thread waiting on a closed pipe ends with it)."""
+        """Close the workers, the reset threads (a thread waiting on a closed pipe ends with it), the template."""
         try:
             super().close(**kwargs)
         finally:
             self._stop_resets()
+            ctx, self._template = self._template, None
+            if ctx is not None:
+                _close_template(ctx)
 
     @property
     def step_width(self) -> int:
@@ -279,7 +286,28 @@ def make_vector_env(spec: EnvSpec, batch_size: int, in_process: bool | None = No
     fns = [functools.partial(_make_env, replace(spec, slot=i), threads) for i in range(batch_size)]
     if in_process:
         return InProcessVectorEnv(fns, autoreset_mode=AutoresetMode.DISABLED, copy=False)
-    _preload(spec.backend)
-    return WorkerVectorEnv(
-        fns, shared_memory=True, context=START_METHOD, autoreset_mode=AutoresetMode.DISABLED, copy=False
-    )
+    from lerobench.envs import template
+    from lerobench.suite.registry import get_backend
+
+    backend = get_backend(spec.backend)
+    if not (backend.task_template and template.enabled()):
+        _preload(spec.backend)
+        return WorkerVectorEnv(
+            fns, shared_memory=True, context=START_METHOD, autoreset_mode=AutoresetMode.DISABLED, copy=False
+        )
+    ctx = template.TemplateContext(spec, ["lerobench.envs.base", *backend.preload_modules])
+    multiprocessing.context._concrete_contexts[ctx.key] = ctx  # gymnasium takes a context by name
+    try:
+        env = WorkerVectorEnv(
+            fns, shared_memory=True, context=ctx.key, autoreset_mode=AutoresetMode.DISABLED, copy=False
+        )
+    except BaseException:
+        _close_template(ctx)
+        raise
+    env._template = ctx
+    return env
+
+
+def _close_template(ctx: Any) -> None:
+    multiprocessing.context._concrete_contexts.pop(ctx.key, None)
+    ctx.close()

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from lerobench.errors import ConfigError
+from lerobench.envs import worker_memory
+from lerobench.errors import ConfigError, LerobenchError
 from lerobench.execution.base import ExecutionChoice
 from lerobench.plan.planner import RunPlan
 from lerobench.policies.base import policy_traits
-from lerobench.system import auto_batch_size, available_memory_mb, usable_cores
+from lerobench.system import available_memory_mb, usable_cores
 
 IPC_STEP_MS = 1.0
 """Measured cost of one vector step through worker processes on a 2-core box (pipes + shared memory)."""
@@ -43,7 +44,8 @@ def choose(plan: RunPlan, policy: Any, cameras: tuple[str, ...], todo: int, *, c
     cores = cores if cores is not None else usable_cores(probe=probe)
     if memory_mb is None and probe:
         memory_mb = available_memory_mb()
-    by_memory = None if memory_mb is None else max(1, memory_mb // max(1, plan.suite.worker_memory_mb))
+    per_worker, left, _ = worker_budget(plan, cameras, memory_mb, shared=False)
+    by_memory = None if left is None else 1 + left // max(1, per_worker)
     workers = min(cores, max(1, todo), by_memory or cores)
     executor = s.executor
     shared_only = (s.batch_size > 0 or s.record != "none" or s.rerun or s.parallel_tasks > 1
@@ -56,7 +58,7 @@ def choose(plan: RunPlan, policy: Any, cameras: tuple[str, ...], todo: int, *, c
         n = min(s.workers or workers, max(1, todo)) if executor != "ray" else s.workers
         limits = f"{cores} usable cores, {todo} episodes to run"
         if memory_mb is not None:
-            limits += f", {memory_mb} MB available / {plan.suite.worker_memory_mb} MB per worker"
+            limits += f", {memory_mb} MB available / {per_worker} MB per worker"
         name = executor if executor != "auto" else "processes"
         if s.workers:
             how = "--workers"
@@ -72,6 +74,35 @@ def choose(plan: RunPlan, policy: Any, cameras: tuple[str, ...], todo: int, *, c
     return _vector(plan, cameras, cores, memory_mb, forced=executor)
 
 
+def rendered_cameras(plan: RunPlan, cameras: tuple[str, ...]) -> int:
+    """How many cameras a worker renders: the policy's, and the video camera when videos are recorded."""
+    video = plan.suite.video_camera if plan.settings.videos > 0 else None
+    return len(set(cameras) | ({video} if video else set()))
+
+
+def worker_budget(plan: RunPlan, cameras: tuple[str, ...], memory_mb: int | None,
+                  shared: bool | None) -> tuple[int, int | None, str]:
+    """(MB per worker, memory left after the first worker's extra, why), measured for this backend and cameras.
+
+    ``shared`` None: whether this backend's vector workers fork from a task template (``envs/template.py``).
+    A backend with no measurement budgets the suite's ``worker_memory_mb`` (``envs/worker_memory.py``).
+    """
+    shared = _shares(plan) if shared is None else shared
+    return worker_memory.budget(plan.suite.backend, rendered_cameras(plan, cameras), memory_mb, shared,
+                                plan.suite.worker_memory_mb)
+
+
+def _shares(plan: RunPlan) -> bool:
+    """Whether this backend's vector workers fork from a task template (``envs/template.py``)."""
+    from lerobench.envs import template
+    from lerobench.suite.registry import get_backend
+
+    try:
+        return get_backend(plan.suite.backend).task_template and template.enabled()
+    except LerobenchError:
+        return False
+
+
 def _vector(plan: RunPlan, cameras: tuple[str, ...], cores: int, memory_mb: int | None,
             forced: str) -> ExecutionChoice:
     """Today's batch rule: cores and memory, but in-process when a state-only step is cheaper than IPC."""
@@ -84,8 +115,8 @@ def _vector(plan: RunPlan, cameras: tuple[str, ...], cores: int, memory_mb: int 
     if s.batch_size > 0:
         batch, how = min(s.batch_size, n), f"batch size {min(s.batch_size, n)} (--batch-size)"
     else:
-        choice = auto_batch_size(n, s.suite.worker_memory_mb, cores=cores, memory_mb=memory_mb, probe=False)
-        batch, how = choice.batch_size, choice.explain()
+        batch, how = worker_memory.auto_batch(n, s.suite.backend, rendered_cameras(plan, cameras), cores, memory_mb,
+                                              _shares(plan), s.suite.worker_memory_mb)
         step_ms = plan.unrendered_step_ms
         if (forced == "auto" and parallel == 1 and s.episode_timeout is None and not plan.renders(cameras)
                 and step_ms is not None and step_ms < IPC_STEP_MS):

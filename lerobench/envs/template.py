@@ -1,0 +1,234 @@
+"""One task's scene built once, in a template process its workers fork from (issue 30).
+
+Without it every worker of a task builds the whole task from scratch: imports, BDDL parsing, robosuite's
+objects, the compiled MuJoCo model (LIBERO: 271 MB, 189 MB of it textures) and a GL context, ~1.5 GB PSS per
+LIBERO worker with two 256x256 cameras. Here a per-task *template* process, started like multiprocessing's
+forkserver (a fresh interpreter, so no GL context, torch threads or locks of the driver), imports the backend,
+builds the task's simulator without any GL (``Backend.make_template``), runs ``gc.freeze()`` (so the
+collector's writes to object headers do not copy the shared pages) and then serves fork requests exactly as
+a forkserver does (``multiprocessing.forkserver.main``). Each worker forked from it shares the model, the
+textures, the meshes and robosuite's objects copy-on-write and makes only what is its own: its data as it
+steps, its controller state and its GL context (``Simulator.from_template`` runs in the worker).
+
+The vector env's pipes and shared observation memory reach the workers through the forkserver's own
+file-descriptor passing, so gymnasium's ``AsyncVectorEnv`` runs unchanged on the ``TemplateContext``.
+
+``LEROBENCH_SHARE_TASK=0`` turns it off (each worker builds its task, as before).
+"""
+
+from __future__ import annotations
+
+import base64
+import gc
+import io
+import os
+import pickle
+import signal
+import socket
+import threading
+from dataclasses import replace
+from multiprocessing import connection, popen_forkserver, process, resource_tracker, spawn, util
+from multiprocessing import forkserver as mp_forkserver
+from multiprocessing.context import BaseContext, reduction, set_spawning_popen
+from typing import Any
+
+from lerobench.envs.base import EnvSpec
+
+ENV_SWITCH = "LEROBENCH_SHARE_TASK"
+
+_template: tuple[EnvSpec, Any] | None = None
+"""In a template process and its workers: (the spec it was built for, slot 0; the built template)."""
+
+
+def enabled() -> bool:
+    """Whether workers fork from a task template (``LEROBENCH_SHARE_TASK=0`` turns it off)."""
+    return os.environ.get(ENV_SWITCH, "1") != "0"
+
+
+def _key(spec: EnvSpec) -> EnvSpec:
+    return replace(spec, slot=0)
+
+
+def take(spec: EnvSpec, backend: Any) -> Any | None:
+    """In a worker: the simulator made from the template it was forked from, if it was built for ``spec``.
+
+    Taken once (a second env in the same process builds its own).
+    """
+    global _template
+    if _template is None or _template[0] != _key(spec):
+        return None
+    built, _template = _template[1], None
+    return backend.from_template(built, spec)
+
+
+class FromTemplate:
+    """A backend whose ``make_simulator`` first takes the template's simulator (in a worker forked from one)."""
+
+    def __init__(self, backend: Any):
+        self._backend = backend
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "_backend":  # not set yet (a copy being built): no recursion
+            raise AttributeError(name)
+        return getattr(self._backend, name)
+
+    def make_simulator(self, spec: EnvSpec) -> Any:
+        """The template's simulator for ``spec`` if this process was forked from one, else a new one."""
+        built = take(spec, self._backend)
+        return built if built is not None else self._backend.make_simulator(spec)
+
+
+def serve(listener_fd: int, alive_r: int, blob: str, preload: list[str], **kwargs: Any) -> None:
+    """The template process: import, build the task without GL, freeze, then fork workers on request."""
+    global _template
+    import sys
+
+    if kwargs.get("sys_path") is not None:  # the driver's (a backend module it found on a path it added)
+        sys.path[:] = kwargs["sys_path"]
+    built = None
+    try:
+        for name in preload:
+            __import__(name)
+        spec: EnvSpec = pickle.loads(base64.b64decode(blob))
+        from lerobench.suite.registry import get_backend
+
+        built = get_backend(spec.backend).make_template(spec)
+    except Exception:  # noqa: BLE001 - each worker then builds its own, and reports the error where it always did
+        built = None
+    if built is not None:
+        _template = (_key(spec), built)
+    gc.collect()
+    gc.freeze()
+    mp_forkserver.main(listener_fd, alive_r, [], **kwargs)
+
+
+class TemplateServer(mp_forkserver.ForkServer):
+    """A forkserver whose server process first builds one task's template (``serve``)."""
+
+    def __init__(self, spec: EnvSpec, preload: list[str]):
+        super().__init__()
+        self._spec = _key(spec)
+        self._preload = preload
+
+    def ensure_running(self) -> None:
+        """Start the template process (once); same protocol as ``ForkServer.ensure_running``."""
+        with self._lock:
+            resource_tracker.ensure_running()
+            if self._forkserver_pid is not None:
+                return
+            blob = base64.b64encode(pickle.dumps(self._spec)).decode()
+            data = spawn.get_preparation_data("ignore")
+            data = {x: y for x, y in data.items() if x in ("main_path", "sys_path")}
+            data["main_path"] = None  # never re-import the driver's __main__ in the template
+            cmd = (f"from lerobench.envs.template import serve; "
+                   f"serve(%d, %d, {blob!r}, {self._preload!r}, **{data!r})")
+            with socket.socket(socket.AF_UNIX) as listener:
+                address = connection.arbitrary_address("AF_UNIX")
+                listener.bind(address)
+                if not util.is_abstract_socket_namespace(address):
+                    os.chmod(address, 0o600)
+                listener.listen()
+                alive_r, alive_w = os.pipe()
+                try:
+                    exe = spawn.get_executable()
+                    args = [exe, *util._args_from_interpreter_flags(), "-c",
+                            cmd % (listener.fileno(), alive_r)]
+                    pid = util.spawnv_passfds(exe, args, [listener.fileno(), alive_r])
+                except BaseException:
+                    os.close(alive_w)
+                    raise
+                finally:
+                    os.close(alive_r)
+                self._forkserver_address = address
+                self._forkserver_alive_fd = alive_w
+                self._forkserver_pid = pid
+
+    def stop(self) -> None:
+        """End the template process (its workers are closed already; any left keep running until closed)."""
+        with self._lock:
+            pid, self._forkserver_pid = self._forkserver_pid, None
+            if pid is None:
+                return
+            os.close(self._forkserver_alive_fd)
+            self._forkserver_alive_fd = None
+            try:
+                os.kill(pid, signal.SIGTERM)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+            if not util.is_abstract_socket_namespace(self._forkserver_address):
+                try:
+                    os.unlink(self._forkserver_address)
+                except OSError:
+                    pass
+            self._forkserver_address = None
+
+
+_servers: dict[str, TemplateServer] = {}
+_servers_lock = threading.Lock()
+
+
+class TemplatePopen(popen_forkserver.Popen):
+    """``popen_forkserver.Popen`` that asks the process's template server instead of the global forkserver."""
+
+    def _launch(self, process_obj: Any) -> None:
+        server = _servers[process_obj._template_key]
+        prep_data = spawn.get_preparation_data(process_obj._name)
+        prep_data.pop("init_main_from_path", None)  # the template never imports the driver's __main__
+        prep_data.pop("init_main_from_name", None)
+        buf = io.BytesIO()
+        set_spawning_popen(self)
+        try:
+            reduction.dump(prep_data, buf)
+            reduction.dump(process_obj, buf)
+        finally:
+            set_spawning_popen(None)
+        self.sentinel, w = server.connect_to_new_process(self._fds)
+        _parent_w = os.dup(w)
+        self.finalizer = util.Finalize(self, util.close_fds, (_parent_w, self.sentinel))
+        with open(w, "wb", closefd=True) as f:
+            f.write(buf.getbuffer())
+        self.pid = mp_forkserver.read_signed(self.sentinel)
+
+
+class TemplateProcess(process.BaseProcess):
+    """A worker forked from a task's template process."""
+
+    _start_method = "forkserver"
+    _template_key = ""
+
+    @staticmethod
+    def _Popen(process_obj: Any) -> Any:  # noqa: N802 - multiprocessing's name
+        return TemplatePopen(process_obj)
+
+
+class TemplateContext(BaseContext):
+    """A multiprocessing context whose processes fork from one task's template (pipes, arrays as forkserver's)."""
+
+    _name = "forkserver"
+
+    def __init__(self, spec: EnvSpec, preload: list[str]):
+        self.key = f"lerobench-template-{id(self)}"
+        self.server = TemplateServer(spec, preload)
+        with _servers_lock:
+            _servers[self.key] = self.server
+
+    def Process(self, *args: Any, **kwargs: Any) -> TemplateProcess:  # noqa: N802 - multiprocessing's name
+        """A process that forks from this context's template."""
+        proc = TemplateProcess(*args, **kwargs)
+        proc._template_key = self.key
+        return proc
+
+    def get_context(self, method: str | None = None) -> BaseContext:
+        """This context (``method`` None) or a standard one."""
+        return self if method is None else super().get_context(method)
+
+    def get_start_method(self, allow_none: bool = False) -> str:
+        """'forkserver': pipes, locks and arrays are passed to workers as to forkserver's."""
+        return self._name
+
+    def close(self) -> None:
+        """Stop the template process."""
+        self.server.stop()
+        with _servers_lock:
+            _servers.pop(self.key, None)

@@ -1,0 +1,88 @@
+"""Workers forked from a task's template process (issue 30) run the same episodes, pixel for pixel."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+from lerobench.envs import template  # noqa: E402
+from lerobench.envs.base import EnvSpec, env_action  # noqa: E402
+from lerobench.envs.vector import make_vector_env  # noqa: E402
+from lerobench.suite.registry import get_backend, load_suite  # noqa: E402
+
+STEPS = 6
+
+
+def _spec(cameras: tuple[str, ...], suite_name: str = "libero_spatial") -> EnvSpec:
+    suite = load_suite(suite_name)
+    backend = get_backend(suite.backend)
+    protocol = replace(suite.protocol(), image_size=(64, 64), max_steps=STEPS)
+    return EnvSpec(suite=suite.name, backend=suite.backend, task=suite.tasks[0], protocol=protocol, seed=3,
+                   state_dim=backend.state_dim, action_dim=backend.action_dim, cameras=cameras,
+                   backend_options=suite.backend_options)
+
+
+def _episodes(spec: EnvSpec, share: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[list, list]:
+    """Two workers, episodes 1 and 0, a few random steps reading the cameras at every other step."""
+    monkeypatch.setenv(template.ENV_SWITCH, "1" if share else "0")
+    env = make_vector_env(spec, 2, in_process=False)
+    try:
+        assert (env._template is not None) == share
+        obs, _ = env.reset(options={"episodes": [1, 0]})
+        seen = [_copy(obs)]
+        rng = np.random.default_rng(0)
+        ends: list = [None, None]
+        for k in range(STEPS):
+            action = rng.uniform(-1, 1, (2, spec.action_dim)).astype(np.float32)
+            obs, _, _, _, info = env.step(env_action(action, np.full(2, k % 2 == 0)))
+            seen.append(_copy(obs))
+            for i in np.flatnonzero(info.get("_episode_end", [])):
+                ends[i] = {key: v[i] for key, v in info["episode_end"].items() if not key.startswith(("elapsed", "_"))}
+    finally:
+        env.close()
+    return seen, ends
+
+
+def _copy(obs):
+    return {k: _copy(v) for k, v in obs.items()} if isinstance(obs, dict) else np.array(obs, copy=True)
+
+
+CASES = {"libero": ("libero.libero", "libero_spatial", ("agentview", "robot0_eye_in_hand")),
+         "metaworld": ("metaworld", "metaworld_mt10", ("corner2",))}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_workers_forked_from_the_template_see_what_workers_that_built_the_task_see(case, monkeypatch):
+    module, suite, cameras = CASES[case]
+    pytest.importorskip(module)
+    spec = _spec(cameras, suite)
+    before, before_ends = _episodes(spec, False, monkeypatch)
+    after, after_ends = _episodes(spec, True, monkeypatch)
+    assert before_ends == after_ends and all(e and e["start_digest"] for e in after_ends)
+    for k, (a, b) in enumerate(zip(before, after, strict=True)):
+        np.testing.assert_array_equal(a["state"], b["state"], err_msg=f"state after step {k}")
+        for cam in spec.cameras:
+            assert a["images"][cam].any(), "the cameras must have drawn something"
+            np.testing.assert_array_equal(a["images"][cam], b["images"][cam], err_msg=f"{cam} after step {k}")
+    assert not template._servers, "closing the vector env stops its template process"
+
+
+def test_the_template_process_never_makes_a_gl_context(monkeypatch):
+    """Mesa's driver (swrast_dri.so) is loaded when a GL context is made: in the workers, never in the template."""
+    pytest.importorskip("libero.libero")
+    monkeypatch.setenv(template.ENV_SWITCH, "1")
+    env = make_vector_env(_spec(("agentview",)), 2, in_process=False)
+    try:
+        env.reset(options={"episodes": [0, 1]})
+        template_maps = open(f"/proc/{env._template.server._forkserver_pid}/maps").read()
+        worker_maps = open(f"/proc/{env.processes[0].pid}/maps").read()
+    finally:
+        env.close()
+    if "swrast_dri" not in worker_maps:
+        pytest.skip("not Mesa's software GL: its driver's file name is unknown here")
+    assert "swrast_dri" not in template_maps
