@@ -27,7 +27,7 @@ START_METHOD = "forkserver"
 _preloaded = False
 
 
-def _preload(backend: str) -> None:
+def preload_forkserver(backend: str) -> None:
     """Import the backend's simulator modules once in the forkserver, so each worker forks ready.
 
     Only imports: no simulator, renderer or GL context is built before a worker starts. Saves
@@ -291,7 +291,7 @@ def make_vector_env(spec: EnvSpec, batch_size: int, in_process: bool | None = No
 
     backend = get_backend(spec.backend)
     if not (backend.task_template and template.enabled()):
-        _preload(spec.backend)
+        preload_forkserver(spec.backend)
         return WorkerVectorEnv(
             fns, shared_memory=True, context=START_METHOD, autoreset_mode=AutoresetMode.DISABLED, copy=False
         )

@@ -15,7 +15,7 @@ Rules, in order (``--executor`` and ``--batch-size`` override them):
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from lerobench.envs import worker_memory
 from lerobench.errors import ConfigError, LerobenchError
@@ -24,16 +24,19 @@ from lerobench.plan.planner import RunPlan
 from lerobench.policies.base import policy_traits
 from lerobench.system import available_memory_mb, usable_cores
 
+if TYPE_CHECKING:
+    from lerobench.policies.base import Policy
+
 IPC_STEP_MS = 1.0
 """Measured cost of one vector step through worker processes on a 2-core box (pipes + shared memory)."""
 
 
-def replicable(policy: Any) -> bool:
+def replicable(policy: Policy) -> bool:
     """Whether building one policy per worker is cheap and harmless (the policy declares it)."""
     return policy_traits(policy).replicable
 
 
-def choose(plan: RunPlan, policy: Any, cameras: tuple[str, ...], todo: int, *, cores: int | None = None,
+def choose(plan: RunPlan, policy: Policy, cameras: tuple[str, ...], todo: int, *, cores: int | None = None,
            memory_mb: int | None = None, probe: bool = True, in_memory: bool = False) -> ExecutionChoice:
     """The executor for ``todo`` remaining episodes of ``plan`` on this machine.
 

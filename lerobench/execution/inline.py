@@ -8,9 +8,14 @@ episode. No ``--episode-timeout`` (a step in this process cannot be interrupted)
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from lerobench.execution.vector import VectorExecutor
+
+if TYPE_CHECKING:
+    from lerobench.execution.base import ExecutionChoice
+    from lerobench.plan.planner import RunPlan
+    from lerobench.policies.base import Policy
 
 
 class InlineExecutor(VectorExecutor):
@@ -18,10 +23,10 @@ class InlineExecutor(VectorExecutor):
 
     name = "inline"
 
-    def __init__(self, policy: Any, batch: int = 1):
+    def __init__(self, policy: Policy, batch: int = 1):
         super().__init__(policy, batch=batch, parallel=1, in_process=True)
 
     @classmethod
-    def create(cls, plan: Any, choice: Any, policy: Any) -> InlineExecutor:
+    def create(cls, plan: RunPlan, choice: ExecutionChoice, policy: Policy) -> InlineExecutor:
         """Registry factory (``execution/registry.py``): ``choice.workers`` envs per task."""
         return cls(policy, max(1, choice.workers))

@@ -15,13 +15,17 @@ from collections import deque
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from traceback import format_exception
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lerobench.errors import LerobenchError, PolicyError, RunError
 from lerobench.execution.base import MAX_WORKER_REBUILDS
 from lerobench.output.sink import RecordSink
 from lerobench.output.video_recorder import remove_partial_videos
 from lerobench.plan.planner import RunPlan, WorkUnit
+
+if TYPE_CHECKING:
+    from lerobench.execution.base import ExecutionChoice
+    from lerobench.policies.base import Policy
 
 START_METHOD = "forkserver"
 """Workers start from a clean server process: no inherited GL contexts, torch threads or locks."""
@@ -98,7 +102,7 @@ class ProcessExecutor:
         self.cores = cores or workers
 
     @classmethod
-    def create(cls, plan: RunPlan, choice: Any, policy: Any) -> ProcessExecutor:
+    def create(cls, plan: RunPlan, choice: ExecutionChoice, policy: Policy) -> ProcessExecutor:
         """Registry factory (``execution/registry.py``): each worker builds its own policy, ``policy`` is unused."""
         from lerobench.system import usable_cores
 
@@ -106,9 +110,9 @@ class ProcessExecutor:
 
     def run(self, plan: RunPlan, units: list[WorkUnit], sink: RecordSink) -> None:
         """Hand units to idle workers until every episode is recorded; terminate workers on the way out."""
-        from lerobench.envs.vector import _preload
+        from lerobench.envs.vector import preload_forkserver
 
-        _preload(plan.suite.backend)
+        preload_forkserver(plan.suite.backend)
         context: Any = multiprocessing.get_context(START_METHOD)  # the typeshed's BaseContext lacks Process
         pending = deque(units)
         pool: list[_Worker] = []

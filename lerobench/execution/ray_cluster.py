@@ -14,11 +14,15 @@ import math
 import signal
 import threading
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lerobench.errors import LerobenchError, MissingDependencyError, RunError
 from lerobench.output.sink import RecordSink
 from lerobench.plan.planner import RunPlan, WorkUnit
+
+if TYPE_CHECKING:
+    from lerobench.execution.base import ExecutionChoice
+    from lerobench.policies.base import Policy
 
 RAY_RETRIES = 2
 """Times Ray reruns a unit whose worker process died (episodes are pure functions: a rerun is identical)."""
@@ -39,7 +43,7 @@ class RayExecutor:
         self.workers = workers
 
     @classmethod
-    def create(cls, plan: RunPlan, choice: Any, policy: Any) -> RayExecutor:
+    def create(cls, plan: RunPlan, choice: ExecutionChoice, policy: Policy) -> RayExecutor:
         """Registry factory (``execution/registry.py``): each Ray task builds its own policy."""
         s = plan.settings
         return cls(s.ray_address, s.ray_gpus_per_worker, choice.workers)

@@ -21,7 +21,7 @@ from lerobench.output.sink import RecordSink, load_previous
 from lerobench.plan.planner import FORMATS, RunPlan, RunSettings, make_plan
 from lerobench.plan.stopping import Ledger
 from lerobench.plan.versus import Recorded
-from lerobench.policies.base import close_policy, policy_traits
+from lerobench.policies.base import Policy, close_policy, policy_traits
 from lerobench.policies.builtin import BUILTIN
 from lerobench.policies.loading import load_policy, observation_needs, prepare_policy
 from lerobench.rollout.inference import forget_check
@@ -202,7 +202,7 @@ def rendering_need(plan: RunPlan, cameras: tuple[str, ...]) -> str | None:
     return None
 
 
-def policy_config(policy: Any, replan_steps: int) -> dict[str, Any]:
+def policy_config(policy: Policy, replan_steps: int) -> dict[str, Any]:
     """What the policy makes of the run, for ``results.json`` ``config``: the executed chunk length and its traits.
 
     ``replan_steps_executed`` is what runs (a policy's own chunking wins over the CLI default of 1);

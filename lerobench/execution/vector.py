@@ -11,7 +11,7 @@ import copy
 import threading
 import warnings
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lerobench.analysis.results import EpisodeRecord
 from lerobench.errors import RunError
@@ -21,13 +21,17 @@ from lerobench.plan.planner import RunPlan, WorkUnit
 from lerobench.policies.base import close_policy, observation_needs
 from lerobench.rollout.loop import Cancelled, WorkerFailure, run_episodes
 
+if TYPE_CHECKING:
+    from lerobench.execution.base import ExecutionChoice
+    from lerobench.policies.base import Policy
+
 
 class VectorExecutor:
     """Runs each unit (one task's todo episodes) on a vector env of ``batch`` envs, ``parallel`` tasks at once."""
 
     name = "vector"
 
-    def __init__(self, policy: Any, batch: int, parallel: int = 1, in_process: bool | None = None):
+    def __init__(self, policy: Policy, batch: int, parallel: int = 1, in_process: bool | None = None):
         self.policy = policy
         self.batch = batch
         self.parallel = parallel
@@ -35,7 +39,7 @@ class VectorExecutor:
         self._stop = threading.Event()
 
     @classmethod
-    def create(cls, plan: RunPlan, choice: Any, policy: Any) -> VectorExecutor:
+    def create(cls, plan: RunPlan, choice: ExecutionChoice, policy: Policy) -> VectorExecutor:
         """Registry factory (``execution/registry.py``): ``choice.workers`` envs per task."""
         return cls(policy, choice.workers, choice.parallel_tasks)
 
@@ -90,7 +94,7 @@ class VectorExecutor:
         if real or errors:
             raise (real or errors)[0]
 
-    def _run_unit(self, plan: RunPlan, unit: WorkUnit, policy: Any, sink: RecordSink) -> None:
+    def _run_unit(self, plan: RunPlan, unit: WorkUnit, policy: Policy, sink: RecordSink) -> None:
         from lerobench.envs.vector import InProcessVectorEnv, make_vector_env
 
         task = unit.task
