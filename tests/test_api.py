@@ -84,6 +84,7 @@ def _mlp():
     return torch.nn.Sequential(torch.nn.Linear(39, 64), torch.nn.Tanh(), torch.nn.Linear(64, 4), torch.nn.Tanh())
 
 
+@pytest.mark.slow
 def test_a_training_loop_evaluates_five_times_without_leaks(tmp_path):
     """A torch MLP trained a few steps, evaluated every few steps: flat memory, state restored, no leftovers."""
     model = _mlp()

@@ -85,6 +85,7 @@ def test_thread_count_does_not_change_rows():
     assert np.array_equal(got[0], got[1]) and np.array_equal(got[0], got[2])
 
 
+@pytest.mark.slow
 def test_mlp_same_numbers_at_every_batch_size_and_executor(tmp_path):
     """The issue's MLP: batch 1 vs 3 vs 8, processes and parallel tasks: identical and verified."""
     common = ["--policy", "fixture_policies:make_mlp", "--episodes", "3", "--max-steps", "80"]
@@ -150,6 +151,7 @@ def lerobot_dirs(tmp_path_factory):
     return {"act": save_tiny_act(root / "act"), "diffusion": save_tiny_diffusion(root / "diffusion")}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["act", "diffusion"])
 def test_lerobot_policies_same_numbers_at_batch_1_3_8(tmp_path, lerobot_dirs, kind):
     common = ["--policy", f"lerobot:{lerobot_dirs[kind]}", "--episodes", "3", "--max-steps", "40" if kind == "act"

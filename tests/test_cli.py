@@ -129,6 +129,7 @@ max_steps = 8
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.sim
 def test_max_errors_fails_a_run_with_a_simulator_error(tmp_path):
     pytest.importorskip("metaworld")

@@ -39,6 +39,7 @@ def evaluate(out, *extra, policy=POLICY):
         json.loads((out / "results.json").read_text())
 
 
+@pytest.mark.slow
 def test_stochastic_chunk_policy_same_episodes_at_any_batch_and_executor(tmp_path, monkeypatch):
     import lerobench.rollout.loop
     from lerobench.policies.serve import PolicyServer, suite_context

@@ -22,6 +22,7 @@ def _doctor(tmp_path: Path, gl: str, *args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_doctor_passes_here_and_reports_every_check(tmp_path):
     pytest.importorskip("metaworld")
     done = _doctor(tmp_path, "egl", "--json")

@@ -196,6 +196,7 @@ def test_lerobot_format_eval_info(tmp_path):
         assert all(m <= s for m, s in zip(metrics["max_rewards"], metrics["sum_rewards"], strict=True))
 
 
+@pytest.mark.slow
 def test_partial_resets_do_not_duplicate_frames_or_states(tmp_path):
     av = pytest.importorskip("av")
     h5py = pytest.importorskip("h5py")

@@ -57,6 +57,7 @@ def evaluate(out, policy, executor, *extra):
     return result
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["metaworld-expert", "random"])
 def test_every_executor_gives_the_same_episodes(tmp_path, local_ray, policy):
     reference = None
@@ -123,6 +124,7 @@ def test_killed_processes_run_resumes_to_the_inline_numbers(tmp_path):
     assert outcomes(cut) == outcomes(full) and len(episodes(cut)) == 12
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("executor, sig, code", [("processes", signal.SIGINT, 130), ("ray", signal.SIGINT, 130),
                                                   ("ray", signal.SIGTERM, 143)])
 def test_ctrl_c_leaves_no_worker_behind(tmp_path, executor, sig, code):

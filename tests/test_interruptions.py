@@ -45,6 +45,7 @@ def _videos(out):
     return sorted(p.relative_to(out).as_posix() for p in out.glob("videos/**/*") if p.is_file())
 
 
+@pytest.mark.slow
 def test_sigterm_at_random_points_then_resume_equals_an_uninterrupted_run(tmp_path):
     full, cut = tmp_path / "full", tmp_path / "cut"
     done = subprocess.run(_cmd(full), env=_env(), capture_output=True, text=True)

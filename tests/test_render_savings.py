@@ -128,6 +128,7 @@ def _rollout(case, every_frame, batch, episodes, max_steps, chunk=10, videos=Fal
     return sorted(records, key=lambda r: r.episode), policy, recorder
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case, batch, episodes, max_steps", [("metaworld", 2, [0, 1, 2], 25),
                                                                 ("libero", 1, [0], 20)])
 def test_chunk_10_renders_once_per_chunk_with_outcomes_of_per_step_rendering(case, batch, episodes, max_steps):

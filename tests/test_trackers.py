@@ -579,6 +579,7 @@ if __name__ == "__main__":
 '''
 
 
+@pytest.mark.slow
 def test_a_training_loop_logs_five_evaluations_to_three_trackers(trackio_overlay, tmp_path, monkeypatch):
     """Issue 29's check: 5 evaluations in one process, flat memory, every logged success value read back from
     TensorBoard's event files, MLflow's file store and trackio's database equals the returned results."""

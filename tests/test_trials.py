@@ -300,6 +300,7 @@ def test_per_trial_results_identical_at_batch_1_and_2(tmp_path):
     assert info["overall"]["n_episodes"] == 3  # LeRobot's episode is trial 0
 
 
+@pytest.mark.slow
 def test_kill_and_resume_reruns_half_episodes_from_trial_0_and_equals_an_uninterrupted_run(tmp_path):
     pytest.importorskip("metaworld")
     import signal
