@@ -137,10 +137,10 @@ class Schedule:
         self.step_s.add(took)
         self.wave_s.add(took / -(-stepped // self.width))
 
-    def spread(self, running: int) -> bool:
-        """Run envs out of phase now (``worth_spreading``, for overlapping calls only), with ``running`` envs."""
+    def spread(self, slots: Slots) -> bool:
+        """Run envs out of phase now (``worth_spreading``, for overlapping calls only)."""
         return RUN_DRY_FIRST and self.caller.concurrency > 1 and worth_spreading(
-            self.caller.call_s.value, self.wave_s.value, -(-running // self.width), self.chunk)
+            self.caller.call_s.value, self.wave_s.value, -(-slots.running() // self.width), self.chunk)
 
     def rows_to_step(self, ready: np.ndarray, queues: Sequence[deque[np.ndarray]], spread: bool) -> np.ndarray:
         """The ready rows to step: all, or when spreading only the ``width`` nearest to running dry."""
@@ -214,7 +214,7 @@ class Rollout:
         ready, dry = self.slots.mask(READY), self.slots.mask(DRY)
         now = time.perf_counter()
         self.slots.stamp_dry(now)
-        spread = self.schedule.spread(int(self.slots.mask(DRY, WAITING, READY).sum()))
+        spread = self.schedule.spread(self.slots)
         stepping = self.schedule.rows_to_step(ready, self.slots.queues, spread)
         if dry.any() and self.caller.slots_free(self.schedule.call_limit(spread)):
             if self._send(np.flatnonzero(dry), stepping, spread, now):
