@@ -173,3 +173,48 @@ def test_a_plain_list_and_an_episode_source_run_the_same():
         run_episodes(FakeVectorEnv(2), ChunkPolicy(), task_run(), episodes, records.append)
         got[name] = sorted((r.episode, r.steps, r.success, r.seed) for r in records)
     assert got["list"] == got["source"] and [e for e, *_ in got["list"]] == [1, 2, 3]
+
+
+class _Recording:
+    def __init__(self, log, key):
+        self.log, self.key = log, key
+
+    def add(self, frame):
+        self.log.append(("add", self.key))
+
+    def finish(self, success):
+        self.log.append(("finish", self.key))
+        return f"videos/{self.key[0]}-{self.key[1]}.mp4"
+
+    def abort(self):
+        self.log.append(("abort", self.key))
+
+
+class _Recorder:
+    """Records every episode; logs what happened to each recording."""
+
+    camera = None
+
+    def __init__(self):
+        self.log = []
+
+    def wants(self, episode):
+        return True
+
+    def start(self, task, episode, trial=None):
+        self.log.append(("start", (episode, trial)))
+        return _Recording(self.log, (episode, trial))
+
+
+def test_videos_are_finished_for_recorded_episodes_and_dropped_for_lost_ones():
+    recorder, records = _Recorder(), []
+    run_episodes(FakeVectorEnv(2), ChunkPolicy(), task_run(trials=2), [0, 1, 2], records.append, recorder=recorder)
+    assert sorted(r.video for r in records) == sorted(f"videos/{e}-{t}.mp4" for e in range(3) for t in range(2))
+    assert sorted(k for what, k in recorder.log if what == "finish") == [(e, t) for e in range(3) for t in range(2)]
+    recorder, records = _Recorder(), []
+    script = Script(fail_at_step=3, culprits=(0,))
+    with pytest.raises(WorkerFailure):
+        run_episodes(FakeVectorEnv(2, script), ChunkPolicy(), task_run(), [0, 1, 2], records.append,
+                     recorder=recorder)
+    assert [(r.episode, r.video) for r in records] == [(0, None)]  # the culprit: an error, no video
+    assert sorted(k for what, k in recorder.log if what == "abort") == [(0, None), (1, None)]  # both dropped
