@@ -25,7 +25,7 @@ from lerobench.analysis.results import EpisodeRecord
 from lerobench.config import TaskSpec
 from lerobench.envs.base import IDLE, episode_seed
 from lerobench.inference import EpisodeSource
-from lerobench.trajectories import Trajectory, TrajectoryRecorder
+from lerobench.trajectories import Trajectories, Trajectory
 
 
 @dataclass
@@ -138,7 +138,7 @@ class EpisodeBook:
     """
 
     def __init__(self, n: int, run: TaskRun, source: EpisodeSource, on_episode: Callable[[EpisodeRecord], None],
-                 recorder: Recorder, trajectories: TrajectoryRecorder,
+                 recorder: Recorder, trajectories: Trajectories,
                  take_check: Callable[[], dict[str, Any] | None] = lambda: None):
         self.run, self.source, self.on_episode = run, source, on_episode
         self.recorder, self.trajectories, self.take_check = recorder, trajectories, take_check

@@ -67,7 +67,7 @@ from lerobench.inference import (
 from lerobench.policies.actions import ActionError, action_chunk
 from lerobench.policies.base import Policy, policy_traits
 from lerobench.slots import Slots, SlotState
-from lerobench.trajectories import NULL_TRAJECTORIES, TrajectoryRecorder
+from lerobench.trajectories import NULL_TRAJECTORIES, Trajectories
 
 __all__ = ["STOP_GRACE_S", "RUN_DRY_FIRST", "Cancelled", "NullRecorder", "Recorder", "Recording", "Rollout",
            "Schedule", "TaskRun", "WorkerFailure", "run_dry_first", "run_episodes", "settle"]
@@ -103,7 +103,7 @@ def run_episodes(
     on_episode: Callable[[EpisodeRecord], None],
     on_steps: Callable[[int], None] = lambda n: None,
     recorder: Recorder | None = None,
-    trajectories: TrajectoryRecorder = NULL_TRAJECTORIES,
+    trajectories: Trajectories = NULL_TRAJECTORIES,
     stats: CallStats | None = None,
 ) -> None:
     """Run ``episodes`` of ``run.task`` on ``venv`` until each is recorded through ``on_episode``.
@@ -167,7 +167,7 @@ class Rollout:
 
     def __init__(self, venv: RolloutEnv, policy: Policy, run: TaskRun, source: EpisodeSource,
                  on_episode: Callable[[EpisodeRecord], None], *, on_steps: Callable[[int], None] = lambda n: None,
-                 recorder: Recorder | None = None, trajectories: TrajectoryRecorder = NULL_TRAJECTORIES,
+                 recorder: Recorder | None = None, trajectories: Trajectories = NULL_TRAJECTORIES,
                  stats: CallStats | None = None):
         n = venv.num_envs
         self.venv, self.task_run, self.on_steps = venv, run, on_steps

@@ -8,7 +8,7 @@ handed to the background writer (or dropped, for failures under ``--record succe
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -57,6 +57,20 @@ def check_record_mode(mode: str) -> str:
     if mode not in RECORD_MODES:
         raise ConfigError(f"--record must be one of {', '.join(RECORD_MODES)}, got {mode!r}")
     return mode
+
+
+class Trajectories(Protocol):
+    """What the rollout needs of a trajectory recorder: ``TrajectoryRecorder``, or ``rrd.RrdTrajectories``."""
+
+    @property
+    def enabled(self) -> bool:
+        """Whether every step must be observed (the rollout then reads every observation)."""
+
+    def start(self, episode: int | None = None) -> Trajectory | None:
+        """A buffer for a new episode, or None when this one is not kept."""
+
+    def finish(self, task: str, record: Any, trajectory: Trajectory | None) -> None:
+        """Hand the finished episode over."""
 
 
 class TrajectoryRecorder:

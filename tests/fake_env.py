@@ -84,8 +84,9 @@ class FakeVectorEnv:
         self.closed = False
 
     # -- resets -----------------------------------------------------------------------------------
-    def reset(self, *, seed: list[int], options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         """Reset every slot now (the first reset)."""
+        assert options is not None, "the rollout always says which episode each slot starts"
         infos: dict[str, Any] = {}
         for i in range(self.num_envs):
             info = self._apply_reset(i, options)

@@ -27,8 +27,8 @@ class RolloutEnv(Protocol):
     def step_width(self) -> int:
         """Rows a step runs at once (worker processes: usable cores; in this process: 1)."""
 
-    def reset(self, *, seed: list[int], options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Reset the slots in ``options['reset_mask']`` (all without it), blocking; (batched obs, infos)."""
+    def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        """Reset every slot (``seed``: one per slot), blocking; (batched obs, infos). Gymnasium's signature."""
 
     def reset_one(self, i: int, seed: int, options: dict[str, Any]) -> Future:
         """Start resetting slot ``i`` in the background; slot ``i`` must not be stepped until the future is done."""
