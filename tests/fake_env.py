@@ -9,6 +9,7 @@ its reset runs, a held slot advanced, an idle slot stepped.
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -44,6 +45,8 @@ class Script:
     """The ``step_within`` call (counted from 1) at which a worker "dies" (``EOFError``)."""
     culprits: tuple[int, ...] = ()
     """Slots ``failed_slots`` names after the failure (those of them that are active)."""
+    hang: bool = False
+    """The failure at ``fail_at_step`` is a hung worker (``multiprocessing.TimeoutError``), not a dead one."""
 
 
 @dataclass
@@ -66,6 +69,8 @@ class Log:
     """(slot, episode, trial) of every reset, in order."""
     violations: list[str] = field(default_factory=list)
     step_calls: int = 0
+    failed_slots_hung: bool | None = None
+    """What the rollout told ``failed_slots``: a hang (True) or a death (False); None: never asked."""
     steps_beside_resets: int = 0
     """Steps taken while another slot's reset was running (background resets overlap the stepping)."""
 
@@ -135,6 +140,8 @@ class FakeVectorEnv:
         """Step the slots not held; record any slot stepped that must not be."""
         self.log.step_calls += 1
         if self.script.fail_at_step is not None and self.log.step_calls >= self.script.fail_at_step:
+            if self.script.hang:
+                raise multiprocessing.TimeoutError(f"step timed out after {timeout} second(s)")
             raise EOFError("scripted worker death")
         n = self.num_envs
         rewards = np.zeros(n)
@@ -165,6 +172,7 @@ class FakeVectorEnv:
 
     def failed_slots(self, active: list[int], hung: bool) -> list[int]:
         """The scripted culprits among ``active``, else all of them (as ``WorkerVectorEnv`` when unclear)."""
+        self.log.failed_slots_hung = hung
         return [i for i in active if i in self.script.culprits] or list(active)
 
     def close(self) -> None:

@@ -137,6 +137,15 @@ def test_a_worker_failure_records_the_culprits_and_reruns_the_bystanders():
     assert all(r.error is None for r in records if r.episode != 1)
 
 
+def test_a_hung_worker_is_a_worker_failure_naming_the_timeout():
+    script = Script(fail_at_step=2, culprits=(0,), hang=True)
+    env, records = FakeVectorEnv(2, script), []
+    with pytest.raises(WorkerFailure, match="longer than --episode-timeout 5.0 s") as failure:
+        run_episodes(env, ChunkPolicy(), task_run(step_timeout_s=5.0), [0, 1, 2], records.append)
+    assert failure.value.hung and env.log.failed_slots_hung is True
+    assert [r.episode for r in records] == [0] and records[0].error.startswith("worker failure: a simulator step")
+
+
 def test_a_policy_error_names_the_episode_and_leaves_no_call_running():
     with pytest.raises(PolicyError, match="task 'fake-task', episode 0: policy raised RuntimeError: scripted"):
         rollout(2, [0, 1], policy=ChunkPolicy(fail_on_call=1))
