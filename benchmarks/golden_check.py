@@ -12,7 +12,7 @@ import tempfile
 import time
 
 from lerobench.envs.fingerprint import fingerprint
-from lerobench.registry import get_backend
+from lerobench.suite.registry import get_backend
 
 
 def main(backends: list[str]) -> None:

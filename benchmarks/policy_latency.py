@@ -36,9 +36,9 @@ from pathlib import Path
 
 import numpy as np
 
+from lerobench.execution.runner import Evaluation, RunSettings
 from lerobench.policies.base import ObservationNeeds
-from lerobench.registry import load_suite
-from lerobench.runner import Evaluation, RunSettings
+from lerobench.suite.registry import load_suite
 
 
 class LatencyChunk:
@@ -112,16 +112,16 @@ def lockstep_schedule(on: bool) -> None:
     while nothing steps, and no phases are shifted. Patches ``rollout.should_call`` (and
     ``rollout.RUN_DRY_FIRST`` or ``STAGGER_GROUPS`` where they exist), so it only exists for checkouts that have it.
     """
-    import lerobench.inference
-    import lerobench.rollout
+    from lerobench.rollout import inference
+    from lerobench.rollout import loop as rollout
 
-    if not hasattr(lerobench.rollout, "should_call"):
-        raise SystemExit("--schedules lockstep needs a checkout with lerobench.rollout.should_call")
-    lerobench.rollout.should_call = (lambda steps, *_: steps is None) if on else lerobench.inference.should_call
+    if not hasattr(rollout, "should_call"):
+        raise SystemExit("--schedules lockstep needs a checkout with lerobench.rollout.loop.should_call")
+    rollout.should_call = (lambda steps, *_: steps is None) if on else inference.should_call
     for name, off in (("STAGGER_GROUPS", 1), ("RUN_DRY_FIRST", False)):  # newer checkouts shift phases: not lockstep
-        if hasattr(lerobench.rollout, name):
-            default = vars(lerobench.rollout).setdefault(f"_{name}_default", getattr(lerobench.rollout, name))
-            setattr(lerobench.rollout, name, off if on else default)
+        if hasattr(rollout, name):
+            default = vars(rollout).setdefault(f"_{name}_default", getattr(rollout, name))
+            setattr(rollout, name, off if on else default)
 
 
 def run(suite, task: str, batch: int, latency_ms: float, args, schedule: str = "default") -> dict:
@@ -136,9 +136,9 @@ def run(suite, task: str, batch: int, latency_ms: float, args, schedule: str = "
     os.environ["POLICY_CONCURRENCY"] = str(args.concurrency)
     counter.calls = counter.rows = 0
     counter.busy_s = counter.first = counter.last = 0.0
-    import lerobench.rollout
+    import lerobench.rollout.loop
 
-    if schedule == "lockstep" or hasattr(lerobench.rollout, "should_call"):
+    if schedule == "lockstep" or hasattr(lerobench.rollout.loop, "should_call"):
         lockstep_schedule(schedule == "lockstep")
     with tempfile.TemporaryDirectory() as tmp:
         settings = RunSettings(suite=suite.select_tasks([task]), policy="policy_latency:make_latency_chunk",

@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # fix
 
 from lerobench.analysis.results import EPISODES_FILE  # noqa: E402
 from lerobench.analysis.rundir import read_episodes  # noqa: E402
-from lerobench.registry import load_suite  # noqa: E402
-from lerobench.runner import Evaluation, RunSettings  # noqa: E402
+from lerobench.execution.runner import Evaluation, RunSettings  # noqa: E402
+from lerobench.suite.registry import load_suite  # noqa: E402
 
 CASES = {"metaworld": ("smoke", "reach-v3"), "libero": ("smoke_libero", None)}
 

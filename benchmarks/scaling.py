@@ -24,9 +24,9 @@ from pathlib import Path
 import numpy as np
 
 from lerobench.envs.base import EnvSpec, LazyTaskEnv
+from lerobench.execution.runner import Evaluation, RunSettings
 from lerobench.policies.base import ObservationNeeds
-from lerobench.registry import get_backend, load_suite
-from lerobench.runner import Evaluation, RunSettings
+from lerobench.suite.registry import get_backend, load_suite
 from lerobench.system import usable_cores
 
 

@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from lerobench.envs.base import EnvSpec, LazyTaskEnv
-from lerobench.registry import get_backend, load_suite
-from lerobench.runner import Evaluation, RunSettings
+from lerobench.execution.runner import Evaluation, RunSettings
+from lerobench.suite.registry import get_backend, load_suite
 
 
 def single_env_rate(spec: EnvSpec, steps: int, episodes: int) -> float:

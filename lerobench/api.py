@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from lerobench.analysis.records import EpisodeRecord
-from lerobench.plan import DEFAULT_VIDEO_FPS, DEFAULT_VIDEO_SIZE
+from lerobench.plan.planner import DEFAULT_VIDEO_FPS, DEFAULT_VIDEO_SIZE
 
 CLI_DEFAULTS: dict[str, Any] = {
     "tasks": None, "episodes": None, "batch_size": 0, "seed": 0, "protocol": "standard", "max_steps": None,
@@ -173,8 +173,8 @@ def evaluate(
     Raises:
         LerobenchError: a setting, the suite, the policy or the simulator refused the run (one-line message).
     """
-    from lerobench.registry import load_suite
-    from lerobench.runner import Evaluation, RunSettings
+    from lerobench.execution.runner import Evaluation, RunSettings
+    from lerobench.suite.registry import load_suite
 
     if log_to:
         from lerobench.trackers import check_trackers
@@ -224,7 +224,7 @@ def _as_policy(policy: Any, preprocessor: Any, postprocessor: Any, settings: Any
     lerobot = __import__("sys").modules.get("lerobot.policies.pretrained")
     if lerobot is not None and isinstance(policy, lerobot.PreTrainedPolicy):
         from lerobench.errors import ConfigError
-        from lerobench.plan import make_plan
+        from lerobench.plan.planner import make_plan
         from lerobench.policies.lerobot_policy import LeRobotPolicy
 
         if preprocessor is None or postprocessor is None:

@@ -53,8 +53,8 @@ def _render_checks() -> list[Check]:
 def _backend_checks(name: str, fresh: bool) -> list[Check]:
     from lerobench.envs.fingerprint import fingerprint
     from lerobench.errors import MissingDependencyError
-    from lerobench.plan import check_importable
-    from lerobench.registry import get_backend
+    from lerobench.plan.planner import check_importable
+    from lerobench.suite.registry import get_backend
 
     try:
         backend = get_backend(name)
@@ -89,7 +89,7 @@ def _backend_checks(name: str, fresh: bool) -> list[Check]:
 
 
 def _machine_checks() -> list[Check]:
-    from lerobench.registry import list_suites
+    from lerobench.suite.registry import list_suites
     from lerobench.system import auto_batch_size, available_memory_mb, usable_cores
 
     cores, memory = usable_cores(), available_memory_mb()
@@ -108,7 +108,7 @@ def _machine_checks() -> list[Check]:
 
 def run_doctor(fresh: bool = False) -> list[Check]:
     """Every check, in the table's order; ``fresh`` reruns golden-state checks instead of using the cache."""
-    from lerobench.registry import backend_names
+    from lerobench.suite.registry import backend_names
 
     rows = [Check("python", "info", f"{platform.python_version()} ({platform.platform()})"),
             Check("lerobench", "info", __version__)]

@@ -16,7 +16,7 @@ from lerobench.cli import app
 from lerobench.policies.base import PolicyContext
 from lerobench.policies.loading import load_policy
 from lerobench.policies.width import call_at_width, pad_rows
-from lerobench.registry import load_suite
+from lerobench.suite.registry import load_suite
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("metaworld")

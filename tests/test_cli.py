@@ -11,7 +11,7 @@ import typer
 
 from lerobench.cli import EXIT_TOO_MANY_ERRORS, app
 from lerobench.errors import did_you_mean
-from lerobench.registry import list_suites
+from lerobench.suite.registry import list_suites
 
 TESTS = Path(__file__).parent
 

@@ -1,9 +1,9 @@
 import pytest
 
 from lerobench.analysis.results import wilson_interval
-from lerobench.config import parse_suite
 from lerobench.errors import ConfigError, UnknownNameError
-from lerobench.registry import list_suites, load_suite, shipped_suite_paths
+from lerobench.suite.config import parse_suite
+from lerobench.suite.registry import list_suites, load_suite, shipped_suite_paths
 from lerobench.system import auto_batch_size, cgroup_cpu_limit, usable_cores
 
 

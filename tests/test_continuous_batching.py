@@ -16,8 +16,8 @@ from fixture_policies import NoisyExpertChunk
 from typer.testing import CliRunner
 
 from lerobench.cli import app
-from lerobench.inference import EpisodeQueue, should_call
 from lerobench.policies.base import PolicyTraits, policy_traits, row_generators
+from lerobench.rollout.inference import EpisodeQueue, should_call
 
 pytest.importorskip("metaworld")
 runner = CliRunner()
@@ -38,14 +38,14 @@ def evaluate(out, *extra, policy=POLICY):
 
 
 def test_stochastic_chunk_policy_same_episodes_at_any_batch_and_executor(tmp_path, monkeypatch):
-    import lerobench.rollout
+    import lerobench.rollout.loop
     from lerobench.policies.serve import PolicyServer, suite_context
 
     server = PolicyServer(POLICY, suite_context("metaworld_mt10"), port=0, max_batch=8, max_wait_ms=2)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     reference = None
     spread = []
-    real_rule = lerobench.rollout.worth_spreading
+    real_rule = lerobench.rollout.loop.worth_spreading
     overlapping = "fixture_policies:make_slow_overlapping_noisy_chunk"
     try:
         for name, extra, in_process in (("b1", ("--executor", "inline"), True),
@@ -59,7 +59,7 @@ def test_stochastic_chunk_policy_same_episodes_at_any_batch_and_executor(tmp_pat
                                         ("overlapping-inline", ("--executor", "inline", "--batch-size", "3"), True)):
             NoisyExpertChunk.rows_seen = NoisyExpertChunk.calls = 0
             if name.startswith("overlapping"):  # out of phase for sure, whatever this machine's timings
-                monkeypatch.setattr(lerobench.rollout, "worth_spreading",
+                monkeypatch.setattr(lerobench.rollout.loop, "worth_spreading",
                                     lambda *a: spread.append(real_rule(*a)) or True)
             policy = {"served": server.url, "overlapping": overlapping, "overlapping-inline": overlapping}
             got, results = evaluate(tmp_path / name, *extra, policy=policy.get(name, POLICY))
@@ -72,7 +72,7 @@ def test_stochastic_chunk_policy_same_episodes_at_any_batch_and_executor(tmp_pat
 def test_run_dry_first_steps_the_rows_nearest_to_running_dry():
     from collections import deque
 
-    from lerobench.rollout import run_dry_first
+    from lerobench.rollout.loop import run_dry_first
 
     queues = [deque(range(k)) for k in (4, 0, 2, 9, 2, 1)]
     ready = np.array([True, False, True, True, True, False])  # slot 5 is waiting for its chunk
@@ -82,7 +82,7 @@ def test_run_dry_first_steps_the_rows_nearest_to_running_dry():
 
 
 def test_spreading_pays_only_where_a_call_costs_about_a_round_of_simulation():
-    from lerobench.inference import MIN_SPREAD_GAIN, worth_spreading
+    from lerobench.rollout.inference import MIN_SPREAD_GAIN, worth_spreading
 
     wave, chunk, waves = 0.0003, 10, 6  # a round of simulation: 18 ms
     assert not worth_spreading(0.0, wave, waves, chunk)  # a free call: nothing to overlap
@@ -102,8 +102,8 @@ def test_inline_steps_only_the_envs_not_held(tmp_path):
     """``InProcessVectorEnv.step_within`` (a batch in this process) moves only the stepped envs."""
     from lerobench.envs.base import env_action
     from lerobench.envs.vector import make_vector_env
-    from lerobench.plan import RunSettings, make_plan
-    from lerobench.registry import load_suite
+    from lerobench.plan.planner import RunSettings, make_plan
+    from lerobench.suite.registry import load_suite
 
     plan = make_plan(RunSettings(suite=load_suite("smoke"), policy="zero", output=tmp_path))
     venv = make_vector_env(plan.env_spec(plan.suite.tasks[0], (), None), 3, in_process=True)
@@ -182,7 +182,7 @@ def test_episode_queue_and_declared_traits():
 def test_a_held_env_does_not_move_and_reports_nothing():
     """``env_action(..., hold=True)``: simulated time stands still while an env waits for its chunk."""
     from lerobench.envs.base import EnvSpec, LazyTaskEnv, env_action
-    from lerobench.registry import get_backend, load_suite
+    from lerobench.suite.registry import get_backend, load_suite
 
     suite = load_suite("smoke")
     backend = get_backend(suite.backend)
@@ -204,7 +204,7 @@ def test_a_held_env_does_not_move_and_reports_nothing():
 
 def test_a_later_call_may_finish_first():
     """Overlapping calls of equal row counts: collecting the one that finished first must not compare row arrays."""
-    from lerobench.inference import PolicyCaller
+    from lerobench.rollout.inference import PolicyCaller
 
     release = threading.Event()
 
@@ -233,8 +233,8 @@ def test_a_worker_resets_one_env_while_the_others_step(tmp_path):
     """``WorkerVectorEnv.reset_one``: env 1 starts its next episode in its worker while env 0 keeps stepping."""
     from lerobench.envs.base import env_action
     from lerobench.envs.vector import make_vector_env
-    from lerobench.plan import RunSettings, make_plan
-    from lerobench.registry import load_suite
+    from lerobench.plan.planner import RunSettings, make_plan
+    from lerobench.suite.registry import load_suite
 
     plan = make_plan(RunSettings(suite=load_suite("smoke"), policy="zero", output=tmp_path))
     spec = plan.env_spec(plan.suite.tasks[0], (), None)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lerobench.analysis.intervals import outward, percent_interval, points_interval
-from lerobench.stopping import Ledger, Until, stopping_line
+from lerobench.plan.stopping import Ledger, Until, stopping_line
 
 TESTS = Path(__file__).parent
 

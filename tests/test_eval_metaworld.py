@@ -7,6 +7,7 @@ from typer.testing import CliRunner
 
 from lerobench.analysis.results import wilson_interval
 from lerobench.cli import app
+from lerobench.suite.registry import load_suite
 
 pytest.importorskip("metaworld")
 runner = CliRunner()
@@ -185,8 +186,8 @@ def test_lerobot_format_eval_info(tmp_path):
         assert block["pc_success_ci95"] == [pytest.approx(100 * x, abs=0.005) for x in wilson]
         assert block["pc_success_ci95"][0] <= block["pc_success"] <= block["pc_success_ci95"][1]
     assert [t["task_id"] for t in info["per_task"]] == [
-        next(t.index for t in __import__("lerobench.registry").registry.load_suite("metaworld_easy").tasks
-             if t.name == name) for name in ("button-press-v3", "reach-v3")]
+        next(t.index for t in load_suite("metaworld_easy").tasks if t.name == name)
+        for name in ("button-press-v3", "reach-v3")]
     for task in info["per_task"]:
         metrics = task["metrics"]
         assert len(metrics["successes"]) == len(metrics["sum_rewards"]) == len(metrics["max_rewards"]) == 2

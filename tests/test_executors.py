@@ -17,9 +17,9 @@ from typer.testing import CliRunner
 
 from lerobench.cli import app
 from lerobench.execution.auto import choose
-from lerobench.plan import RunSettings, make_plan
+from lerobench.plan.planner import RunSettings, make_plan
 from lerobench.policies.builtin import ZeroPolicy
-from lerobench.registry import load_suite
+from lerobench.suite.registry import load_suite
 
 pytest.importorskip("metaworld")
 TESTS = Path(__file__).parent

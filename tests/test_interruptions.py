@@ -136,7 +136,7 @@ def test_a_stop_during_an_import_is_raised_once_the_import_is_done():
 
     requested = []
     handler = _raise_outside_imports(Terminated, requested)
-    outer = SimpleNamespace(f_code=SimpleNamespace(co_filename="lerobench/sink.py"), f_back=None)
+    outer = SimpleNamespace(f_code=SimpleNamespace(co_filename="lerobench/output/sink.py"), f_back=None)
     inner = SimpleNamespace(f_code=SimpleNamespace(co_filename="<frozen importlib._bootstrap>"), f_back=outer)
     previous = signal.getsignal(signal.SIGALRM)
     try:
@@ -157,9 +157,9 @@ def test_a_stop_never_lands_between_counting_an_episode_and_queueing_its_line(tm
     Here SIGINT arrives at random moments while the real sink takes episode after episode; after each stop the
     final results.json must count exactly the lines on disk.
     """
-    from lerobench.plan import RunSettings, make_plan
-    from lerobench.registry import load_suite
-    from lerobench.sink import RecordSink
+    from lerobench.output.sink import RecordSink
+    from lerobench.plan.planner import RunSettings, make_plan
+    from lerobench.suite.registry import load_suite
 
     def interrupt(signum, frame):
         raise KeyboardInterrupt

@@ -205,7 +205,7 @@ def test_resume_refuses_episodes_whose_run_is_unknown(tmp_path):
 def test_default_directories_are_unique_and_a_second_writer_is_refused(tmp_path, monkeypatch):
     from datetime import datetime, timedelta
 
-    from lerobench.outputdir import OutputDir
+    from lerobench.output.directory import OutputDir
 
     monkeypatch.chdir(tmp_path)
     now = datetime.now()

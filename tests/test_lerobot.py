@@ -12,7 +12,7 @@ from lerobench.errors import ConfigError
 from lerobench.policies.base import PolicyContext, policy_traits
 from lerobench.policies.lerobot_policy import camera_for_feature
 from lerobench.policies.loading import load_policy
-from lerobench.registry import load_suite
+from lerobench.suite.registry import load_suite
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("lerobot")
@@ -111,7 +111,7 @@ def rollout_actions(policy, lengths):
     """
     from fake_env import FakeVectorEnv, Script
 
-    from lerobench.rollout import TaskRun, run_episodes
+    from lerobench.rollout.loop import TaskRun, run_episodes
 
     task = load_suite("smoke").tasks[0]
     script = Script(length=lambda episode, trial: lengths[episode], success=lambda episode, trial: False,

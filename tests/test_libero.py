@@ -17,7 +17,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 from lerobench.envs.base import EnvSpec, LazyTaskEnv  # noqa: E402
 from lerobench.envs.libero import BACKEND, quat_to_axis_angle  # noqa: E402
-from lerobench.registry import load_suite  # noqa: E402
+from lerobench.suite.registry import load_suite  # noqa: E402
 
 LIMITS = {"libero_spatial": 220, "libero_object": 280, "libero_goal": 300, "libero_10": 520, "libero_90": 400}
 COUNTS = {"libero_spatial": 10, "libero_object": 10, "libero_goal": 10, "libero_10": 10, "libero_90": 90}

@@ -16,11 +16,11 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 from typer.testing import CliRunner  # noqa: E402
 
 from lerobench.cli import app  # noqa: E402
-from lerobench.config import Protocol  # noqa: E402
 from lerobench.envs.base import EnvSpec, episode_seed  # noqa: E402
 from lerobench.envs.libero import LiberoSimulator  # noqa: E402
 from lerobench.envs.perturb import start_digest  # noqa: E402
-from lerobench.registry import list_suites, load_suite, shipped_suite_paths  # noqa: E402
+from lerobench.suite.config import Protocol  # noqa: E402
+from lerobench.suite.registry import list_suites, load_suite, shipped_suite_paths  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FIRST = "pick_up_the_black_bowl_between_the_plate_and_the_ramekin_and_place_it_on_the_plate"

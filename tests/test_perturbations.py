@@ -12,10 +12,10 @@ from lerobench.analysis.compare import compare_runs, load_run
 from lerobench.analysis.results import EPISODES_FILE
 from lerobench.analysis.stats import compare_paired
 from lerobench.cli import app
-from lerobench.config import Protocol, TaskSpec
 from lerobench.envs.base import EnvSpec, episode_seed
 from lerobench.envs.perturb import PerturbedSimulator, parse_perturbations, start_digest
 from lerobench.errors import ConfigError, UnknownNameError
+from lerobench.suite.config import Protocol, TaskSpec
 
 pytest.importorskip("metaworld")
 
@@ -163,8 +163,8 @@ def test_unpaired_family_uses_the_exact_unconditional_test(tmp_path):
 
     from lerobench.analysis.compare import Run
     from lerobench.analysis.results import EpisodeRecord
-    from lerobench.registry import load_suite
-    from lerobench.robustness import Arm, Family, analyze_family
+    from lerobench.analysis.robustness import Arm, Family, analyze_family
+    from lerobench.suite.registry import load_suite
 
     def run(successes, seed_offset):
         records = [EpisodeRecord(task="reach-v3", episode=e, trial=0, seed=e + seed_offset, init_state=e,

@@ -9,8 +9,8 @@ import pytest
 
 from lerobench.errors import ConfigError
 from lerobench.execution.registry import CHOICES, EXECUTORS
-from lerobench.plan import EXECUTORS as PLAN_CHOICES
-from lerobench.registry import get_backend
+from lerobench.plan.planner import EXECUTORS as PLAN_CHOICES
+from lerobench.suite.registry import get_backend
 
 
 def test_every_executor_entry_loads_a_class_with_its_name_a_factory_and_run():

@@ -17,7 +17,6 @@ from websockets.sync.client import connect
 from websockets.sync.server import ServerConnection
 from websockets.sync.server import serve as ws_serve
 
-from lerobench.config import TaskSpec
 from lerobench.errors import PolicyError
 from lerobench.policies import msgpack_numpy
 from lerobench.policies.base import PolicyContext
@@ -25,6 +24,7 @@ from lerobench.policies.builtin import RandomPolicy
 from lerobench.policies.loading import load_policy
 from lerobench.policies.remote import RemotePolicy
 from lerobench.policies.serve import PolicyServer, RequestError, _Session, suite_context, to_batch
+from lerobench.suite.config import TaskSpec
 
 
 @pytest.fixture(scope="module")

@@ -22,8 +22,8 @@ from fixture_policies import ImageChunkPolicy  # noqa: E402
 from lerobench.envs.base import EnvSpec, env_action  # noqa: E402
 from lerobench.envs.vector import make_vector_env  # noqa: E402
 from lerobench.policies.base import ObservationNeeds, PolicyContext  # noqa: E402
-from lerobench.registry import get_backend, load_suite  # noqa: E402
-from lerobench.rollout import TaskRun, run_episodes  # noqa: E402
+from lerobench.rollout.loop import TaskRun, run_episodes  # noqa: E402
+from lerobench.suite.registry import get_backend, load_suite  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
 _spec = importlib.util.spec_from_file_location("make_render_reference", DATA / "make_render_reference.py")

@@ -93,7 +93,7 @@ def test_rerun_needs_recorded_episodes(tmp_path):
 
 def test_aborted_recording_leaves_no_file(tmp_path):
     pytest.importorskip("rerun")
-    from lerobench.rrd import RrdWriter
+    from lerobench.output.rerun import RrdWriter
 
     writer = RrdWriter(tmp_path)
     dropped = writer.start("reach-v3", 0, None, "corner2")

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from lerobench.cli import app
-from lerobench.inference import CALL_STATS_KEYS as CALL_STATS
+from lerobench.rollout.inference import CALL_STATS_KEYS as CALL_STATS
 
 pytest.importorskip("metaworld")
 TESTS = Path(__file__).parent

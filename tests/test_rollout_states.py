@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 from fake_env import ChunkPolicy, FakeVectorEnv, Script
 
-from lerobench.config import TaskSpec
 from lerobench.errors import PolicyError
-from lerobench.inference import EpisodeQueue
-from lerobench.rollout import Cancelled, Rollout, TaskRun, WorkerFailure, run_episodes
-from lerobench.slots import TRANSITIONS, Slots, SlotState, SlotStateError
+from lerobench.rollout.inference import EpisodeQueue
+from lerobench.rollout.loop import Cancelled, Rollout, TaskRun, WorkerFailure, run_episodes
+from lerobench.rollout.slots import TRANSITIONS, Slots, SlotState, SlotStateError
+from lerobench.suite.config import TaskSpec
 
 TASK = TaskSpec(name="fake-task", description="Do the fake thing.", index=0)
 
@@ -156,9 +156,9 @@ def test_a_policy_error_names_the_episode_and_leaves_no_call_running():
 
 
 def test_overlapping_calls_keep_the_states_consistent(monkeypatch):
-    import lerobench.rollout
+    import lerobench.rollout.loop
 
-    monkeypatch.setattr(lerobench.rollout, "worth_spreading", lambda *a: True)  # out of phase for sure
+    monkeypatch.setattr(lerobench.rollout.loop, "worth_spreading", lambda *a: True)  # out of phase for sure
     policy = ChunkPolicy(latency_s=0.002, concurrent=2)
     records, env, policy, roll = rollout(4, list(range(10)), policy=policy)
     assert sorted((r.episode, r.steps, r.success) for r in records) == \

@@ -13,8 +13,8 @@ from lerobench.analysis.merge import MergeError, merge, missing_units
 from lerobench.analysis.results import EpisodeRecord
 from lerobench.cli import app
 from lerobench.errors import ConfigError
-from lerobench.inference import CALL_STATS_KEYS
-from lerobench.shards import Shard, all_units, parse_shard, shard_episodes, shard_units
+from lerobench.plan.shards import Shard, all_units, parse_shard, shard_episodes, shard_units
+from lerobench.rollout.inference import CALL_STATS_KEYS
 
 runner = CliRunner()
 TASKS = "reach-v3,push-v3,button-press-topdown-v3"

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from lerobench.cli import app
 from lerobench.policies.base import PolicyContext
 from lerobench.policies.loading import load_policy
-from lerobench.registry import load_suite
+from lerobench.suite.registry import load_suite
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("metaworld")

@@ -236,7 +236,7 @@ def test_evaluations_gather_in_one_store(logged_run, tmp_path):
 def test_cli_imports_no_tracker_library():
     """``lerobench --help`` stays instant: the trackers and rerun are imported only when a run asks for them."""
     heavy = ("wandb", "trackio", "mlflow", "tensorboardX", "tensorboard", "rerun")
-    code = (f"import sys, lerobench.cli, lerobench.sink; "
+    code = (f"import sys, lerobench.cli, lerobench.output.sink; "
             f"sys.exit(', '.join(m for m in {heavy!r} if m in sys.modules) or None)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr

@@ -48,8 +48,8 @@ def test_out_of_range_seed_fails_before_anything_runs(tmp_path, seed):
 
 def test_an_evaluation_runs_once_then_refuses_clearly(tmp_path):
     from lerobench.errors import RunError
-    from lerobench.registry import load_suite
-    from lerobench.runner import Evaluation, RunSettings
+    from lerobench.execution.runner import Evaluation, RunSettings
+    from lerobench.suite.registry import load_suite
 
     suite = load_suite("smoke").select_tasks(["reach-v3"])
     evaluation = Evaluation(RunSettings(suite=suite, policy="zero", output=tmp_path / "o", max_steps=2))
@@ -67,7 +67,7 @@ def test_device_ignored_by_a_builtin_policy_is_said(tmp_path):
 
 def test_tasks_by_index_and_range_and_ranked_suggestions():
     from lerobench.errors import UnknownNameError
-    from lerobench.registry import load_suite
+    from lerobench.suite.registry import load_suite
 
     s = load_suite("metaworld_mt10")
     assert [t.index for t in s.select_tasks(["0-2", "7"]).tasks] == [0, 1, 2, 7]
@@ -143,7 +143,7 @@ def test_resumed_progress_counts_the_whole_run_and_fits_80_columns(monkeypatch):
 
     import lerobench.cli.evaluate as evaluate
     from lerobench.analysis.results import EpisodeRecord
-    from lerobench.registry import load_suite
+    from lerobench.suite.registry import load_suite
 
     suite = load_suite("libero_90")
     monkeypatch.setattr(evaluate, "console", Console(width=80, force_terminal=False))

@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 
 from lerobench.analysis.sequential import beta_binomial_cs
 from lerobench.cli import app
-from lerobench.stopping import Ledger, Until, parse_until
+from lerobench.plan.stopping import Ledger, Until, parse_until
 
 pytest.importorskip("metaworld")
 runner = CliRunner()

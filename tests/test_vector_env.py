@@ -9,7 +9,7 @@ import pytest
 
 from lerobench.envs.base import EnvSpec, env_action
 from lerobench.envs.vector import InProcessVectorEnv, WorkerVectorEnv, make_vector_env
-from lerobench.registry import load_suite
+from lerobench.suite.registry import load_suite
 
 
 def _spec() -> EnvSpec:

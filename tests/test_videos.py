@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from lerobench.errors import RunError
-from lerobench.videos import NullVideoEncoder, VideoEncoder
+from lerobench.output.videos import NullVideoEncoder, VideoEncoder
 
 
 def _frames(n: int, h: int = 32, w: int = 32):

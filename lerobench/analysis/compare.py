@@ -27,7 +27,7 @@ from lerobench.analysis.stats import (
 )
 from lerobench.analysis.trials import is_whole, outcomes
 from lerobench.errors import CompareError
-from lerobench.identity import diff
+from lerobench.plan.identity import diff
 
 EpisodeKey = tuple[str, int, int, int]
 """(task, episode, seed, init_state): what makes an episode the same episode in two runs."""
@@ -46,7 +46,7 @@ def load_run(path: Path) -> RunDir:
 
 
 def differences(a: RunDir, b: RunDir) -> list[str]:
-    """How the runs' episodes differ (``lerobench.identity``): any difference means they are not the same episodes."""
+    """How the runs' episodes differ (``lerobench.plan.identity``): any difference: not the same episodes."""
     return diff(a.identity, b.identity, parts=("episodes",))
 
 
@@ -178,7 +178,7 @@ def compare_runs(a: Run, b: Run, alpha: float = 0.05, allow_different: bool = Fa
 
     Raises:
         CompareError: The runs' episodes differ (suite, backend options, tasks, protocol, step limit, seed,
-            simulator: ``lerobench.identity``) and ``allow_different`` is False; or they share no task with
+            simulator: ``lerobench.plan.identity``) and ``allow_different`` is False; or they share no task with
             finished episodes.
     """
     if not 0 < alpha < 1:

@@ -36,15 +36,15 @@ from lerobench.analysis.results import (
 )
 from lerobench.analysis.rundir import RunDir, RunDirError
 from lerobench.analysis.trials import group_episodes, is_whole, whole_episodes
-from lerobench.config import Suite
 from lerobench.errors import LerobenchError
-from lerobench.identity import diff
+from lerobench.output.provenance import provenance
+from lerobench.plan.identity import diff
+from lerobench.plan.shards import all_units
 from lerobench.policies.invariance import with_checks
-from lerobench.provenance import provenance
-from lerobench.shards import all_units
+from lerobench.suite.config import Suite
 
 MUST_MATCH = ("episodes_per_task",)
-"""Besides the run's identity (``lerobench.identity``: episodes and treatment), the extent every shard must
+"""Besides the run's identity (``lerobench.plan.identity``: episodes and treatment), the extent every shard must
 share; ``shard`` differs by design."""
 
 FLOAT_RTOL = 1e-9
@@ -158,7 +158,7 @@ def load_run_suite(config: dict[str, Any], shard_dirs: Sequence[Path] = ()) -> S
     defines their tasks, descriptions and groups. A relative ``suite_file`` (runs before paths were stored
     absolute) is tried from here, then from beside each shard directory.
     """
-    from lerobench.registry import load_suite, shipped_suite_paths
+    from lerobench.suite.registry import load_suite, shipped_suite_paths
 
     name, source = config.get("suite"), config.get("suite_file")
     candidates: list[str] = []

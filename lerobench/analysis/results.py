@@ -19,8 +19,8 @@ from typing import Any
 
 from lerobench.analysis.records import EpisodeRecord
 from lerobench.analysis.stats import CI_METHOD, STRATIFIED_CI_METHOD, exact_interval, file_interval, wilson_interval
-from lerobench.config import Suite
 from lerobench.errors import ConfigError, RunError
+from lerobench.suite.config import Suite
 
 EPISODES_FILE = "episodes.jsonl"
 RESULTS_FILE = "results.json"

@@ -26,7 +26,7 @@ from typing import Any
 from lerobench.analysis.results import EPISODES_FILE, RESULTS_FILE, SCHEMA_VERSION, EpisodeRecord
 from lerobench.analysis.trials import group_episodes, is_whole, whole_episodes
 from lerobench.errors import LerobenchError
-from lerobench.identity import RunIdentity, identity_of
+from lerobench.plan.identity import RunIdentity, identity_of
 
 
 class RunDirError(LerobenchError):
@@ -205,7 +205,7 @@ class RunDir:
 
     @property
     def identity(self) -> RunIdentity:
-        """What makes this run the run it is (``lerobench.identity``)."""
+        """What makes this run the run it is (``lerobench.plan.identity``)."""
         return identity_of(self.config)
 
     @property

@@ -25,7 +25,7 @@ def list_suites(
                                       "every suite)."),
 ) -> None:
     """List the shipped suites (a family's with --family)."""
-    from lerobench.registry import suite_summaries
+    from lerobench.suite.registry import suite_summaries
 
     try:
         suites = suite_summaries(family)
@@ -55,7 +55,7 @@ def show(suite: str = typer.Argument(..., metavar="SUITE", help="Suite name or p
     """Show a suite's tasks (with their language descriptions) and protocols."""
     from dataclasses import asdict
 
-    from lerobench.registry import control_fps, load_suite
+    from lerobench.suite.registry import control_fps, load_suite
 
     try:
         s = load_suite(suite)

@@ -35,11 +35,11 @@ def check_policy(
     Exit 1 when an invariant fails: an evaluation of this policy would give numbers that depend on the batch
     size, executor or timing (docs/policies.md#check-policy).
     """
-    from lerobench.plan import RunSettings, make_plan
+    from lerobench.plan.planner import RunSettings, make_plan
     from lerobench.policies.base import close_policy
     from lerobench.policies.conformance import run_checks
     from lerobench.policies.loading import load_policy
-    from lerobench.registry import load_suite
+    from lerobench.suite.registry import load_suite
 
     try:
         s = load_suite(suite).select_tasks([task] if task else None)

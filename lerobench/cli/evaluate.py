@@ -26,7 +26,7 @@ from lerobench.cli.common import (
     task_names,
 )
 from lerobench.errors import LerobenchError
-from lerobench.recorder import DEFAULT_VIDEO_FPS, DEFAULT_VIDEO_SIZE
+from lerobench.output.video_recorder import DEFAULT_VIDEO_FPS, DEFAULT_VIDEO_SIZE
 from lerobench.trackers import check_trackers, parse_log_to
 
 
@@ -305,7 +305,7 @@ def evaluate(
                                     help="--log-to: wandb / trackio project, MLflow experiment."),
 ) -> None:
     """Evaluate a policy on every task of a suite and write per-episode and per-task results."""
-    from lerobench.registry import load_suite
+    from lerobench.suite.registry import load_suite
 
     with interrupts_keep_results("continue with --resume"):
         try:
@@ -316,9 +316,9 @@ def evaluate(
                 raise LerobenchError("--resume needs --output DIR (the directory of the run to continue)")
             out = output or Path("outputs") / s.name / datetime.now().strftime("%Y%m%d-%H%M%S")
             from lerobench.envs.perturb import parse_perturbations
+            from lerobench.execution.runner import Evaluation, RunSettings
+            from lerobench.plan.shards import parse_shard, shard_units
             from lerobench.policies.loading import absolute_spec
-            from lerobench.runner import Evaluation, RunSettings
-            from lerobench.shards import parse_shard, shard_units
 
             settings = RunSettings(
                 suite=s, policy=absolute_spec(policy or s.default_policy), output=out, unique_output=output is None,

@@ -93,10 +93,10 @@ def robustness(
 ) -> None:
     """Run (or resume) each family's perturbed and control arms and report every family's success drop."""
     from lerobench.analysis.results import RESULTS_FILE, write_json_atomic
-    from lerobench.registry import load_suite
-    from lerobench.robustness import ROBUSTNESS_FILE, analyze, plan_families, unique_arms
-    from lerobench.runner import Evaluation, RunSettings
-    from lerobench.shards import shard_units
+    from lerobench.analysis.robustness import ROBUSTNESS_FILE, analyze, plan_families, unique_arms
+    from lerobench.execution.runner import Evaluation, RunSettings
+    from lerobench.plan.shards import shard_units
+    from lerobench.suite.registry import load_suite
 
     with interrupts_keep_results("run the same command to resume"):
         try:

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from lerobench.analysis.intervals import percent_interval
 from lerobench.cli.common import _plural, _print_names_table, _rate, console
-from lerobench.stopping import FIXED_N_NOTE, stopping_line
+from lerobench.plan.stopping import FIXED_N_NOTE, stopping_line
 
 
 def _trial_cells(block: dict[str, Any], trials: int) -> list[str]:

@@ -19,9 +19,9 @@ from typing import Any, Protocol, runtime_checkable
 import gymnasium as gym
 import numpy as np
 
-from lerobench.config import Protocol as EvalProtocol
-from lerobench.config import TaskSpec
 from lerobench.envs.perturb import perturb, start_digest
+from lerobench.suite.config import Protocol as EvalProtocol
+from lerobench.suite.config import TaskSpec
 
 
 @runtime_checkable
@@ -75,9 +75,9 @@ class Backend(Protocol):
     state_dim: int
     action_dim: int
     n_init_states: int
-    """Init state = episode mod this (plan.py)."""
+    """Init state = episode mod this (plan/planner.py)."""
     max_episode_steps: int | None
-    """Step limit the simulator enforces (None: none); suites asking for more are refused up front (plan.py)."""
+    """Step limit the simulator enforces (None: none); suites asking for more are refused up front (plan/planner.py)."""
     unrendered_step_ms: float | None
     """Declared cost of a step without rendering (None: unknown); below ~1 ms state-only runs stay in-process."""
     preload_modules: tuple[str, ...]
@@ -164,7 +164,7 @@ def check_suite_names(suite: Any, offered_cameras: Sequence[str], known_tasks: S
     """Catch a suite file's typos at load time; raise ``ConfigError`` naming the suite file and the key.
 
     Its ``video_camera``, its protocols' ``cameras`` and its task names must be ones the backend offers.
-    Called by backends' ``check_suite`` (plan.py runs it before any worker starts); ``known_tasks``
+    Called by backends' ``check_suite`` (plan/planner.py runs it before any worker starts); ``known_tasks``
     None skips the task check.
     """
     from lerobench.errors import ConfigError, did_you_mean

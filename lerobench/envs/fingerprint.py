@@ -129,9 +129,9 @@ def observe_case(backend_name: str, case: dict[str, Any], render: bool = True) -
     """
     import numpy as np
 
-    from lerobench.config import Protocol, TaskSpec
     from lerobench.envs.base import EnvSpec, episode_seed
-    from lerobench.registry import get_backend
+    from lerobench.suite.config import Protocol, TaskSpec
+    from lerobench.suite.registry import get_backend
 
     backend = get_backend(backend_name)
     h, w = case["image_size"]
@@ -402,7 +402,7 @@ def _golden_text(doc: dict[str, Any]) -> str:
 
 
 def _main(argv: list[str]) -> int:
-    from lerobench.registry import get_backend
+    from lerobench.suite.registry import get_backend
 
     if argv[0] == "--render-probe":
         print(json.dumps(render_probe()))

@@ -36,7 +36,7 @@ def _preload(backend: str) -> None:
     global _preloaded
     if _preloaded:
         return
-    from lerobench.registry import get_backend
+    from lerobench.suite.registry import get_backend
 
     modules = list(get_backend(backend).preload_modules)
     multiprocessing.set_forkserver_preload(["lerobench.envs.base", *modules])
@@ -52,7 +52,7 @@ def _make_env(spec: EnvSpec, render_threads: int | None = None) -> LazyTaskEnv:
     """
     if render_threads is not None:
         os.environ.setdefault("LP_NUM_THREADS", str(render_threads))
-    from lerobench.registry import get_backend
+    from lerobench.suite.registry import get_backend
 
     return LazyTaskEnv(spec, get_backend(spec.backend))
 

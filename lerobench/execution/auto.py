@@ -19,7 +19,7 @@ from typing import Any
 
 from lerobench.errors import ConfigError
 from lerobench.execution.base import ExecutionChoice
-from lerobench.plan import RunPlan
+from lerobench.plan.planner import RunPlan
 from lerobench.policies.base import policy_traits
 from lerobench.system import auto_batch_size, available_memory_mb, usable_cores
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from lerobench.plan import RunPlan, WorkUnit
-from lerobench.sink import RecordSink
+from lerobench.output.sink import RecordSink
+from lerobench.plan.planner import RunPlan, WorkUnit
 
 MAX_WORKER_REBUILDS = 3
 """Worker deaths within one task before the run is stopped (a crash that repeats is not bad luck)."""

@@ -19,9 +19,9 @@ from typing import Any
 
 from lerobench.errors import LerobenchError, PolicyError, RunError
 from lerobench.execution.base import MAX_WORKER_REBUILDS
-from lerobench.plan import RunPlan, WorkUnit
-from lerobench.recorder import remove_partial_videos
-from lerobench.sink import RecordSink
+from lerobench.output.sink import RecordSink
+from lerobench.output.video_recorder import remove_partial_videos
+from lerobench.plan.planner import RunPlan, WorkUnit
 
 START_METHOD = "forkserver"
 """Workers start from a clean server process: no inherited GL contexts, torch threads or locks."""

@@ -17,8 +17,8 @@ import uuid
 from typing import Any
 
 from lerobench.errors import LerobenchError, MissingDependencyError, RunError
-from lerobench.plan import RunPlan, WorkUnit
-from lerobench.sink import RecordSink
+from lerobench.output.sink import RecordSink
+from lerobench.plan.planner import RunPlan, WorkUnit
 
 RAY_RETRIES = 2
 """Times Ray reruns a unit whose worker process died (episodes are pure functions: a rerun is identical)."""

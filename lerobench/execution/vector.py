@@ -16,10 +16,10 @@ from typing import Any
 from lerobench.analysis.results import EpisodeRecord
 from lerobench.errors import RunError
 from lerobench.execution.base import MAX_WORKER_REBUILDS
-from lerobench.plan import RunPlan, WorkUnit
+from lerobench.output.sink import RecordSink
+from lerobench.plan.planner import RunPlan, WorkUnit
 from lerobench.policies.base import close_policy, observation_needs
-from lerobench.rollout import Cancelled, WorkerFailure, run_episodes
-from lerobench.sink import RecordSink
+from lerobench.rollout.loop import Cancelled, WorkerFailure, run_episodes
 
 
 class VectorExecutor:

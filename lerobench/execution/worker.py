@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from lerobench.analysis.results import EpisodeRecord
-from lerobench.plan import RunPlan, WorkUnit
+from lerobench.plan.planner import RunPlan, WorkUnit
 from lerobench.policies.base import close_policy
 from lerobench.policies.loading import load_policy, observation_needs
 
@@ -42,9 +42,9 @@ class UnitRunner:
 
     def run(self, unit: WorkUnit, emit: Callable[[EpisodeRecord], None]) -> None:
         """Run ``unit``'s episodes, handing each record to ``emit`` as it ends; videos are on disk at return."""
-        from lerobench.recorder import TaskRecorder
-        from lerobench.rollout import run_episodes
-        from lerobench.videos import NullVideoEncoder, VideoEncoder
+        from lerobench.output.video_recorder import TaskRecorder
+        from lerobench.output.videos import NullVideoEncoder, VideoEncoder
+        from lerobench.rollout.loop import run_episodes
 
         s = self.plan.settings
         recording = s.videos > 0 and s.suite.video_camera is not None and min(unit.episodes) < s.videos

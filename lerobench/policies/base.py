@@ -45,8 +45,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from lerobench.config import TaskSpec
 from lerobench.errors import ConfigError
+from lerobench.suite.config import TaskSpec
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from typing import Any
 from lerobench.errors import ConfigError, LerobenchError, PolicyError, unknown
 from lerobench.policies.base import PolicyContext, observation_needs
 from lerobench.policies.builtin import BUILTIN
-from lerobench.registry import import_module_here
+from lerobench.suite.registry import import_module_here
 
 
 def load_policy(spec: str, context: PolicyContext) -> Any:

@@ -58,7 +58,7 @@ class RequestError(ValueError):
 def suite_context(suite: str, protocol: str | None = None, seed: int = 0, device: str = "cpu",
                   call_width: int | None = None) -> PolicyContext:
     """The ``PolicyContext`` a policy gets when evaluated on ``suite`` (shapes from its backend)."""
-    from lerobench.registry import get_backend, load_suite
+    from lerobench.suite.registry import get_backend, load_suite
 
     s = load_suite(suite)
     backend = get_backend(s.backend)

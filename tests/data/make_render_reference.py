@@ -39,7 +39,7 @@ def reference_actions(action_dim: int) -> np.ndarray:
 def make_env(case: str, max_steps: int = STEPS + 5):
     """The LazyTaskEnv the frames come from (suite default protocol, 64x64 images, seed 0)."""
     from lerobench.envs.base import EnvSpec, LazyTaskEnv
-    from lerobench.registry import get_backend, load_suite
+    from lerobench.suite.registry import get_backend, load_suite
 
     suite_name, task_name, cameras = CASES[case]
     suite = load_suite(suite_name)

@@ -34,9 +34,9 @@ from lerobench.analysis.stats import (
     unpaired_exact,
 )
 from lerobench.analysis.trials import is_whole
-from lerobench.config import Suite
 from lerobench.envs.perturb import PERTURBATIONS, Perturbation, describe, parse_perturbations
 from lerobench.errors import ConfigError, UnknownNameError
+from lerobench.suite.config import Suite
 
 ROBUSTNESS_FILE = "robustness.json"
 CONTROL_SUFFIX = "_control"

@@ -27,19 +27,19 @@ from lerobench.analysis.results import (
     summarize,
 )
 from lerobench.analysis.rundir import RunDir
-from lerobench.config import TaskSpec
 from lerobench.errors import PolicyError, ResumeError, stops_deferred
-from lerobench.identity import diff
-from lerobench.inference import CallStats
-from lerobench.plan import EXTENT, RunPlan, WorkUnit
+from lerobench.output.progress import Reporter, SilentReporter
+from lerobench.output.provenance import provenance
+from lerobench.output.rerun import RrdTaskRecorder, RrdTrajectories, RrdWriter
+from lerobench.output.trajectories import TrajectoryRecorder
+from lerobench.output.video_recorder import TaskRecorder, with_videos_on_disk
+from lerobench.output.videos import NullVideoEncoder, VideoEncoder
+from lerobench.plan.identity import diff
+from lerobench.plan.planner import EXTENT, RunPlan, WorkUnit
+from lerobench.plan.stopping import Ledger, NoStopping
 from lerobench.policies.invariance import with_checks
-from lerobench.provenance import provenance
-from lerobench.recorder import TaskRecorder, with_videos_on_disk
-from lerobench.reporting import Reporter, SilentReporter
-from lerobench.rrd import RrdTaskRecorder, RrdTrajectories, RrdWriter
-from lerobench.stopping import Ledger, NoStopping
-from lerobench.trajectories import TrajectoryRecorder
-from lerobench.videos import NullVideoEncoder, VideoEncoder
+from lerobench.rollout.inference import CallStats
+from lerobench.suite.config import TaskSpec
 
 TRACEBACK_FILE = "traceback.txt"
 """The traceback of what the policy raised when it stopped the run (``RecordSink.fail``)."""
@@ -130,7 +130,7 @@ class RecordSink:
                  previous: list[EpisodeRecord] | None = None, ledger: Ledger | NoStopping | None = None):
         self.plan = plan
         self.ledger = ledger or NoStopping()
-        """The ``--until`` rule's index-order ledger (lerobench.stopping); executors ask ``wants``."""
+        """The ``--until`` rule's index-order ledger (lerobench.plan.stopping); executors ask ``wants``."""
         self.reporter = reporter or SilentReporter()
         self.records: list[EpisodeRecord] = list(previous or [])
         self._previous = len(self.records)
@@ -154,7 +154,7 @@ class RecordSink:
         self._warned_check = False
         self.encoder: VideoEncoder | NullVideoEncoder = NullVideoEncoder()
         self.rrd: RrdWriter | None = None
-        """``--rerun``: the writer of the recorded episodes' ``.rrd`` files (lerobench.rrd)."""
+        """``--rerun``: the writer of the recorded episodes' ``.rrd`` files (lerobench.output.rerun)."""
         self._clipping_said = False
         self.failure: dict[str, Any] | None = None
         """What stopped the run (``fail``): results.json's ``failure`` block."""

@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 
 from lerobench.errors import RunError
-from lerobench.recorder import TaskRecorder, video_stem
-from lerobench.trajectories import Trajectory, TrajectoryRecorder
+from lerobench.output.trajectories import Trajectory, TrajectoryRecorder
+from lerobench.output.video_recorder import TaskRecorder, video_stem
 
 FOLDER = "rerun"
 PARTIAL_GLOB = f"{FOLDER}/*/.*.partial.rrd"

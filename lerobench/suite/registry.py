@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 from lerobench.errors import ConfigError, unknown
 
 if TYPE_CHECKING:
-    from lerobench.config import Suite
     from lerobench.envs.base import Backend
+    from lerobench.suite.config import Suite
 
 BACKEND_GROUP = "lerobench.backends"
 _BUILTIN_BACKENDS = {
@@ -21,10 +21,11 @@ _BUILTIN_BACKENDS = {
 
 def suites_dir() -> Path:
     """Directory of shipped suites: inside the wheel, or ``suites/`` of a source checkout."""
-    packaged = Path(__file__).parent / "suites"
+    package = Path(__file__).resolve().parent.parent  # lerobench/
+    packaged = package / "suites"
     if packaged.is_dir():
         return packaged
-    return Path(__file__).resolve().parent.parent / "suites"
+    return package.parent / "suites"
 
 
 FAMILY_DIRS = ("libero_pro",)
@@ -47,7 +48,7 @@ def main_suite_names() -> list[str]:
 
 def load_suite(name_or_path: str) -> Suite:
     """Resolve ``--suite``: a shipped suite name, or a path to a TOML file."""
-    from lerobench.config import load_suite_file  # dataclasses built at import: not for `lerobench list`
+    from lerobench.suite.config import load_suite_file  # dataclasses built at import: not for `lerobench list`
 
     shipped = shipped_suite_paths()
     if name_or_path in shipped:

@@ -16,17 +16,17 @@ from pathlib import Path
 from typing import Any
 
 from lerobench.analysis.results import EpisodeRecord
-from lerobench.config import Protocol, Suite, TaskSpec
 from lerobench.envs.base import EnvSpec, episode_seed
 from lerobench.errors import ConfigError, LerobenchError, MissingDependencyError, unknown
 from lerobench.execution.registry import CHOICES
 from lerobench.execution.registry import EXECUTORS as EXECUTOR_ENTRIES
+from lerobench.output.trajectories import check_record_mode
+from lerobench.output.video_recorder import DEFAULT_VIDEO_FPS, DEFAULT_VIDEO_SIZE
+from lerobench.plan.shards import Shard, shard_episodes
+from lerobench.plan.stopping import Until, parse_until
 from lerobench.policies.base import ObservationNeeds, PolicyContext
-from lerobench.recorder import DEFAULT_VIDEO_FPS, DEFAULT_VIDEO_SIZE
-from lerobench.rollout import TaskRun
-from lerobench.shards import Shard, shard_episodes
-from lerobench.stopping import Until, parse_until
-from lerobench.trajectories import check_record_mode
+from lerobench.rollout.loop import TaskRun
+from lerobench.suite.config import Protocol, Suite, TaskSpec
 
 FORMATS = ("lerobot",)
 """Result formats written besides lerobench's own files."""
@@ -36,7 +36,7 @@ EXECUTORS = CHOICES
 
 EXTENT = ("episodes_per_task", "shard")
 """Config keys that say how much of a run a directory holds: ``--resume`` requires them equal besides the run's
-identity (``lerobench/identity.py``)."""
+identity (``lerobench/plan/identity.py``)."""
 
 MAX_SEED = 2**32 - 1
 """Largest ``--seed``: simulators seed NumPy's legacy global RNG, which takes 32-bit unsigned seeds."""
@@ -76,7 +76,7 @@ class RunSettings:
     record: str = "none"
     """Rollout recording to HDF5: none, success or all."""
     rerun: bool = False
-    """``--rerun``: a Rerun recording (``.rrd``) of each episode ``videos`` records (lerobench.rrd)."""
+    """``--rerun``: a Rerun recording (``.rrd``) of each episode ``videos`` records (lerobench.output.rerun)."""
     formats: tuple[str, ...] = ()
     """Extra result formats: ``lerobot`` also writes LeRobot's ``eval_info.json``."""
     parallel_tasks: int = 1
@@ -87,7 +87,7 @@ class RunSettings:
     """``--call-width``: rows per call of a batched torch policy, padded (0: unpadded); None = the device's
     default (``lerobench.policies.width``). Part of the treatment identity."""
     shard: Shard | None = None
-    """``--shard I/N``: evaluate only this shard's (task, episode) units (lerobench.shards)."""
+    """``--shard I/N``: evaluate only this shard's (task, episode) units (lerobench.plan.shards)."""
     executor: str = "auto"
     """How episodes are run: auto, inline, vector, processes or ray (docs/scaling.md)."""
     workers: int = 0
@@ -306,7 +306,7 @@ def check_importable(backend: Any) -> None:
 
 def make_plan(settings: RunSettings) -> RunPlan:
     """Validate every flag against the suite and backend; raise ``ConfigError`` naming the bad one."""
-    from lerobench.registry import control_fps, get_backend
+    from lerobench.suite.registry import control_fps, get_backend
 
     s = settings
     backend = get_backend(s.suite.backend)

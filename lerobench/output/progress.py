@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from lerobench.analysis.results import EpisodeRecord
-from lerobench.config import TaskSpec
+from lerobench.suite.config import TaskSpec
 
 
 class Reporter(Protocol):

@@ -15,17 +15,17 @@ from lerobench.envs.fingerprint import checked_fingerprint, require_renderer
 from lerobench.errors import ConfigError, PolicyError, RunError
 from lerobench.execution.base import ExecutionChoice, Executor
 from lerobench.execution.registry import EXECUTORS
-from lerobench.inference import forget_check
-from lerobench.outputdir import OutputDir, check_writable
-from lerobench.plan import FORMATS, RunPlan, RunSettings, make_plan
+from lerobench.output.directory import OutputDir, check_writable
+from lerobench.output.progress import Reporter, SilentReporter
+from lerobench.output.sink import RecordSink, load_previous
+from lerobench.plan.planner import FORMATS, RunPlan, RunSettings, make_plan
+from lerobench.plan.stopping import Ledger
+from lerobench.plan.versus import Recorded
 from lerobench.policies.base import close_policy, policy_traits
 from lerobench.policies.builtin import BUILTIN
 from lerobench.policies.loading import load_policy, observation_needs, prepare_policy
-from lerobench.registry import get_backend
-from lerobench.reporting import Reporter, SilentReporter
-from lerobench.sink import RecordSink, load_previous
-from lerobench.stopping import Ledger
-from lerobench.versus import Recorded
+from lerobench.rollout.inference import forget_check
+from lerobench.suite.registry import get_backend
 
 __all__ = ["FORMATS", "Evaluation", "RunSettings"]
 
@@ -155,10 +155,10 @@ class Evaluation:
             self._close_policy()
 
     def _load_versus(self) -> Recorded | None:
-        """Run A of ``--versus``: its identity checked; its episode count is this run's cap (lerobench.versus)."""
+        """Run A of ``--versus``: its identity checked; its episode count is this run's cap (lerobench.plan.versus)."""
         if self.s.versus is None:
             return None
-        from lerobench.versus import load_recorded
+        from lerobench.plan.versus import load_recorded
 
         recorded = load_recorded(self.s.versus, self.plan.config())
         if self.s.episodes is None:

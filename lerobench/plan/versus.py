@@ -1,7 +1,7 @@
 """``eval --versus RUN_DIR``: the recorded run A that the evaluated policy B is paired with.
 
 B must play exactly A's episodes, so the two runs must share the *episodes* part of their identity (suite,
-backend options, tasks, protocol and its settings, seed, simulator fingerprint: ``lerobench.identity``); anything
+backend options, tasks, protocol and its settings, seed, simulator fingerprint: ``lerobench.plan.identity``); anything
 else is refused naming the field and both values.
 """
 
@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from lerobench.errors import ConfigError
-from lerobench.identity import diff
+from lerobench.plan.identity import diff
 
 
 def identity_differences(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    """How run A's episodes differ from this run's: the *episodes* part of the run identity (``lerobench.identity``).
+    """How run A's episodes differ from this run's: the *episodes* part of the run identity (``plan.identity``).
 
     One line per field, naming both values; the treatment (policy, replan steps...) is what is being compared.
     """

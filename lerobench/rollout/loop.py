@@ -1,11 +1,11 @@
 """Runs one task's episodes on one vector env. No file I/O, no printing: results go to callbacks.
 
 Shape: ``Rollout.run`` resets every slot, then repeats a short ``_tick`` (land resets, take answers, send
-calls, step) until every slot is idle. Each slot is in one named state (``lerobench.slots.SlotState``:
+calls, step) until every slot is idle. Each slot is in one named state (``lerobench.rollout.slots.SlotState``:
 IDLE, RESETTING, DRY, WAITING, READY) and every move between states is checked, so a slot stepped while
-resetting or sent twice raises at once. ``EpisodeBook`` (``lerobench.episode_book``) keeps which episode and
+resetting or sent twice raises at once. ``EpisodeBook`` (``lerobench.rollout.episode_book``) keeps which episode and
 trial each slot runs and reports records; ``Schedule`` decides when to call and which rows to step;
-``PolicyCaller`` (``lerobench.inference``) runs the calls. The vector env is a ``RolloutEnv``
+``PolicyCaller`` (``lerobench.rollout.inference``) runs the calls. The vector env is a ``RolloutEnv``
 (``lerobench.envs.protocols``); ``tests/fake_env.py`` is a scripted one for testing all this without MuJoCo.
 
 Slots of the vector env take episodes from an ``EpisodeSource`` (by default the task's episodes in index
@@ -53,9 +53,12 @@ from lerobench.analysis.results import EpisodeRecord
 from lerobench.envs.base import IDLE as NO_EPISODE
 from lerobench.envs.base import env_action
 from lerobench.envs.protocols import RolloutEnv
-from lerobench.episode_book import EpisodeBook, NullRecorder, Recorder, Recording, TaskRun
 from lerobench.errors import STOP_REQUESTED, PolicyError
-from lerobench.inference import (
+from lerobench.output.trajectories import NULL_TRAJECTORIES, Trajectories
+from lerobench.policies.actions import ActionError, action_chunk
+from lerobench.policies.base import Policy, policy_traits
+from lerobench.rollout.episode_book import EpisodeBook, NullRecorder, Recorder, Recording, TaskRun
+from lerobench.rollout.inference import (
     Average,
     CallStats,
     EpisodeQueue,
@@ -64,10 +67,7 @@ from lerobench.inference import (
     should_call,
     worth_spreading,
 )
-from lerobench.policies.actions import ActionError, action_chunk
-from lerobench.policies.base import Policy, policy_traits
-from lerobench.slots import Slots, SlotState
-from lerobench.trajectories import NULL_TRAJECTORIES, Trajectories
+from lerobench.rollout.slots import Slots, SlotState
 
 __all__ = ["STOP_GRACE_S", "RUN_DRY_FIRST", "Cancelled", "NullRecorder", "Recorder", "Recording", "Rollout",
            "Schedule", "TaskRun", "WorkerFailure", "run_dry_first", "run_episodes", "settle"]

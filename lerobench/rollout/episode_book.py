@@ -1,6 +1,6 @@
 """Episode bookkeeping of one task's rollout: which episode and trial each slot runs, its frames, its records.
 
-Why apart from the state machine (``lerobench.slots``): when a slot steps or waits is scheduling; which
+Why apart from the state machine (``lerobench.rollout.slots``): when a slot steps or waits is scheduling; which
 episode it runs, what gets recorded and when a record is reported is bookkeeping, and each is simpler
 alone. The rollout tells the book when a slot begins (``begin``), what it observed (``observe``) and did
 (``stepped``); the book says which slots' trials ended and reports whole episodes through ``on_episode``.
@@ -22,10 +22,10 @@ from typing import Any, Protocol
 import numpy as np
 
 from lerobench.analysis.results import EpisodeRecord
-from lerobench.config import TaskSpec
 from lerobench.envs.base import IDLE, episode_seed
-from lerobench.inference import EpisodeSource
-from lerobench.trajectories import Trajectories, Trajectory
+from lerobench.output.trajectories import Trajectories, Trajectory
+from lerobench.rollout.inference import EpisodeSource
+from lerobench.suite.config import TaskSpec
 
 
 @dataclass

@@ -1,0 +1,4 @@
+"""One task's episodes on one vector env.
+
+The per-slot loop (``loop``) and how and when the policy is called (``inference``).
+"""
