@@ -98,34 +98,34 @@ def test_eval_smoke_through_cli(tmp_path):
     assert results["config"]["policy"] == f"lerobot:{policy_dir}"
 
 
-def rollout_actions(policy, observations):
-    """Actions lerobench's rollout executes (its per-env queues) for a sequence of batch observations.
+def scripted_observation(episode, step):
+    """The fake env's observation at ``step`` of ``episode``: a 39-D state and a corner3 image, from one seed."""
+    rng = np.random.default_rng(1000 * episode + step)
+    return (rng.normal(size=39).astype(np.float32),
+            {"corner3": rng.integers(0, 255, size=(64, 64, 3), dtype=np.uint8)})
 
-    As the rollout does: only the rows whose queue ran dry go to the policy, as one sub-batch.
+
+def rollout_actions(policy, lengths):
+    """Actions lerobench's rollout executes per episode, through ``run_episodes`` on the fake vector env.
+
+    Two slots run ``len(lengths)`` episodes in order (episode e lasts ``lengths[e]`` steps): slot 0's first
+    episode ends while slot 1 is mid-chunk, so slot 0 starts its next episode out of step with slot 1.
     """
-    from collections import deque
+    from fake_env import FakeVectorEnv, Script
 
-    from lerobench.rollout.loop import TaskRun, _PolicyFeedback, _Slot, _sub_batch, _validate
+    from lerobench.rollout.loop import TaskRun, run_episodes
 
-    n = len(observations[0]["state"])
     task = load_suite("smoke").tasks[0]
+    script = Script(length=lambda episode, trial: lengths[episode], success=lambda episode, trial: False,
+                    state=lambda episode, trial, step, dim: scripted_observation(episode, step)[0],
+                    images=lambda episode, trial, step: scripted_observation(episode, step)[1], state_dim=39)
     run = TaskRun(suite="smoke", task=task, seed=0, action_dim=4,
                   replan_steps=policy.observation_needs.executed_steps(1))
-    slots, queues = [_Slot(episode=0) for _ in range(n)], [deque() for _ in range(n)]
-    feedback, got = _PolicyFeedback(n), []
-    for obs in observations:
-        for i in np.flatnonzero(obs["episode_start"]):
-            queues[i].clear()  # what the rollout does when it starts an episode in slot i
-            feedback.started(i, slots[i])
-        rows = np.array([i for i in range(n) if not queues[i]], dtype=np.int64)
-        if len(rows):
-            batch = _sub_batch({k: obs[k] for k in ("state", "images") if k in obs}, rows, slots, feedback, run,
-                               lambda e: e)
-            chunk = _validate(policy.select_action(batch, [task.description] * len(rows)), rows, run, slots)
-            for k, i in enumerate(rows.tolist()):
-                queues[i].extend(chunk[k, : run.replan_steps])
-        got.append(np.stack([queues[i].popleft() for i in range(n)]))
-    return np.stack(got)
+    env, records = FakeVectorEnv(2, script), []
+    run_episodes(env, policy, run, list(range(len(lengths))), records.append)
+    assert sorted((r.episode, r.steps, r.error) for r in records) == [(e, n, None) for e, n in enumerate(lengths)]
+    assert not env.log.violations
+    return {e: np.stack([a for (_, episode, _, _, a) in env.log.steps if episode == e]) for e in range(len(lengths))}
 
 
 def test_per_env_queues_match_lerobot_select_action(tmp_path):
@@ -141,29 +141,27 @@ def test_per_env_queues_match_lerobot_select_action(tmp_path):
     reference = ACTPolicy.from_pretrained(str(policy_dir)).eval()
     pre, post = make_pre_post_processors(reference.config, pretrained_path=str(policy_dir))
 
-    def lerobot_episode(obs_list, i):
-        """LeRobot's own loop (select_action + processors) for env i alone, one episode."""
+    def lerobot_episode(episode, steps):
+        """LeRobot's own loop (select_action + processors) for one episode alone, at every step."""
         reference.reset()
         actions = []
-        for obs in obs_list:
-            batch = {"observation.state": torch.from_numpy(obs["state"][i : i + 1]),
-                     "observation.images.corner3": torch.from_numpy(obs["images"]["corner3"][i : i + 1])
+        for step in range(steps):
+            state, images = scripted_observation(episode, step)
+            batch = {"observation.state": torch.from_numpy(state[None]),
+                     "observation.images.corner3": torch.from_numpy(images["corner3"][None])
                      .permute(0, 3, 1, 2).float() / 255, "task": ["Reach the goal position."]}
             with torch.inference_mode():
                 actions.append(post(reference.select_action(pre(batch))).numpy()[0])
         return np.stack(actions)
 
-    first = [observation(2, [True, True], seed=0, cameras=("corner3",))]
-    first += [observation(2, [False, False], seed=s, cameras=("corner3",)) for s in (1, 2)]
-    restart = [observation(2, [True, False], seed=3, cameras=("corner3",))]
-    restart += [observation(2, [False, False], seed=s, cameras=("corner3",)) for s in (4, 5, 6, 7)]
-    assert policy.select_action(first[0], ["t"] * 2).shape == (2, 4, 4)  # (B, n_action_steps, A)
-    got = rollout_actions(policy, first + restart)
-    assert got.shape == (8, 2, 4)
-    np.testing.assert_allclose(got[3:, 0], lerobot_episode(restart, 0), rtol=1e-5, atol=1e-6)
-    # env 1 never restarted: steps 0-3 are its first chunk, step 4 on its second (from the obs at step 4)
-    whole = lerobot_episode(first + restart, 1)
-    np.testing.assert_allclose(got[:, 1], whole, rtol=1e-5, atol=1e-6)
+    state, images = scripted_observation(0, 0)
+    batch = {"state": np.stack([state, state]), "images": {"corner3": np.stack([images["corner3"]] * 2)},
+             "episode_start": np.ones(2, bool), "active": np.ones(2, bool), "task": ["reach-v3"] * 2}
+    assert policy.select_action(batch, ["t"] * 2).shape == (2, 4, 4)  # (B, n_action_steps, A)
+    lengths = [3, 8, 5]  # slot 0: episode 0 (3 steps), then 2; slot 1: episode 1, mid-chunk at step 3
+    got = rollout_actions(policy, lengths)
+    for episode, steps in enumerate(lengths):
+        np.testing.assert_allclose(got[episode], lerobot_episode(episode, steps), rtol=1e-5, atol=1e-6)
 
 
 def test_thread_copies_share_weights_not_queues(tmp_path):

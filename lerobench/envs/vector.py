@@ -269,7 +269,8 @@ class WorkerVectorEnv(gym.vector.AsyncVectorEnv):
                 proc.join(timeout=5)
 
 
-def make_vector_env(spec: EnvSpec, batch_size: int, in_process: bool | None = None) -> gym.vector.VectorEnv:
+def make_vector_env(spec: EnvSpec, batch_size: int,
+                    in_process: bool | None = None) -> InProcessVectorEnv | WorkerVectorEnv:
     """``batch_size`` lazy envs of one task: in-process for 1, one worker process each otherwise.
 
     ``in_process=False`` keeps even a single env in a worker process (the last episode of a task

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from lerobench.policies.actions import to_numpy
 from lerobench.policies.base import row_ids
 from lerobench.policies.width import take_rows
 
@@ -31,9 +32,7 @@ Select = Callable[[dict[str, Any], list[str]], Any]
 
 def as_actions(raw: Any) -> np.ndarray:
     """A policy's output as a float64 array (torch tensors moved to the CPU); what the check compares."""
-    if hasattr(raw, "detach"):
-        raw = raw.detach().cpu().numpy()
-    return np.asarray(raw, dtype=np.float64)
+    return to_numpy(raw, np.float64)
 
 
 def neighbour_rows(observation: dict[str, Any], descriptions: list[str], count: int,

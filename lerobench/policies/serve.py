@@ -32,6 +32,7 @@ import numpy as np
 
 from lerobench._version import __version__
 from lerobench.errors import ConfigError, MissingDependencyError
+from lerobench.policies.actions import ActionError, action_chunk
 from lerobench.policies.base import PolicyContext, policy_numerics, policy_traits
 from lerobench.policies.batching import Batcher, SlotTable, check_batching
 from lerobench.policies.loading import load_policy, observation_needs
@@ -332,16 +333,8 @@ def _image(request: dict[str, Any], cam: str, size: tuple[int, int], n: int, sin
 
 
 def _checked_actions(raw: Any, n: int, action_dim: int) -> np.ndarray:
-    """The policy's actions as float32 (B, T, A); single replies drop B and stay chunks (T, A)."""
-    if hasattr(raw, "detach"):
-        raw = raw.detach().cpu().numpy()
+    """The policy's actions as float32 (B, T, A) (``policies.actions.action_chunk``), or a ``RequestError``."""
     try:
-        actions = np.asarray(raw, dtype=np.float32)
-    except (TypeError, ValueError) as exc:
-        raise RequestError(f"actions are not numeric ({exc})") from exc
-    if actions.ndim == 2:
-        actions = actions[:, None, :]
-    if actions.ndim != 3 or actions.shape[0] != n or actions.shape[2] != action_dim:
-        raise RequestError(f"expected actions ({n}, {action_dim}) or ({n}, T, {action_dim}), "
-                           f"got {np.shape(raw)}")
-    return actions
+        return action_chunk(raw, n, action_dim, finite=False)
+    except ActionError as exc:
+        raise RequestError(str(exc)) from exc

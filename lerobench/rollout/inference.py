@@ -30,7 +30,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -66,6 +66,7 @@ def needs_check(policy: Any) -> bool:
     return True
 
 
+@runtime_checkable
 class EpisodeSource(Protocol):
     """Hands out the episodes a rollout runs, one at a time."""
 
@@ -164,7 +165,7 @@ def should_call(steps_to_next_dry: int | None, step_s: float | None, budget_s: f
     return waited_s + steps_to_next_dry * step_s >= budget_s
 
 
-class _Average:
+class Average:
     """Exponential moving average of a duration; None until the first sample."""
 
     def __init__(self, weight: float = 0.2):
@@ -172,6 +173,7 @@ class _Average:
         self._weight = weight
 
     def add(self, sample: float) -> None:
+        """Fold in one measured duration."""
         self.value = sample if self.value is None else self.value + self._weight * (sample - self.value)
 
 
@@ -195,11 +197,8 @@ class PolicyCaller:
         """The batch-invariance check of this caller's first call (``lerobench.policies.invariance``), until taken."""
         self.stats = stats if stats is not None else CallStats()
         self.concurrency = max(1, concurrency)
-        self.call_s = _Average()
-        self.step_s = _Average()
-        """Time of one step of the rows stepped (whatever their number)."""
-        self.wave_s = _Average()
-        """Time of one step per ``step_width`` rows stepped (a wave): what stepping every env costs per wave."""
+        self.call_s = Average()
+        """Time of one call (measured here, on whichever thread runs it); the step timings are ``Schedule``'s."""
         self._pool: ThreadPoolExecutor | None = None
         self._flights: list[tuple[np.ndarray, Future]] = []
 

@@ -1,5 +1,13 @@
 """Runs one task's episodes on one vector env. No file I/O, no printing: results go to callbacks.
 
+Shape: ``Rollout.run`` resets every slot, then repeats a short ``_tick`` (land resets, take answers, send
+calls, step) until every slot is idle. Each slot is in one named state (``lerobench.rollout.slots.SlotState``:
+IDLE, RESETTING, DRY, WAITING, READY) and every move between states is checked, so a slot stepped while
+resetting or sent twice raises at once. ``EpisodeBook`` (``lerobench.rollout.episode_book``) keeps which episode and
+trial each slot runs and reports records; ``Schedule`` decides when to call and which rows to step;
+``PolicyCaller`` (``lerobench.rollout.inference``) runs the calls. The vector env is a ``RolloutEnv``
+(``lerobench.envs.protocols``); ``tests/fake_env.py`` is a scripted one for testing all this without MuJoCo.
+
 Slots of the vector env take episodes from an ``EpisodeSource`` (by default the task's episodes in index
 order); when an episode ends its slot is reset to the next one, in the background (``venv.reset_one``: a
 worker resets its env while the others keep stepping; the slot is held until its first observation
@@ -29,28 +37,29 @@ policy while the others still have actions, so envs fall out of phase and some a
 wait (``run_dry_first``). Only the stepped envs are stepped (``step_within``), so a step costs what its rows
 cost. When the policy dominates, envs stay in phase and the calls stay full.
 """
-
 from __future__ import annotations
 
-import functools
 import multiprocessing
-import threading
 import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, wait
-from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from lerobench.analysis.results import EpisodeRecord
-from lerobench.envs.base import IDLE, env_action, episode_seed
+from lerobench.envs.base import IDLE as NO_EPISODE
+from lerobench.envs.base import env_action
+from lerobench.envs.protocols import RolloutEnv
 from lerobench.errors import STOP_REQUESTED, PolicyError
-from lerobench.output.trajectories import NULL_TRAJECTORIES, Trajectory, TrajectoryRecorder
-from lerobench.policies.base import policy_traits
+from lerobench.output.trajectories import NULL_TRAJECTORIES, Trajectories
+from lerobench.policies.actions import ActionError, action_chunk
+from lerobench.policies.base import Policy, policy_traits
+from lerobench.rollout.episode_book import EpisodeBook, NullRecorder, Recorder, Recording, TaskRun
 from lerobench.rollout.inference import (
+    Average,
     CallStats,
     EpisodeQueue,
     EpisodeSource,
@@ -58,7 +67,10 @@ from lerobench.rollout.inference import (
     should_call,
     worth_spreading,
 )
-from lerobench.suite.config import TaskSpec
+from lerobench.rollout.slots import Slots, SlotState
+
+__all__ = ["STOP_GRACE_S", "RUN_DRY_FIRST", "Cancelled", "NullRecorder", "Recorder", "Recording", "Rollout",
+           "Schedule", "TaskRun", "WorkerFailure", "run_dry_first", "run_episodes", "settle"]
 
 STOP_GRACE_S = 1.0
 """How long a worker failure seen after Ctrl-C/SIGTERM (``STOP_REQUESTED``) waits for the driver's stop to land."""
@@ -66,44 +78,8 @@ STOP_GRACE_S = 1.0
 RUN_DRY_FIRST = True
 """With overlapping calls, step only the ``step_width`` rows nearest to running dry (``run_dry_first``)."""
 
-
-class Recording(Protocol):
-    """Frames of one episode on their way to a video file."""
-
-    def add(self, frame: np.ndarray) -> None:
-        """Hand one frame over (copied by the receiver)."""
-
-    def finish(self, success: bool) -> str | None:
-        """Finalize; return the video path relative to the output directory."""
-
-    def abort(self) -> None:
-        """Drop the partial video."""
-
-
-class Recorder(Protocol):
-    """Decides which episodes are recorded and opens their recordings."""
-
-    camera: str | None
-
-    def wants(self, episode: int) -> bool:
-        """True if this episode should be recorded."""
-
-    def start(self, task: str, episode: int, trial: int | None = None) -> Recording:
-        """Open a recording for (task, episode), or for one trial of it when ``trial`` is given."""
-
-
-class NullRecorder:
-    """Records nothing (``--videos 0``), so the rollout never branches on 'are videos on?'."""
-
-    camera = None
-
-    def wants(self, episode: int) -> bool:
-        """Never."""
-        return False
-
-    def start(self, task: str, episode: int, trial: int | None = None) -> Recording:  # pragma: no cover
-        """Unreachable: ``wants`` is always False."""
-        raise AssertionError("NullRecorder.start called")
+IDLE, RESETTING, DRY, WAITING, READY = (SlotState.IDLE, SlotState.RESETTING, SlotState.DRY, SlotState.WAITING,
+                                        SlotState.READY)
 
 
 class Cancelled(Exception):
@@ -119,112 +95,15 @@ class WorkerFailure(Exception):
         self.hung = hung
 
 
-@dataclass
-class TaskRun:
-    """The fixed facts of one task's rollout."""
-
-    suite: str
-    task: TaskSpec
-    seed: int
-    action_dim: int
-    replan_steps: int = 1
-    trials: int = 1
-    """Attempts per episode at the same start (``--trials``); the policy keeps its memory between them."""
-    every_frame: bool = False
-    """Render the policy's cameras at every step, also those whose observation the policy never reads."""
-    n_init_states: int = 50
-    step_timeout_s: float | None = None
-    stop: threading.Event | None = None
-    """Set by the vector executor to make a task thread stop at its next step (Ctrl-C, another task failed)."""
-    wants: Callable[[int], bool] | None = None
-    """``--until``: False for an episode no longer worth starting (its task is decided); running ones finish."""
-
-
-@dataclass
-class _Slot:
-    episode: int = IDLE
-    started: float = 0.0
-    recording: Recording | None = None
-    trajectory: Trajectory | None = None
-    trial: int = 0
-    calls: int = 0
-    """Policy calls made for this trial so far (the ``call`` key of the observation batch)."""
-    next_trial: bool = False
-    """Set when a trial ended and the episode has trials left: the next reset restarts the same episode."""
-    finished: list[tuple[EpisodeRecord, Trajectory | None]] = field(default_factory=list)
-    """This episode's finished trials, held back until the episode is over."""
-
-    @property
-    def active(self) -> bool:
-        return self.episode != IDLE
-
-    def begin(self, source: EpisodeSource) -> None:
-        """Move to the episode's next trial, or to the source's next episode (or idle) at trial 0."""
-        if self.next_trial:
-            self.trial += 1
-        else:
-            episode = source.next()
-            self.episode = IDLE if episode is None else episode
-            self.trial = 0
-            self.finished = []
-        self.next_trial = False
-        self.calls = 0
-
-
-class _PolicyFeedback:
-    """What the policy batch says about each slot besides the observation (see ``policies/base.py``).
-
-    ``episode_start``/``trial_start`` mark the first observation of an episode / of any trial;
-    ``reward``/``success`` are those of the step that produced the observation (0 and False on a
-    trial's first observation): meta-RL agents adapt from them, and the goal may be hidden.
-    """
-
-    def __init__(self, n: int):
-        self.episode_start = np.zeros(n, dtype=bool)
-        self.trial_start = np.zeros(n, dtype=bool)
-        self.reward = np.zeros(n, dtype=np.float32)
-        self.success = np.zeros(n, dtype=bool)
-
-    def started(self, i: int, slot: _Slot) -> None:
-        self.episode_start[i] = slot.active and slot.trial == 0
-        self.trial_start[i] = slot.active
-        self.reward[i], self.success[i] = 0.0, False
-
-    def stepped(self, rewards: np.ndarray, infos: dict[str, Any], active: np.ndarray) -> None:
-        self.reward[active] = np.asarray(rewards, dtype=np.float32)[active]
-        stepped = _mask(infos, "success")
-        now = np.asarray(infos["success"], dtype=bool) if stepped is not None else np.zeros(len(active), bool)
-        self.success[active] = (now & (stepped if stepped is not None else False))[active]
-
-    def fill(self, batch: dict[str, Any], rows: np.ndarray, slots: list[_Slot]) -> None:
-        batch["episode_start"] = self.episode_start[rows]
-        batch["trial"] = np.array([slots[i].trial for i in rows], dtype=np.int64)
-        batch["trial_start"] = self.trial_start[rows]
-        batch["reward"] = self.reward[rows]
-        batch["success"] = self.success[rows]
-        self.episode_start[rows] = False
-        self.trial_start[rows] = False
-
-
-def _mask(infos: dict[str, Any], key: str) -> np.ndarray | None:
-    mask = infos.get(f"_{key}")
-    return None if mask is None or not np.any(mask) else np.asarray(mask, dtype=bool)
-
-
-def _field(infos: dict[str, Any], key: str, name: str, i: int) -> Any:
-    value = infos[key][name][i]
-    return value.item() if isinstance(value, np.generic) else value
-
-
 def run_episodes(
-    venv: Any,
-    policy: Any,
+    venv: RolloutEnv,
+    policy: Policy,
     run: TaskRun,
     episodes: Sequence[int] | EpisodeSource,
     on_episode: Callable[[EpisodeRecord], None],
     on_steps: Callable[[int], None] = lambda n: None,
     recorder: Recorder | None = None,
-    trajectories: TrajectoryRecorder = NULL_TRAJECTORIES,
+    trajectories: Trajectories = NULL_TRAJECTORIES,
     stats: CallStats | None = None,
 ) -> None:
     """Run ``episodes`` of ``run.task`` on ``venv`` until each is recorded through ``on_episode``.
@@ -233,241 +112,212 @@ def run_episodes(
     ``stats`` counts the policy calls. Raises ``PolicyError`` for an invalid action (naming suite, task and
     episode) and ``WorkerFailure`` if the vector env breaks; episodes finished before either are reported.
     """
-    recorder = recorder or NullRecorder()
-    source = EpisodeQueue(episodes, run.wants) if not hasattr(episodes, "next") else episodes
-    seed_of = functools.lru_cache(maxsize=None)(lambda e: episode_seed(run.seed, run.task.index, max(e, 0)))
-    n = venv.num_envs
-    slots = [_Slot() for _ in range(n)]
-    queues: list[deque[np.ndarray]] = [deque() for _ in range(n)]
-    waiting = np.zeros(n, dtype=bool)
-    """Rows in the policy call in flight: held (not stepped) until their chunk arrives."""
-    dry_since = np.full(n, np.nan)
-    """When each dry row not yet sent ran dry (``perf_counter``; NaN otherwise): how long it has waited."""
-    feedback = _PolicyFeedback(n)
-    caller = PolicyCaller(policy, stats, concurrency=policy_traits(policy).concurrent_calls)
-    width = max(1, int(getattr(venv, "step_width", n)))
+    source = episodes if isinstance(episodes, EpisodeSource) else EpisodeQueue(episodes, run.wants)
+    Rollout(venv, policy, run, source, on_episode, on_steps=on_steps, recorder=recorder,
+            trajectories=trajectories, stats=stats).run()
 
-    resets: dict[int, Future] = {}
-    """Slots whose reset runs in the background (``venv.reset_one``): held until their first observation lands."""
 
-    def begin(mask: np.ndarray) -> dict[str, Any]:
-        """Move the slots in ``mask`` to their next trial, episode or idleness; return the reset options."""
-        for i in np.flatnonzero(mask):
-            slot = slots[i]
-            slot.begin(source)
-            slot.started = time.perf_counter()
-            queues[i].clear()  # actions planned for the previous attempt never leak into this one
-            feedback.started(i, slot)
-            if slot.active and recorder.wants(slot.episode):
-                slot.recording = recorder.start(run.task.name, slot.episode, slot.trial if run.trials > 1 else None)
-            slot.trajectory = trajectories.start(slot.episode) if slot.active else None
-        return {
-            "episodes": [s.episode for s in slots],
-            "trials": [s.trial for s in slots],
-            "record": [s.recording is not None for s in slots],
-        }
+class Schedule:
+    """When dry rows go to the policy and which ready rows step; owns the step timings it decides from.
 
-    def assign(mask: np.ndarray) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Begin the slots in ``mask`` and reset them now, together (the first reset builds the simulators)."""
-        options = begin(mask)
-        if not mask.all():
-            options["reset_mask"] = mask
-        seeds = [seed_of(s.episode) for s in slots]
-        return _call(venv.reset, seed=seeds, options=options)
+    The rules are the pure functions ``should_call``, ``worth_spreading`` and ``run_dry_first``, read from
+    this module at each decision (a benchmark's lockstep baseline replaces them here). A call's cost is the
+    caller's (``PolicyCaller.call_s``, measured where the call runs); a step's cost is measured here.
+    """
 
-    def restart(mask: np.ndarray) -> None:
-        """Begin the slots in ``mask`` and start their resets in the background; the others keep stepping."""
-        options = begin(mask)
-        for i in np.flatnonzero(mask).tolist():
-            resets[i] = _call(venv.reset_one, i, seed_of(slots[i].episode), options)
+    def __init__(self, caller: PolicyCaller, width: int, chunk: int):
+        self.caller, self.width, self.chunk = caller, width, chunk
+        self.step_s = Average()
+        """Time of one step of the rows stepped (whatever their number)."""
+        self.wave_s = Average()
+        """Time of one step per ``width`` rows stepped (a wave): what stepping every env costs per wave."""
 
-    def landed() -> bool:
-        """Take the finished background resets (first observations; a failed reset ends its episode). True if any."""
-        done = [i for i, future in resets.items() if future.done()]
-        for i in done:
-            result = _call(resets.pop(i).result)
-            again = collect(*venv.reset_landed(i, result), np.arange(n) == i)
-            if again.any():
-                restart(again)
-        return bool(done)
+    def record_step(self, took: float, stepped: int) -> None:
+        """One step of ``stepped`` rows took ``took`` seconds."""
+        self.step_s.add(took)
+        self.wave_s.add(took / -(-stepped // self.width))
 
-    def finish(i: int, summary: dict[str, Any] | None, error: str | None = None) -> bool:
-        """Record slot ``i``'s trial; True: the slot must be reset (next trial, next episode, or idle)."""
-        slot = slots[i]
-        summary = summary or {}
-        error = error if error is not None else summary.get("error")
-        success = bool(summary.get("success", False)) and error is None
-        video = None
-        if slot.recording is not None:
-            video = slot.recording.finish(success) if error is None else slot.recording.abort()
-            slot.recording = None
-        record = EpisodeRecord(
-            task=run.task.name,
-            episode=slot.episode,
-            trial=slot.trial,
-            seed=seed_of(slot.episode),
-            init_state=slot.episode % run.n_init_states,
-            success=success,
-            success_at_end=bool(summary.get("success_at_end", False)) and error is None,
-            steps=int(summary.get("steps", 0)),
-            return_=float(summary.get("return", 0.0)),
-            elapsed_s=round(time.perf_counter() - slot.started, 4),
-            error=error,
-            video=video,
-            renders=int(summary.get("renders", 0)),
-            max_reward=_finite(summary.get("max_reward")),
-            start_digest=summary.get("start_digest"),
-            clipped=summary.get("clipped"),
-        )
-        slot.finished.append((record, slot.trajectory))
-        slot.trajectory = None
-        if error is None and slot.trial + 1 < run.trials:
-            slot.next_trial = True
+    def spread(self, slots: Slots) -> bool:
+        """Run envs out of phase now (``worth_spreading``, for overlapping calls only)."""
+        return RUN_DRY_FIRST and self.caller.concurrency > 1 and worth_spreading(
+            self.caller.call_s.value, self.wave_s.value, -(-slots.running() // self.width), self.chunk)
+
+    def rows_to_step(self, ready: np.ndarray, queues: Sequence[deque[np.ndarray]], spread: bool) -> np.ndarray:
+        """The ready rows to step: all, or when spreading only the ``width`` nearest to running dry."""
+        return run_dry_first(ready, queues, self.width) if spread and ready.sum() > self.width else ready
+
+    def call_limit(self, spread: bool) -> int:
+        """Calls that may be in flight: one, or the policy's ``concurrent_calls`` when spreading."""
+        return self.caller.concurrency if spread else 1
+
+    def send_now(self, steps_to_next_dry: int | None, waited_s: float, spread: bool) -> bool:
+        """Send the dry rows now, or wait for more to run dry (``should_call``); spreading sends at once."""
+        return spread or should_call(steps_to_next_dry, self.step_s.value, self.caller.budget_s, waited_s)
+
+
+class Rollout:
+    """One task's episodes on one vector env: a loop of ``_tick``s over the slots' state machine (``Slots``).
+
+    Each tick lands finished resets, takes the policy's answers, sends dry rows to the policy and steps
+    the ready rows (or waits for an answer or a reset when none can step). ``EpisodeBook`` keeps the
+    episodes' facts and reports their records; ``Schedule`` decides when to call and what to step.
+    A worker failure records the lost slots' episodes as errors and drops the others (rerun by the
+    executor); any other exception drops the partial videos. Either way no call or reset outlives ``run``.
+    """
+
+    def __init__(self, venv: RolloutEnv, policy: Policy, run: TaskRun, source: EpisodeSource,
+                 on_episode: Callable[[EpisodeRecord], None], *, on_steps: Callable[[int], None] = lambda n: None,
+                 recorder: Recorder | None = None, trajectories: Trajectories = NULL_TRAJECTORIES,
+                 stats: CallStats | None = None):
+        n = venv.num_envs
+        self.venv, self.task_run, self.on_steps = venv, run, on_steps
+        self.caller = PolicyCaller(policy, stats, concurrency=policy_traits(policy).concurrent_calls)
+        self.slots = Slots(n)
+        self.book = EpisodeBook(n, run, source, on_episode, recorder or NullRecorder(), trajectories,
+                                self.caller.take_check)
+        self.schedule = Schedule(self.caller, max(1, int(venv.step_width)), run.replan_steps)
+        self.resets: dict[int, Future] = {}
+        """Slots whose reset runs in the background (``venv.reset_one``): RESETTING until it lands."""
+        self.ended = np.zeros(n, dtype=bool)
+        """Slots whose trial ended at the last step: reset at the next tick."""
+        self.actions = np.zeros((n, run.action_dim), dtype=np.float32)
+        self.observe_all = run.every_frame or trajectories.enabled
+        self.obs: dict[str, Any] = {}
+
+    def run(self) -> None:
+        """Reset every slot, then tick until every slot is idle (every episode reported)."""
+        try:
+            self._reset_all()
+            while self._tick():
+                pass
+        except WorkerFailure as failure:
+            self._lost_workers(failure)
+            raise
+        except BaseException:
+            self._abandon()
+            raise
+        finally:
+            self.caller.close()
+
+    def _tick(self) -> bool:
+        """One round: resets, answers, calls, one step (or a wait). False once every slot is idle."""
+        if self.ended.any():
+            ended, self.ended = self.ended, np.zeros_like(self.ended)
+            self._restart(ended)
+        if self.resets:
+            self._land_resets()
+        if self.slots.all_idle():
+            return False
+        if self.task_run.stop is not None and self.task_run.stop.is_set():
+            raise Cancelled(f"task {self.task_run.task.name!r} cancelled")
+        self.caller.collect(self._answer)
+        ready, dry = self.slots.mask(READY), self.slots.mask(DRY)
+        now = time.perf_counter()
+        self.slots.stamp_dry(now)
+        spread = self.schedule.spread(self.slots)
+        stepping = self.schedule.rows_to_step(ready, self.slots.queues, spread)
+        if dry.any() and self.caller.slots_free(self.schedule.call_limit(spread)):
+            if self._send(np.flatnonzero(dry), stepping, spread, now):
+                return True
+        if not stepping.any():
+            self.caller.collect(self._answer, block=True, also=list(self.resets.values()))
             return True
-        for done, trajectory in slot.finished:  # an episode is reported whole (an error ends it early)
-            check = caller.take_check()
-            on_episode(done if check is None else replace(done, policy_check=check))
-            trajectories.finish(run.task.name, done, trajectory)
-        slot.finished = []
-        slot.episode = IDLE
+        self._step(stepping)
         return True
 
-    def collect(obs: dict[str, Any], infos: dict[str, Any], which: np.ndarray) -> np.ndarray:
-        """Take frames of the slots in ``which``, record finished episodes; return slots needing a reset.
+    def _reset_all(self) -> None:
+        """The first reset: every slot at once, blocking (it builds the simulators)."""
+        everyone = np.arange(self.slots.n)
+        self.slots.move(everyone, RESETTING, expect=IDLE)
+        options = self.book.begin(everyone)
+        self.obs, infos = _call(self.venv.reset, seed=self.book.seeds(), options=options)
+        self.ended = self._landed(everyone, infos)
 
-        ``which`` is the stepped slots after a step (held ones did not move), and the reset slots after a
-        partial reset (the others' observations did not change, and must not be recorded twice).
-        """
-        ended = _mask(infos, "episode_end")
-        frames = _mask(infos, "frame")
-        needs_reset = np.zeros(n, dtype=bool)
-        for i in np.flatnonzero(which).tolist():
-            slot = slots[i]
-            if not slot.active:
-                continue
-            if ended is None and slot.trajectory is None and slot.recording is None:
-                continue
-            if slot.trajectory is not None:
-                slot.trajectory.observe(obs, i)
-            if slot.recording is not None:
-                frame = _frame_for(obs, infos, frames, recorder.camera, i)
-                if frame is not None:
-                    slot.recording.add(frame)
-            if ended is not None and ended[i]:
-                summary = {k: _field(infos, "episode_end", k, i) for k in infos["episode_end"]
-                           if not k.startswith("_")}
-                needs_reset[i] = finish(i, summary)
-        return needs_reset
+    def _restart(self, mask: np.ndarray) -> None:
+        """Begin the next trial, episode or idleness of the slots in ``mask``; reset them in the background."""
+        rows = np.flatnonzero(mask)
+        self.slots.move(rows, RESETTING, expect=(DRY, READY))
+        options = self.book.begin(rows)
+        for i in rows.tolist():
+            self.resets[i] = _call(self.venv.reset_one, i, self.book.seed_of(int(self.book.episode[i])), options)
 
-    def answer(rows: np.ndarray, raw: Any, exc: BaseException | None) -> None:
-        """A finished call: queue each row's chunk (``replan_steps`` actions of it)."""
-        waiting[rows] = False
-        first = slots[int(rows[0])].episode
+    def _land_resets(self) -> None:
+        """Take the finished background resets; a reset that ended its episode (an error) restarts the slot."""
+        for i in [i for i, future in self.resets.items() if future.done()]:
+            result = _call(self.resets.pop(i).result)
+            self.obs, infos = self.venv.reset_landed(i, result)
+            again = self._landed(np.array([i]), infos)
+            if again.any():
+                self._restart(again)
+
+    def _landed(self, rows: np.ndarray, infos: dict[str, Any]) -> np.ndarray:
+        """RESETTING ``rows`` got their first observation: DRY (or IDLE without an episode). Returns ended slots."""
+        going = self.book.episode[rows] != NO_EPISODE
+        self.slots.move(rows[going], DRY, expect=RESETTING)
+        self.slots.move(rows[~going], IDLE, expect=RESETTING)
+        return self.book.observe(self.obs, infos, rows)
+
+    def _send(self, rows: np.ndarray, stepping: np.ndarray, spread: bool, now: float) -> bool:
+        """Send the dry ``rows`` to the policy if it is time; True if the call ran inline (nothing could step)."""
+        if not stepping.any() and not self.caller.busy:  # nothing can step meanwhile: no thread hop
+            self.slots.move(rows, WAITING, expect=DRY)
+            self.caller.call(rows, self.book.batch(self.obs, rows), self._descriptions(rows), self._answer)
+            return True
+        next_dry = self.slots.next_dry(np.flatnonzero(stepping))
+        if self.schedule.send_now(next_dry, self.slots.waited(rows, now), spread):
+            self.slots.move(rows, WAITING, expect=DRY)
+            self.caller.submit(rows, self.book.batch(self.obs, rows), self._descriptions(rows))
+        return False
+
+    def _answer(self, rows: np.ndarray, raw: Any, exc: BaseException | None) -> None:
+        """A finished call: queue each row's chunk (``replan_steps`` actions of it), or raise ``PolicyError``."""
+        run, first = self.task_run, int(self.book.episode[int(rows[0])])
         if exc is not None:
-            raise PolicyError(_where(run, first, f"policy raised {type(exc).__name__}: {exc}"),
+            raise PolicyError(run.where(first, f"policy raised {type(exc).__name__}: {exc}"),
                               failure={"type": type(exc).__name__, "message": str(exc), "task": run.task.name,
                                        "episode": first},
                               traceback_text="".join(traceback.format_exception(exc))) from exc
-        chunk = _validate(raw, rows, run, slots)
-        for k, i in enumerate(rows.tolist()):
-            queues[i].extend(chunk[k, : run.replan_steps])
+        try:
+            chunk = action_chunk(raw, len(rows), run.action_dim)
+        except ActionError as error:
+            episode = first if error.row is None else int(self.book.episode[int(rows[error.row])])
+            raise PolicyError(run.where(episode, str(error))) from error
+        self.slots.fill(rows, chunk, run.replan_steps)
 
-    try:
-        everyone = np.ones(n, dtype=bool)
-        obs, infos = assign(everyone)
-        needs_reset = collect(obs, infos, everyone)
-        actions = np.zeros((n, run.action_dim), dtype=np.float32)
-        observe_all = run.every_frame or trajectories.enabled
-        active = np.zeros(n, dtype=bool)
-        changed = True
-        while True:
-            if needs_reset.any():
-                restart(needs_reset)
-                needs_reset[:] = False
-                changed = True
-            if resets and landed():
-                changed = True
-            if changed:  # slots change episodes (or go idle) only above
-                active = np.fromiter((s.active for s in slots), dtype=bool, count=n)
-                active[list(resets)] = False
-                changed = False
-            if not active.any() and not resets:
-                return
-            if run.stop is not None and run.stop.is_set():
-                raise Cancelled(f"task {run.task.name!r} cancelled")
-            caller.collect(answer)
-            ready = active & np.fromiter(map(bool, queues), dtype=bool, count=n)
-            dry = active & ~ready & ~waiting
-            now = time.perf_counter()
-            dry_since[dry & np.isnan(dry_since)] = now
-            spread = RUN_DRY_FIRST and caller.concurrency > 1 and worth_spreading(
-                caller.call_s.value, caller.wave_s.value, -(-int(active.sum()) // width), run.replan_steps)
-            if spread and ready.sum() > width:
-                ready = run_dry_first(ready, queues, width)
-            if dry.any() and caller.slots_free(caller.concurrency if spread else 1):
-                rows = np.flatnonzero(dry)
-                next_dry = min((len(queues[i]) for i in np.flatnonzero(ready)), default=None)
-                if not ready.any() and not caller.busy:  # nothing can step meanwhile: no thread hop
-                    dry_since[rows] = np.nan
-                    caller.call(rows, _sub_batch(obs, rows, slots, feedback, run, seed_of), _descriptions(run, rows),
-                                answer)
-                    continue
-                waited = now - float(dry_since[rows].min())
-                if spread or should_call(next_dry, caller.step_s.value, caller.budget_s, waited):
-                    waiting[rows] = True
-                    dry_since[rows] = np.nan
-                    caller.submit(rows, _sub_batch(obs, rows, slots, feedback, run, seed_of),
-                                  _descriptions(run, rows))
-            if not ready.any():
-                caller.collect(answer, block=True, also=list(resets.values()))
-                continue
-            stepping = np.flatnonzero(ready)
-            for i in stepping:
-                actions[i] = queues[i].popleft()
-            observe = ready if observe_all else ready & ~np.fromiter(map(bool, queues), dtype=bool, count=n)
-            started = time.perf_counter()
-            obs, rewards, _, _, infos = _call(venv.step_within, env_action(actions, observe, hold=~ready),
-                                              run.step_timeout_s, timeout=run.step_timeout_s)
-            took, stepped = time.perf_counter() - started, len(stepping)
-            caller.step_s.add(took)
-            caller.wave_s.add(took / -(-stepped // width))
-            on_steps(stepped)
-            feedback.stepped(rewards, infos, ready)
-            if trajectories.enabled:
-                reported = _mask(infos, "success")
-                for i in stepping:
-                    slot = slots[i]
-                    if slot.trajectory is not None:
-                        success = bool(infos["success"][i]) if reported is not None and reported[i] else False
-                        slot.trajectory.act(actions[i], float(rewards[i]), success)
-            needs_reset = collect(obs, infos, ready)
-    except WorkerFailure as failure:
-        caller.close()
-        settle(resets)
+    def _step(self, stepping: np.ndarray) -> None:
+        """Step the ``stepping`` rows (one queued action each); the others are held."""
+        rows = np.flatnonzero(stepping)
+        dried = self.slots.pop(rows, self.actions)
+        observe = stepping if self.observe_all else dried  # the policy reads a row's next observation
+        started = time.perf_counter()
+        self.obs, rewards, _, _, infos = _call(self.venv.step_within, env_action(self.actions, observe, hold=~stepping),
+                                               self.task_run.step_timeout_s, timeout=self.task_run.step_timeout_s)
+        self.schedule.record_step(time.perf_counter() - started, len(rows))
+        self.on_steps(len(rows))
+        self.book.stepped(stepping, self.actions, rewards, infos)
+        self.ended = self.book.observe(self.obs, infos, rows)
+
+    def _descriptions(self, rows: np.ndarray) -> list[str]:
+        return [self.task_run.task.description] * len(rows)
+
+    def _lost_workers(self, failure: WorkerFailure) -> None:
+        """Record the lost slots' episodes as errors; drop the bystanders' (the executor reruns them)."""
+        self.caller.close()
+        settle(self.resets)
         if STOP_REQUESTED.is_set():  # Ctrl-C / SIGTERM stopped the workers too: the driver's own stop (its
             time.sleep(STOP_GRACE_S)  # exception) lands here, before episodes are recorded as failures
-        culprits = venv.failed_slots([i for i, s in enumerate(slots) if s.active], failure.hung)
-        failure.in_flight = [slots[i].episode for i in culprits]
-        for i in culprits:
-            finish(i, None, error=f"worker failure: {failure}")
-        for slot in slots:
-            if slot.active:  # innocent bystanders of the broken vector env: rerun them from trial 0
-                if slot.recording is not None:
-                    slot.recording.abort()
-                    slot.recording = None
-                slot.episode = IDLE
-                slot.finished = []
-        raise
-    except BaseException:
-        caller.close()
-        settle(resets)
-        for slot in slots:
-            if slot.recording is not None:
-                slot.recording.abort()
-                slot.recording = None
-        raise
-    finally:
-        caller.close()
+        culprits = self.venv.failed_slots(self.book.running(), failure.hung)
+        failure.in_flight = [int(self.book.episode[i]) for i in culprits]
+        self.book.fail(culprits, f"worker failure: {failure}")
+        self.book.drop_running()
+        self.slots.drop_all()
+
+    def _abandon(self) -> None:
+        """Any other failure: wait out calls and resets, drop the partial videos."""
+        self.caller.close()
+        settle(self.resets)
+        self.book.abort_recordings()
+        self.slots.drop_all()
 
 
 def settle(resets: dict[int, Future], timeout: float = 30.0) -> None:
@@ -492,20 +342,6 @@ def run_dry_first(ready: np.ndarray, queues: Sequence[deque[np.ndarray]], width:
     return chosen
 
 
-def _finite(value: Any) -> float | None:
-    return float(value) if value is not None and np.isfinite(value) else None
-
-
-def _frame_for(obs: dict[str, Any], infos: dict[str, Any], frames: np.ndarray | None,
-               camera: str | None, i: int) -> np.ndarray | None:
-    images = obs.get("images")
-    if camera is not None and images is not None and camera in images:
-        return images[camera][i]
-    if frames is not None and frames[i]:
-        return infos["frame"][i]
-    return None
-
-
 def _call(method: Callable[..., Any], *args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
     """Call a vector env method (``lerobench.envs.vector``); turn a dead or hung worker into ``WorkerFailure``.
 
@@ -519,56 +355,3 @@ def _call(method: Callable[..., Any], *args: Any, timeout: float | None = None, 
         raise WorkerFailure(f"a simulator step took longer than --episode-timeout {timeout} s",
                             hung=True) from exc
 
-
-def _descriptions(run: TaskRun, rows: np.ndarray) -> list[str]:
-    return [run.task.description] * len(rows)
-
-
-def _sub_batch(obs: dict[str, Any], rows: np.ndarray, slots: list[_Slot], feedback: _PolicyFeedback, run: TaskRun,
-               seed_of: Callable[[int], int]) -> dict[str, Any]:
-    """The observation batch of ``rows`` only (copied: the vector env's buffers change while the policy runs)."""
-    batch = _take(obs, rows)
-    batch["slot"] = rows.astype(np.int64)
-    batch["task"] = [run.task.name] * len(rows)
-    batch["episode"] = np.array([slots[i].episode for i in rows], dtype=np.int64)
-    batch["episode_seed"] = np.array([seed_of(slots[i].episode) for i in rows], dtype=np.int64)
-    batch["call"] = np.array([slots[i].calls for i in rows], dtype=np.int64)
-    for i in rows:
-        slots[i].calls += 1
-    feedback.fill(batch, rows, slots)
-    batch["active"] = np.ones(len(rows), dtype=bool)
-    return batch
-
-
-def _take(tree: Any, rows: np.ndarray) -> Any:
-    if isinstance(tree, dict):
-        return {k: _take(v, rows) for k, v in tree.items()}
-    return np.asarray(tree)[rows]
-
-
-def _where(run: TaskRun, episode: int, message: str) -> str:
-    return f"suite {run.suite!r}, task {run.task.name!r}, episode {episode}: {message}"
-
-
-def _validate(raw: Any, rows: np.ndarray, run: TaskRun, slots: list[_Slot]) -> np.ndarray:
-    """Check the policy output's shape and values for the call's ``rows``; return it as a (B, T, A) float32 chunk."""
-    n = len(rows)
-    first = slots[int(rows[0])].episode
-    try:
-        if hasattr(raw, "detach"):
-            raw = raw.detach().cpu().numpy()
-        actions = np.asarray(raw, dtype=np.float32)
-    except (TypeError, ValueError) as exc:
-        raise PolicyError(_where(run, first, f"action is not numeric ({exc})")) from exc
-    if actions.ndim == 2:
-        actions = actions[:, None, :]
-    if actions.ndim != 3 or actions.shape[0] != n or actions.shape[2] != run.action_dim or actions.shape[1] < 1:
-        raise PolicyError(_where(
-            run, first,
-            f"expected actions of shape ({n}, {run.action_dim}) or a chunk ({n}, T, {run.action_dim}), "
-            f"got {tuple(np.shape(raw))}"))
-    bad = ~np.isfinite(actions).all(axis=(1, 2))
-    if bad.any():
-        i = int(rows[np.flatnonzero(bad)[0]])
-        raise PolicyError(_where(run, slots[i].episode, "action contains NaN or infinity"))
-    return actions
