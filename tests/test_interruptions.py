@@ -155,12 +155,12 @@ def test_a_stop_during_an_import_is_raised_once_the_import_is_done():
 
 
 def test_a_stop_never_lands_between_counting_an_episode_and_queueing_its_line(tmp_path):
-    """CI once saw results.json count 21 episodes beside 20 lines: Ctrl-C landed inside ``RecordSink.episode``.
+    """CI once saw results.json count 21 episodes beside 20 lines: Ctrl-C landed inside ``EpisodeSink.episode``.
 
     Here SIGINT arrives at random moments while the real sink takes episode after episode; after each stop the
     final results.json must count exactly the lines on disk.
     """
-    from lerobench.output.sink import RecordSink
+    from lerobench.output.sink import EpisodeSink
     from lerobench.plan.planner import RunSettings, make_plan
     from lerobench.suite.registry import load_suite
 
@@ -175,7 +175,7 @@ def test_a_stop_never_lands_between_counting_an_episode_and_queueing_its_line(tm
             out.mkdir()
             plan = make_plan(RunSettings(suite=load_suite("smoke"), policy="zero", output=out, videos=0,
                                          episodes=10**6))
-            sink = RecordSink(plan)
+            sink = EpisodeSink(plan)
             sink.open()
             task = plan.suite.tasks[0]
             signal.setitimer(signal.ITIMER_REAL, rng.uniform(0.002, 0.02))

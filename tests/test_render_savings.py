@@ -80,7 +80,7 @@ def test_read_frames_are_the_earlier_codes_frames_and_nothing_else_renders(case)
 
 
 class FrameCollector:
-    """A real ``Recorder``: keeps every episode's frames in memory instead of encoding them."""
+    """A real ``VideoCapture``: keeps every episode's frames in memory instead of encoding them."""
 
     def __init__(self, camera):
         self.camera = camera

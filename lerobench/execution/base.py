@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from lerobench.output.sink import RecordSink
+from lerobench.output.sink import EpisodeSink
 from lerobench.plan.planner import RunPlan, WorkUnit
 
 MAX_WORKER_REBUILDS = 3
@@ -21,7 +21,7 @@ class Executor(Protocol):
 
     name: str
 
-    def run(self, plan: RunPlan, units: list[WorkUnit], sink: RecordSink) -> None:
+    def run(self, plan: RunPlan, units: list[WorkUnit], sink: EpisodeSink) -> None:
         """Run ``units``; every episode ends as one ``sink.episode`` call (an error record if it was lost)."""
 
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from lerobench.errors import LerobenchError, PolicyError, RunError
 from lerobench.execution.base import MAX_WORKER_REBUILDS
-from lerobench.output.sink import RecordSink
+from lerobench.output.sink import EpisodeSink
 from lerobench.output.video_recorder import remove_partial_videos
 from lerobench.plan.planner import RunPlan, WorkUnit
 
@@ -108,7 +108,7 @@ class ProcessExecutor:
 
         return cls(choice.workers, usable_cores())
 
-    def run(self, plan: RunPlan, units: list[WorkUnit], sink: RecordSink) -> None:
+    def run(self, plan: RunPlan, units: list[WorkUnit], sink: EpisodeSink) -> None:
         """Hand units to idle workers until every episode is recorded; terminate workers on the way out."""
         from lerobench.envs.vector import preload_forkserver
 
@@ -156,7 +156,7 @@ class ProcessExecutor:
             _stop_all(pool)
             remove_partial_videos(plan.output)  # of workers that were killed (OOM) and could not unwind
 
-    def _drain(self, w: _Worker, sink: RecordSink) -> bool:
+    def _drain(self, w: _Worker, sink: EpisodeSink) -> bool:
         """Take every message ``w`` sent; False when its process has died."""
         try:
             while w.conn.poll():
@@ -178,7 +178,7 @@ class ProcessExecutor:
         return w.process.is_alive()
 
     def _replace(self, plan: RunPlan, w: _Worker, pending: deque[WorkUnit], deaths: dict[str, int],
-                 sink: RecordSink, spawn: Any) -> _Worker:
+                 sink: EpisodeSink, spawn: Any) -> _Worker:
         """Record the dead worker's running episode as an error, requeue the rest of its unit, start another.
 
         The error line is the running episode's next trial (its earlier trials' lines may have arrived).

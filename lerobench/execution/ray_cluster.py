@@ -17,7 +17,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from lerobench.errors import LerobenchError, MissingDependencyError, RunError
-from lerobench.output.sink import RecordSink
+from lerobench.output.sink import EpisodeSink
 from lerobench.plan.planner import RunPlan, WorkUnit
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ class RayExecutor:
         s = plan.settings
         return cls(s.ray_address, s.ray_gpus_per_worker, choice.workers)
 
-    def run(self, plan: RunPlan, units: list[WorkUnit], sink: RecordSink) -> None:
+    def run(self, plan: RunPlan, units: list[WorkUnit], sink: EpisodeSink) -> None:
         """Run ``units`` on Ray; stream each unit's records to the sink as it completes."""
         import ray
 

@@ -17,10 +17,10 @@ from lerobench.execution.base import ExecutionChoice, Executor
 from lerobench.execution.registry import EXECUTORS
 from lerobench.output.directory import OutputDir, check_writable
 from lerobench.output.progress import Reporter, SilentReporter
-from lerobench.output.sink import RecordSink, load_previous
+from lerobench.output.sink import EpisodeSink, load_previous
 from lerobench.plan.planner import FORMATS, RunPlan, RunSettings, make_plan
 from lerobench.plan.stopping import Ledger
-from lerobench.plan.versus import Recorded
+from lerobench.plan.versus import BaselineRun
 from lerobench.policies.base import Policy, close_policy, policy_traits
 from lerobench.policies.builtin import BUILTIN
 from lerobench.policies.loading import load_policy, observation_needs, prepare_policy
@@ -110,7 +110,7 @@ class Evaluation:
         for note in self.notes:
             self.reporter.message(note)
         plan, policy = self.plan, self.policy
-        sink = RecordSink(plan, self.reporter, self.previous, self._ledger())
+        sink = EpisodeSink(plan, self.reporter, self.previous, self._ledger())
         done = sink.done()
         todo = sum(len(u.episodes) for u in plan.work_units(done))
         try:
@@ -155,7 +155,7 @@ class Evaluation:
         finally:
             self._close_policy()
 
-    def _load_versus(self) -> Recorded | None:
+    def _load_versus(self) -> BaselineRun | None:
         """Run A of ``--versus``: its identity checked; its episode count is this run's cap (lerobench.plan.versus)."""
         if self.s.versus is None:
             return None

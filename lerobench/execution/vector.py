@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from lerobench.analysis.results import EpisodeRecord
 from lerobench.errors import RunError
 from lerobench.execution.base import MAX_WORKER_REBUILDS
-from lerobench.output.sink import RecordSink
+from lerobench.output.sink import EpisodeSink
 from lerobench.plan.planner import RunPlan, WorkUnit
 from lerobench.policies.base import close_policy, observation_needs
 from lerobench.rollout.loop import Cancelled, WorkerFailure, run_episodes
@@ -43,7 +43,7 @@ class VectorExecutor:
         """Registry factory (``execution/registry.py``): ``choice.workers`` envs per task."""
         return cls(policy, choice.workers, choice.parallel_tasks)
 
-    def run(self, plan: RunPlan, units: list[WorkUnit], sink: RecordSink) -> None:
+    def run(self, plan: RunPlan, units: list[WorkUnit], sink: EpisodeSink) -> None:
         """Run units one task at a time (or ``parallel`` task threads); stop every thread on failure."""
         self._stop.clear()
         if self.parallel == 1:
@@ -57,7 +57,7 @@ class VectorExecutor:
             return
         self._run_parallel(plan, units, sink)
 
-    def _run_parallel(self, plan: RunPlan, units: list[WorkUnit], sink: RecordSink) -> None:
+    def _run_parallel(self, plan: RunPlan, units: list[WorkUnit], sink: EpisodeSink) -> None:
         """K task threads, each with a shallow copy of the policy (shared weights, own state).
 
         On Ctrl-C or a failing task the stop event makes every other thread stop at its next step
@@ -94,7 +94,7 @@ class VectorExecutor:
         if real or errors:
             raise (real or errors)[0]
 
-    def _run_unit(self, plan: RunPlan, unit: WorkUnit, policy: Policy, sink: RecordSink) -> None:
+    def _run_unit(self, plan: RunPlan, unit: WorkUnit, policy: Policy, sink: EpisodeSink) -> None:
         from lerobench.envs.vector import InProcessVectorEnv, make_vector_env
 
         task = unit.task

@@ -42,14 +42,14 @@ class UnitRunner:
 
     def run(self, unit: WorkUnit, emit: Callable[[EpisodeRecord], None]) -> None:
         """Run ``unit``'s episodes, handing each record to ``emit`` as it ends; videos are on disk at return."""
-        from lerobench.output.video_recorder import TaskRecorder
+        from lerobench.output.video_recorder import TaskVideos
         from lerobench.output.videos import NullVideoEncoder, VideoEncoder
         from lerobench.rollout.loop import run_episodes
 
         s = self.plan.settings
         recording = s.videos > 0 and s.suite.video_camera is not None and min(unit.episodes) < s.videos
         encoder = VideoEncoder(workers=1) if recording else NullVideoEncoder()
-        recorder = TaskRecorder(encoder, s.output, s.videos, s.suite.video_camera, self.plan.video_fps,
+        recorder = TaskVideos(encoder, s.output, s.videos, s.suite.video_camera, self.plan.video_fps,
                                 unit.task.name, self.plan.video_every)
         ok = False
         try:

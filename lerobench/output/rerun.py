@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 
 from lerobench.errors import RunError
-from lerobench.output.trajectories import Trajectory, TrajectoryRecorder
-from lerobench.output.video_recorder import TaskRecorder, video_stem
+from lerobench.output.trajectories import Trajectory, TrajectoryFilter
+from lerobench.output.video_recorder import TaskVideos, video_stem
 
 FOLDER = "rerun"
 PARTIAL_GLOB = f"{FOLDER}/*/.*.partial.rrd"
@@ -204,10 +204,10 @@ class _TeeRecording:
         self._rrd.abort()
 
 
-class RrdTaskRecorder:
+class RrdTaskVideos:
     """A task's video recorder that also opens a Rerun recording for each recorded episode (same episodes)."""
 
-    def __init__(self, videos: TaskRecorder, writer: RrdWriter):
+    def __init__(self, videos: TaskVideos, writer: RrdWriter):
         self._videos = videos
         self._writer = writer
         self.camera = videos.camera
@@ -225,7 +225,7 @@ class RrdTaskRecorder:
 class RrdTrajectories:
     """The run's ``--record`` recorder, also completing the Rerun recordings with each episode's step data."""
 
-    def __init__(self, inner: TrajectoryRecorder, writer: RrdWriter, wants: Callable[[int], bool]):
+    def __init__(self, inner: TrajectoryFilter, writer: RrdWriter, wants: Callable[[int], bool]):
         self._inner = inner
         self._writer = writer
         self._wants = wants

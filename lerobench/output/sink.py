@@ -1,6 +1,6 @@
 """The single consumer of episode records: writes them, reports progress, owns videos and results.json.
 
-Every executor hands each finished episode to ``RecordSink.episode`` (from any thread); the sink
+Every executor hands each finished episode to ``EpisodeSink.episode`` (from any thread); the sink
 appends it to ``episodes.jsonl`` at once, keeps the progress display current, says when a task is
 complete and republishes ``results.json`` atomically. Nothing below the sink writes result files
 (videos encoded inside worker processes are the one exception, see docs/scaling.md).
@@ -30,9 +30,9 @@ from lerobench.analysis.rundir import RunDir
 from lerobench.errors import PolicyError, ResumeError, stops_deferred
 from lerobench.output.progress import Reporter, SilentReporter
 from lerobench.output.provenance import provenance
-from lerobench.output.rerun import RrdTaskRecorder, RrdTrajectories, RrdWriter
-from lerobench.output.trajectories import TrajectoryRecorder
-from lerobench.output.video_recorder import TaskRecorder, with_videos_on_disk
+from lerobench.output.rerun import RrdTaskVideos, RrdTrajectories, RrdWriter
+from lerobench.output.trajectories import TrajectoryFilter
+from lerobench.output.video_recorder import TaskVideos, with_videos_on_disk
 from lerobench.output.videos import NullVideoEncoder, VideoEncoder
 from lerobench.plan.identity import diff
 from lerobench.plan.planner import EXTENT, RunPlan, WorkUnit
@@ -42,7 +42,7 @@ from lerobench.rollout.inference import CallStats
 from lerobench.suite.config import TaskSpec
 
 TRACEBACK_FILE = "traceback.txt"
-"""The traceback of what the policy raised when it stopped the run (``RecordSink.fail``)."""
+"""The traceback of what the policy raised when it stopped the run (``EpisodeSink.fail``)."""
 
 
 def load_previous(plan: RunPlan) -> list[EpisodeRecord]:
@@ -123,7 +123,7 @@ def startup_timing(clock0: float, first_start: float | None, last_end: float, st
             "steady_env_steps_per_s": round(steps / steady, 2), "steady_episodes_per_s": round(lines / steady, 4)}
 
 
-class RecordSink:
+class EpisodeSink:
     """Owns the output directory while a run lasts; thread-safe; ``close`` publishes the final results."""
 
     def __init__(self, plan: RunPlan, reporter: Reporter | None = None,
@@ -178,7 +178,7 @@ class RecordSink:
 
     def close(self, ok: bool) -> dict[str, Any]:
         """Finish videos, publish the final (``ok``) or partial results, stop the writer; return them."""
-        assert self._writer is not None, "RecordSink.close before open"
+        assert self._writer is not None, "EpisodeSink.close before open"
         try:
             try:
                 self.encoder.close(abort=not ok)
@@ -233,7 +233,7 @@ class RecordSink:
         ``count_steps`` adds the episode's steps to the env-step rate (executors whose workers do not
         report steps as they go).
         """
-        assert self._writer is not None, "RecordSink.episode before open"
+        assert self._writer is not None, "EpisodeSink.episode before open"
         if count_steps:
             self.steps(task, record.steps)
         ends_episode = record.error is not None or record.trial == self.plan.settings.trials_per_episode - 1
@@ -285,17 +285,17 @@ class RecordSink:
         self.reporter.task_finished(task, summary[0] if summary else {})
         self.publish()
 
-    def recorder(self, task: TaskSpec) -> TaskRecorder | RrdTaskRecorder:
+    def recorder(self, task: TaskSpec) -> TaskVideos | RrdTaskVideos:
         """Which of ``task``'s episodes get videos, encoded by the driver's encoder (and, ``--rerun``, .rrd files)."""
         s = self.plan.settings
-        videos = TaskRecorder(self.encoder, s.output, s.videos, s.suite.video_camera, self.plan.video_fps, task.name,
+        videos = TaskVideos(self.encoder, s.output, s.videos, s.suite.video_camera, self.plan.video_fps, task.name,
                               self.plan.video_every)
-        return videos if self.rrd is None else RrdTaskRecorder(videos, self.rrd)
+        return videos if self.rrd is None else RrdTaskVideos(videos, self.rrd)
 
-    def trajectories(self) -> TrajectoryRecorder | RrdTrajectories:
+    def trajectories(self) -> TrajectoryFilter | RrdTrajectories:
         """``--record`` HDF5 rollouts, written by the sink's writer (and, ``--rerun``, the recordings' steps)."""
-        assert self._writer is not None, "RecordSink.trajectories before open"
-        saved = TrajectoryRecorder(self.plan.settings.record, self._writer.put_trajectory)
+        assert self._writer is not None, "EpisodeSink.trajectories before open"
+        saved = TrajectoryFilter(self.plan.settings.record, self._writer.put_trajectory)
         videos = self.plan.settings.videos
         return saved if self.rrd is None else RrdTrajectories(saved, self.rrd, lambda episode: episode < videos)
 
@@ -340,7 +340,7 @@ class RecordSink:
 
     def publish(self, ended: datetime | None = None) -> dict[str, Any]:
         """Queue results.json (and the extra formats) for an atomic rewrite; return the results."""
-        assert self._writer is not None, "RecordSink.publish before open"
+        assert self._writer is not None, "EpisodeSink.publish before open"
         results = self.results(ended)
         self._writer.put_results(results)
         if "lerobot" in self.plan.settings.formats:

@@ -60,7 +60,7 @@ def check_record_mode(mode: str) -> str:
 
 
 class Trajectories(Protocol):
-    """What the rollout needs of a trajectory recorder (``TrajectoryRecorder``, or ``output.rerun``'s wrapper)."""
+    """What the rollout needs of a trajectory recorder (``TrajectoryFilter``, or ``output.rerun``'s wrapper)."""
 
     @property
     def enabled(self) -> bool:
@@ -76,7 +76,7 @@ class Trajectories(Protocol):
         ...
 
 
-class TrajectoryRecorder:
+class TrajectoryFilter:
     """Decides which episodes' trajectories reach ``sink(task, episode, attrs, arrays)``."""
 
     def __init__(self, mode: str, sink: Callable[[str, int, dict[str, Any], dict[str, np.ndarray]], None]):
@@ -102,4 +102,4 @@ class TrajectoryRecorder:
             self._sink(task, record.episode, attrs, trajectory.arrays())
 
 
-NULL_TRAJECTORIES = TrajectoryRecorder("none", lambda *args: None)
+NULL_TRAJECTORIES = TrajectoryFilter("none", lambda *args: None)

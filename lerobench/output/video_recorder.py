@@ -55,7 +55,7 @@ class EpisodeRecording:
         self._handle.abort()
 
 
-class TaskRecorder:
+class TaskVideos:
     """Records the first ``count`` episodes of one task from ``camera`` (a null recorder when count is 0).
 
     ``fps`` is the files' frame rate and ``every`` the steps per frame (``RunPlan.video_fps``, ``video_every``).

@@ -26,7 +26,7 @@ def identity_differences(recorded: dict[str, Any], current: dict[str, Any]) -> l
 
 
 @dataclass(frozen=True)
-class Recorded:
+class BaselineRun:
     """Run A as the ledger needs it: trial-0 success per (task, episode) and its episodes per task."""
 
     path: Path
@@ -57,7 +57,7 @@ def with_recorded_extent(settings: Any) -> Any:
     return settings
 
 
-def load_recorded(path: Path, current: dict[str, Any]) -> Recorded:
+def load_recorded(path: Path, current: dict[str, Any]) -> BaselineRun:
     """Read run A, refuse a different identity or missing episodes; ``current`` is this run's config."""
     from lerobench.analysis.compare import load_run
     from lerobench.errors import LerobenchError
@@ -78,4 +78,4 @@ def load_recorded(path: Path, current: dict[str, Any]) -> Recorded:
             if (task, episode) not in outcomes:
                 raise ConfigError(f"--versus {path}: the recorded run has no episode {episode} of task {task!r} "
                                   f"(finish it with `lerobench eval --resume --output {path}`)")
-    return Recorded(path=path, outcomes=outcomes, episodes_per_task=cap, policy=run.results.get("policy"))
+    return BaselineRun(path=path, outcomes=outcomes, episodes_per_task=cap, policy=run.results.get("policy"))

@@ -66,7 +66,7 @@ class Recording(Protocol):
         """Drop the partial video."""
 
 
-class Recorder(Protocol):
+class VideoCapture(Protocol):
     """Decides which episodes are recorded and opens their recordings."""
 
     camera: str | None
@@ -78,7 +78,7 @@ class Recorder(Protocol):
         """Open a recording for (task, episode), or for one trial of it when ``trial`` is given."""
 
 
-class NullRecorder:
+class NoVideos:
     """Records nothing (``--videos 0``), so the rollout never branches on 'are videos on?'."""
 
     camera: str | None = None
@@ -89,7 +89,7 @@ class NullRecorder:
 
     def start(self, task: str, episode: int, trial: int | None = None) -> Recording:  # pragma: no cover
         """Unreachable: ``wants`` is always False."""
-        raise AssertionError("NullRecorder.start called")
+        raise AssertionError("NoVideos.start called")
 
 
 class PolicyFeedback:
@@ -138,7 +138,7 @@ class EpisodeBook:
     """
 
     def __init__(self, n: int, run: TaskRun, source: EpisodeSource, on_episode: Callable[[EpisodeRecord], None],
-                 recorder: Recorder, trajectories: Trajectories,
+                 recorder: VideoCapture, trajectories: Trajectories,
                  take_check: Callable[[], dict[str, Any] | None] = lambda: None):
         self.run, self.source, self.on_episode = run, source, on_episode
         self.recorder, self.trajectories, self.take_check = recorder, trajectories, take_check

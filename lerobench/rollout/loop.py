@@ -57,7 +57,7 @@ from lerobench.errors import STOP_REQUESTED, PolicyError
 from lerobench.output.trajectories import NULL_TRAJECTORIES, Trajectories
 from lerobench.policies.actions import ActionError, action_chunk
 from lerobench.policies.base import Policy, policy_traits
-from lerobench.rollout.episode_book import EpisodeBook, NullRecorder, Recorder, Recording, TaskRun
+from lerobench.rollout.episode_book import EpisodeBook, NoVideos, Recording, TaskRun, VideoCapture
 from lerobench.rollout.inference import (
     Average,
     CallStats,
@@ -69,7 +69,7 @@ from lerobench.rollout.inference import (
 )
 from lerobench.rollout.slots import Slots, SlotState
 
-__all__ = ["STOP_GRACE_S", "RUN_DRY_FIRST", "Cancelled", "NullRecorder", "Recorder", "Recording", "Rollout",
+__all__ = ["STOP_GRACE_S", "RUN_DRY_FIRST", "Cancelled", "NoVideos", "VideoCapture", "Recording", "Rollout",
            "Schedule", "TaskRun", "WorkerFailure", "run_dry_first", "run_episodes", "settle"]
 
 STOP_GRACE_S = 1.0
@@ -102,7 +102,7 @@ def run_episodes(
     episodes: Sequence[int] | EpisodeSource,
     on_episode: Callable[[EpisodeRecord], None],
     on_steps: Callable[[int], None] = lambda n: None,
-    recorder: Recorder | None = None,
+    recorder: VideoCapture | None = None,
     trajectories: Trajectories = NULL_TRAJECTORIES,
     stats: CallStats | None = None,
 ) -> None:
@@ -167,13 +167,13 @@ class Rollout:
 
     def __init__(self, venv: RolloutEnv, policy: Policy, run: TaskRun, source: EpisodeSource,
                  on_episode: Callable[[EpisodeRecord], None], *, on_steps: Callable[[int], None] = lambda n: None,
-                 recorder: Recorder | None = None, trajectories: Trajectories = NULL_TRAJECTORIES,
+                 recorder: VideoCapture | None = None, trajectories: Trajectories = NULL_TRAJECTORIES,
                  stats: CallStats | None = None):
         n = venv.num_envs
         self.venv, self.task_run, self.on_steps = venv, run, on_steps
         self.caller = PolicyCaller(policy, stats, concurrency=policy_traits(policy).concurrent_calls)
         self.slots = Slots(n)
-        self.book = EpisodeBook(n, run, source, on_episode, recorder or NullRecorder(), trajectories,
+        self.book = EpisodeBook(n, run, source, on_episode, recorder or NoVideos(), trajectories,
                                 self.caller.take_check)
         self.schedule = Schedule(self.caller, max(1, int(venv.step_width)), run.replan_steps)
         self.resets: dict[int, Future] = {}
