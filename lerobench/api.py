@@ -187,17 +187,27 @@ def evaluate(
             evaluation = Evaluation(settings, policy=obj)
             document = evaluation.run()
             records = _records(evaluation.s.output)
-        logged = {}
-        if log_to:
-            from lerobench.trackers import log_run
-
-            store = Path(log_dir).resolve() if log_dir is not None else (Path(LOG_DIR).resolve() if scratch else None)
-            logged = log_run(document, evaluation.s.output, list(log_to), step=step, project=project, store=store,
-                             run_name=chosen.name if scratch else None)
+        logged = _log(document, evaluation.s.output, log_to, step, project, log_dir, chosen.name if scratch else None)
         return Results.from_document(document, records, None if scratch else evaluation.s.output, logged)
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _log(document: dict[str, Any], run_dir: Path, log_to: Sequence[str], step: int | None, project: str,
+         log_dir: str | Path | None, scratch_name: str | None) -> dict[str, Any]:
+    """Log the results to ``log_to``'s trackers; return where each went.
+
+    A temporary run's stores go to ``LOG_DIR`` and its runs are named ``scratch_name`` (the suite), so a training
+    loop's evaluations gather in one place.
+    """
+    if not log_to:
+        return {}
+    from lerobench.trackers import log_run
+
+    scratch = scratch_name is not None
+    store = Path(log_dir).resolve() if log_dir is not None else (Path(LOG_DIR).resolve() if scratch else None)
+    return log_run(document, run_dir, list(log_to), step=step, project=project, store=store, run_name=scratch_name)
 
 
 def _records(run_dir: Path) -> list[EpisodeRecord]:
