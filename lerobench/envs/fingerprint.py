@@ -37,7 +37,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from lerobench.output.files import write_json_atomic
+from lerobench.output.files import write_text_atomic
 
 GOLDEN_DIR_ENV = "LEROBENCH_GOLDEN_DIR"
 """Directory of golden files to use instead of the shipped ones (tests point it at a perturbed copy)."""
@@ -264,7 +264,7 @@ def _cache_key(backend: str, versions: dict[str, str | None], reference: str) ->
 def _write_cache(path: Path, data: dict[str, Any]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(path, data)
+        write_text_atomic(path, json.dumps(data))  # a private cache: a failed check's inf difference is kept as is
     except OSError:
         pass  # a read-only home only costs the next run another check
 
