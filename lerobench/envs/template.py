@@ -83,6 +83,10 @@ def serve(listener_fd: int, alive_r: int, blob: str, preload: list[str], **kwarg
     global _template
     import sys
 
+    # Exec keeps the signal mask of the thread that started this process (a pool thread, one a library made with
+    # signals blocked: SIGALRM was seen blocked here). Workers fork from here and inherit it; a worker holding
+    # SIGTERM could never be terminated, and closing its vector env would wait for it forever.
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
     if kwargs.get("sys_path") is not None:  # the driver's (a backend module it found on a path it added)
         sys.path[:] = kwargs["sys_path"]
     built = None

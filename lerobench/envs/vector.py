@@ -258,7 +258,14 @@ class WorkerVectorEnv(gym.vector.AsyncVectorEnv):
         return dead or list(active)
 
     def close_after_failure(self) -> None:
-        """Terminate the workers (dead or hung ones cannot be asked to close); kill any that survive."""
+        """Kill the workers (dead or hung ones cannot be asked to close), then close the env.
+
+        SIGKILL, not gymnasium's SIGTERM: a hung worker may be stuck in C code or hold SIGTERM in its signal mask,
+        and ``close(terminate=True)`` joins every worker without a timeout.
+        """
+        for proc in self.processes:
+            if proc.is_alive():
+                proc.kill()
         try:
             self.close(terminate=True)
         except Exception:  # noqa: BLE001 - closing after a failure: the workers are killed below anyway
