@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from lerobench.errors import RunError
+from lerobench.output.background import put_while_alive
 from lerobench.output.trajectories import Trajectory, TrajectoryFilter
 from lerobench.output.video_recorder import TaskVideos, video_stem
 
@@ -128,14 +129,8 @@ class RrdWriter:
         self._thread.start()
 
     def put(self, item: Any) -> None:
-        """Queue work; blocks while the queue is full (the timeout only notices a dead thread)."""
-        while True:
-            try:
-                self._queue.put(item, timeout=0.5)
-                return
-            except queue.Full:
-                if not self._thread.is_alive():
-                    raise RunError("the Rerun writer thread stopped unexpectedly") from None
+        """Queue work; blocks while the queue is full (a dead writer thread raises instead)."""
+        put_while_alive(self._queue, item, self._thread, "Rerun writer")
 
     def start(self, task: str, episode: int, trial: int | None, camera: str | None) -> RrdEpisode:
         """Open the recording of (task, episode, trial)."""

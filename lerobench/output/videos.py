@@ -15,6 +15,7 @@ import av
 import numpy as np
 
 from lerobench.errors import RunError
+from lerobench.output.background import put_while_alive
 
 _STOP = object()
 _X264 = {"crf": "23", "preset": "veryfast"}  # small files, cheap enough to keep up with a rollout
@@ -136,14 +137,8 @@ class _Worker:
         self.thread.start()
 
     def put(self, item: Any) -> None:
-        """Block until there is room (backpressure); the timeout only lets a dead thread be noticed."""
-        while True:
-            try:
-                self.queue.put(item, timeout=0.5)
-                return
-            except queue.Full:
-                if not self.thread.is_alive():
-                    raise RunError("the video encoder thread stopped unexpectedly") from None
+        """Block until there is room (backpressure); a dead encoder thread raises instead."""
+        put_while_alive(self.queue, item, self.thread, "video encoder")
 
     def _run(self) -> None:
         while (item := self.queue.get()) is not _STOP:
