@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from lerobench.analysis.records import EpisodeRecord
-from lerobench.plan.options import SETTINGS, default
+from lerobench.plan.options import default, given
 
 LOG_DIR = "lerobench-logs"
 """Where ``evaluate(output=None, log_to=...)`` puts the trackers' stores (relative to the working directory): its run
@@ -165,7 +165,7 @@ def evaluate(
     Raises:
         LerobenchError: a setting, the suite, the policy or the simulator refused the run (one-line message).
     """
-    given = {name: value for name, value in locals().items() if name in SETTINGS}  # declared once: options.py
+    declared = given(locals())  # the settings declared once in plan/options.py
     from lerobench.execution.runner import Evaluation, RunSettings
     from lerobench.suite.registry import load_suite
 
@@ -180,7 +180,7 @@ def evaluate(
     scratch = Path(tempfile.mkdtemp(prefix="lerobench-")) if output is None else None
     run_dir = Path(output) if output is not None else scratch / "run"
     try:
-        settings = RunSettings(**given, suite=chosen, policy=spec, output=run_dir,
+        settings = RunSettings(**declared, suite=chosen, policy=spec, output=run_dir,
                                command=("lerobench.evaluate", f"suite={chosen.name}", f"policy={spec}"))
         with _restored_torch_state(policy if in_memory else None):
             obj = _as_policy(policy, preprocessor, postprocessor, settings) if in_memory else None

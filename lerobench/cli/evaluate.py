@@ -26,7 +26,7 @@ from lerobench.cli.common import (
     task_names,
 )
 from lerobench.errors import LerobenchError
-from lerobench.plan.options import SETTINGS, cli_option
+from lerobench.plan.options import cli_option, given
 from lerobench.trackers import check_trackers, parse_log_to
 
 
@@ -282,7 +282,7 @@ def evaluate(
                                     help="--log-to: wandb / trackio project, MLflow experiment."),
 ) -> None:
     """Evaluate a policy on every task of a suite and write per-episode and per-task results."""
-    flags = dict(locals())
+    declared = given(locals())  # the settings declared once in plan/options.py
     from lerobench.suite.registry import load_suite
 
     with interrupts_keep_results("continue with --resume"):
@@ -298,9 +298,8 @@ def evaluate(
             from lerobench.plan.shards import parse_shard, shard_units
             from lerobench.policies.loading import absolute_spec
 
-            given = {name: value for name, value in flags.items() if name in SETTINGS}  # declared once: options.py
             settings = RunSettings(**{
-                **given, "suite": s, "policy": absolute_spec(policy or s.default_policy), "output": out,
+                **declared, "suite": s, "policy": absolute_spec(policy or s.default_policy), "output": out,
                 "unique_output": output is None, "formats": tuple(formats), "command": tuple(sys.argv),
                 "shard": parse_shard(shard), "perturb": parse_perturbations(perturb)})
             evaluation = Evaluation(settings)

@@ -87,6 +87,11 @@ def default(name: str) -> Any:
     return SETTINGS[name].default
 
 
+def given(values: dict[str, Any]) -> dict[str, Any]:
+    """The declared settings among ``values`` (a caller's ``locals()``), ready for ``RunSettings(**...)``."""
+    return {name: value for name, value in values.items() if name in SETTINGS}
+
+
 def cli_option(name: str) -> Any:
     """The ``typer.Option`` of setting ``name`` (a repeated option's tuple default becomes typer's list)."""
     import typer
