@@ -105,6 +105,7 @@ def evaluate(
     trials: int | None = default("trials"),
     device: str = default("device"),
     call_width: int | None = default("call_width"),
+    share_task: bool = default("share_task"),
     executor: str = default("executor"),
     workers: int = default("workers"),
     resume: bool = default("resume"),
@@ -142,6 +143,8 @@ def evaluate(
         trials: Attempts per episode at the same start (``--trials``; None: the suite's).
         device: cpu, cuda, cuda:N or auto (torch policies).
         call_width: Rows per call of a torch policy (``--call-width``; None: the device's default).
+        share_task: Fork a task's vector workers from one built scene (``--share-task``; less memory, same
+            episodes).
         executor: auto, inline or vector for an in-memory policy; also processes or ray for a spec.
         workers: Worker processes or Ray tasks (spec policies; 0: auto).
         resume: Continue the run in ``output``.

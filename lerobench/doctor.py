@@ -96,7 +96,7 @@ def _memory_checks() -> list[Check]:
     rows = []
     for (backend, cameras), found in sorted(worker_memory.MEASURED.items()):
         try:
-            shared = get_backend(backend).task_template and template.enabled()
+            shared = get_backend(backend).task_template and template.sharing(True)
         except LerobenchError:
             shared = False
         rows.append(Check(f"worker memory ({backend}, {cameras} camera{'s' * (cameras != 1)})", "info",
@@ -120,7 +120,7 @@ def _machine_checks() -> list[Check]:
         seen.add(suite.backend)
         cameras = len(suite.protocol().cameras)
         try:
-            shared = get_backend(suite.backend).task_template and template.enabled()
+            shared = get_backend(suite.backend).task_template and template.sharing(True)
         except LerobenchError:
             shared = False
         batch, how = worker_memory.auto_batch(DOCTOR_EPISODES, suite.backend, cameras, cores, memory, shared,

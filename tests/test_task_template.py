@@ -17,6 +17,8 @@ from lerobench.suite.registry import get_backend, load_suite  # noqa: E402
 
 STEPS = 6
 
+pytestmark = pytest.mark.sim  # every test here builds a simulator
+
 
 def _spec(cameras: tuple[str, ...], suite_name: str = "libero_spatial") -> EnvSpec:
     suite = load_suite(suite_name)
@@ -29,8 +31,8 @@ def _spec(cameras: tuple[str, ...], suite_name: str = "libero_spatial") -> EnvSp
 
 def _episodes(spec: EnvSpec, share: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[list, list]:
     """Two workers, episodes 1 and 0, a few random steps reading the cameras at every other step."""
-    monkeypatch.setenv(template.ENV_SWITCH, "1" if share else "0")
-    env = make_vector_env(spec, 2, in_process=False)
+    monkeypatch.delenv(template.ENV_OVERRIDE, raising=False)
+    env = make_vector_env(spec, 2, in_process=False, share_task=share)
     try:
         assert (env._template is not None) == share
         obs, _ = env.reset(options={"episodes": [1, 0]})
@@ -75,8 +77,8 @@ def test_workers_forked_from_the_template_see_what_workers_that_built_the_task_s
 def test_the_template_process_never_makes_a_gl_context(monkeypatch):
     """Mesa's driver (swrast_dri.so) is loaded when a GL context is made: in the workers, never in the template."""
     pytest.importorskip("libero.libero")
-    monkeypatch.setenv(template.ENV_SWITCH, "1")
-    env = make_vector_env(_spec(("agentview",)), 2, in_process=False)
+    monkeypatch.delenv(template.ENV_OVERRIDE, raising=False)
+    env = make_vector_env(_spec(("agentview",)), 2, in_process=False, share_task=True)
     try:
         env.reset(options={"episodes": [0, 1]})
         template_maps = open(f"/proc/{env._template.server._forkserver_pid}/maps").read()
@@ -86,3 +88,38 @@ def test_the_template_process_never_makes_a_gl_context(monkeypatch):
     if "swrast_dri" not in worker_maps:
         pytest.skip("not Mesa's software GL: its driver's file name is unknown here")
     assert "swrast_dri" not in template_maps
+
+
+def test_the_environment_variable_overrides_the_setting_both_ways(monkeypatch):
+    spec = _spec((), "metaworld_mt10")
+    for value, requested, expected in (("0", True, False), ("1", False, True), ("", False, False)):
+        monkeypatch.setenv(template.ENV_OVERRIDE, value)
+        assert template.sharing(requested) is expected
+        env = make_vector_env(spec, 2, in_process=False, share_task=requested)
+        try:
+            assert (env._template is not None) is expected, (value, requested)
+        finally:
+            env.close()
+
+
+def test_an_unknown_interpreter_builds_each_workers_task_with_a_notice(monkeypatch):
+    """The forkserver internals are used only on interpreters they were read in; elsewhere workers build their own."""
+    import sys
+    from collections import namedtuple
+
+    monkeypatch.delenv(template.ENV_OVERRIDE, raising=False)
+    assert template.unknown_interpreter_notice(True) is None
+    fake = namedtuple("version_info", "major minor micro releaselevel serial")(3, 99, 0, "final", 0)
+    monkeypatch.setattr(sys, "version_info", fake)
+    assert not template.internals_known() and not template.sharing(True)
+    notice = template.unknown_interpreter_notice(True)
+    assert notice and "3.99" in notice and "builds its own task" in notice and "\n" not in notice
+    assert template.unknown_interpreter_notice(False) is None  # nothing asked for, nothing to say
+    spec = _spec((), "metaworld_mt10")
+    env = make_vector_env(spec, 2, in_process=False, share_task=True)
+    try:
+        assert env._template is None
+        obs, _ = env.reset(options={"episodes": [0, 1]})
+        assert obs["state"].shape[0] == 2 and np.isfinite(obs["state"]).all()
+    finally:
+        env.close()

@@ -254,6 +254,7 @@ def evaluate(
     record: str = cli_option("record"),
     device: str = cli_option("device"),
     call_width: int | None = cli_option("call_width"),
+    share_task: bool = cli_option("share_task"),
     shard: str | None = cli_option("shard"),
     max_errors: int | None = typer.Option(
         None, "--max-errors", min=0,

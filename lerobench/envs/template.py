@@ -13,7 +13,16 @@ steps, its controller state and its GL context (``Simulator.from_template`` runs
 The vector env's pipes and shared observation memory reach the workers through the forkserver's own
 file-descriptor passing, so gymnasium's ``AsyncVectorEnv`` runs unchanged on the ``TemplateContext``.
 
-``LEROBENCH_SHARE_TASK=0`` turns it off (each worker builds its task, as before).
+Sharing is the run setting ``share_task`` (``--share-task/--no-share-task``, default on); the environment variable
+``LEROBENCH_SHARE_TASK=0|1`` overrides it (for a CI job or a bisect that cannot change the command line).
+
+Interpreter internals: the template process speaks multiprocessing's forkserver protocol, so it uses private
+parts of ``multiprocessing`` (``forkserver.main``, ``util.spawnv_passfds``, ``popen_forkserver.Popen``'s launch,
+the context table). They are confined to this module (``serve``, ``TemplateServer``, ``TemplatePopen._launch``,
+``register``), which ``vector.py`` enters only when ``sharing`` says yes, i.e. on interpreters whose forkserver
+protocol is known (``KNOWN_PYTHONS``: 3.10 to 3.13 have the same one; 3.14 added an authentication handshake). On any other
+interpreter ``sharing`` answers False with a one-line notice and each worker builds its own task, as before: same
+episodes, more memory.
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ import os
 import pickle
 import signal
 import socket
+import sys
 import threading
 from dataclasses import replace
 from multiprocessing import connection, popen_forkserver, process, resource_tracker, spawn, util
@@ -34,15 +44,41 @@ from typing import Any
 
 from lerobench.envs.base import EnvSpec
 
-ENV_SWITCH = "LEROBENCH_SHARE_TASK"
+ENV_OVERRIDE = "LEROBENCH_SHARE_TASK"
+"""``0`` or ``1`` overrides the run's ``share_task`` setting (docs/scaling.md)."""
+
+KNOWN_PYTHONS = ((3, 10), (3, 11), (3, 12), (3, 13))
+"""Interpreters whose multiprocessing forkserver internals ``_Internals`` was written against (read in their
+sources; CI runs 3.11). Anything else: workers build their own task."""
 
 _template: tuple[EnvSpec, Any] | None = None
 """In a template process and its workers: (the spec it was built for, slot 0; the built template)."""
 
 
-def enabled() -> bool:
-    """Whether workers fork from a task template (``LEROBENCH_SHARE_TASK=0`` turns it off)."""
-    return os.environ.get(ENV_SWITCH, "1") != "0"
+def internals_known(version: tuple[int, int] | None = None) -> bool:
+    """Whether this interpreter's (or ``version``'s) forkserver protocol is one the template process speaks."""
+    return (version or (sys.version_info[0], sys.version_info[1])) in KNOWN_PYTHONS
+
+
+def sharing(requested: bool) -> bool:
+    """Whether a task's vector workers fork from its template.
+
+    ``requested`` is the run's ``share_task`` setting; ``LEROBENCH_SHARE_TASK=0|1`` overrides it; an interpreter
+    whose internals are not known never shares (``unknown_interpreter_notice`` says so).
+    """
+    override = os.environ.get(ENV_OVERRIDE, "").strip()
+    wanted = override == "1" if override in ("0", "1") else requested
+    return wanted and internals_known()
+
+
+def unknown_interpreter_notice(requested: bool) -> str | None:
+    """The one line a run shows when it would share but this interpreter's internals are not known."""
+    if internals_known() or not (requested or os.environ.get(ENV_OVERRIDE) == "1"):
+        return None
+    v = sys.version_info
+    return (f"notice: Python {v[0]}.{v[1]} is not one whose multiprocessing internals the task template knows "
+            f"({', '.join(f'{a}.{b}' for a, b in KNOWN_PYTHONS)}): each worker builds its own task (same "
+            f"episodes, more memory)")
 
 
 def _key(spec: EnvSpec) -> EnvSpec:
@@ -116,6 +152,8 @@ class TemplateServer(mp_forkserver.ForkServer):
 
     def ensure_running(self) -> None:
         """Start the template process (once); same protocol as ``ForkServer.ensure_running``."""
+        if not internals_known():  # ``sharing`` said no: never reached; a clear error if a caller skipped it
+            raise RuntimeError(unknown_interpreter_notice(True) or "unknown interpreter")
         with self._lock:
             resource_tracker.ensure_running()
             if self._forkserver_pid is not None:
@@ -231,8 +269,17 @@ class TemplateContext(BaseContext):
         """'forkserver': pipes, locks and arrays are passed to workers as to forkserver's."""
         return self._name
 
+    def register(self) -> None:
+        """Make this context known by name (gymnasium's vector env takes a context by name)."""
+        import multiprocessing.context
+
+        multiprocessing.context._concrete_contexts[self.key] = self  # type: ignore[attr-defined]
+
     def close(self) -> None:
-        """Stop the template process."""
+        """Forget the name, stop the template process."""
+        import multiprocessing.context
+
+        multiprocessing.context._concrete_contexts.pop(self.key, None)  # type: ignore[attr-defined]
         self.server.stop()
         with _servers_lock:
             _servers.pop(self.key, None)

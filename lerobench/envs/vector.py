@@ -24,23 +24,18 @@ START_METHOD = "forkserver"
 """Workers start from a clean server process: no inherited GL contexts, torch threads or locks."""
 
 
-_preloaded = False
-
-
 def preload_forkserver(backend: str) -> None:
-    """Import the backend's simulator modules once in the forkserver, so each worker forks ready.
+    """Ask the forkserver to import the backend's simulator modules when it starts, so each worker forks ready.
 
-    Only imports: no simulator, renderer or GL context is built before a worker starts. Saves
-    ~0.5 s per worker per task for Meta-World. Applies to the first backend used in a process.
+    Only imports: no simulator, renderer or GL context is built before a worker starts. Saves ~0.5 s per worker
+    per task for Meta-World. The forkserver starts once per process, with the list set last before it starts; a
+    backend used after that (a second suite in one process) has its workers import the modules themselves.
+    No state of ours: ``multiprocessing`` keeps the list.
     """
-    global _preloaded
-    if _preloaded:
-        return
     from lerobench.suite.registry import get_backend
 
     modules = list(get_backend(backend).preload_modules)
     multiprocessing.set_forkserver_preload(["lerobench.envs.base", *modules])
-    _preloaded = True
 
 
 def _make_env(spec: EnvSpec, render_threads: int | None = None) -> LazyTaskEnv:
@@ -276,12 +271,13 @@ class WorkerVectorEnv(gym.vector.AsyncVectorEnv):
                 proc.join(timeout=5)
 
 
-def make_vector_env(spec: EnvSpec, batch_size: int,
-                    in_process: bool | None = None) -> InProcessVectorEnv | WorkerVectorEnv:
+def make_vector_env(spec: EnvSpec, batch_size: int, in_process: bool | None = None,
+                    share_task: bool = True) -> InProcessVectorEnv | WorkerVectorEnv:
     """``batch_size`` lazy envs of one task: in-process for 1, one worker process each otherwise.
 
     ``in_process=False`` keeps even a single env in a worker process (the last episode of a task
-    that runs with workers keeps its crash isolation and timeout).
+    that runs with workers keeps its crash isolation and timeout). ``share_task``: the run's setting; workers
+    fork from one built scene where the backend allows it and ``template.sharing`` agrees (``envs/template.py``).
 
     Autoreset is disabled: the rollout decides which slot starts which episode, so the init-state
     order never depends on which episode finished first. Observations are not copied at every step
@@ -298,13 +294,13 @@ def make_vector_env(spec: EnvSpec, batch_size: int,
     from lerobench.suite.registry import get_backend
 
     backend = get_backend(spec.backend)
-    if not (backend.task_template and template.enabled()):
+    if not (backend.task_template and template.sharing(share_task)):
         preload_forkserver(spec.backend)
         return WorkerVectorEnv(
             fns, shared_memory=True, context=START_METHOD, autoreset_mode=AutoresetMode.DISABLED, copy=False
         )
     ctx = template.TemplateContext(spec, ["lerobench.envs.base", *backend.preload_modules])
-    multiprocessing.context._concrete_contexts[ctx.key] = ctx  # gymnasium takes a context by name
+    ctx.register()
     try:
         env = WorkerVectorEnv(
             fns, shared_memory=True, context=ctx.key, autoreset_mode=AutoresetMode.DISABLED, copy=False
@@ -317,5 +313,4 @@ def make_vector_env(spec: EnvSpec, batch_size: int,
 
 
 def _close_template(ctx: Any) -> None:
-    multiprocessing.context._concrete_contexts.pop(ctx.key, None)
     ctx.close()

@@ -101,7 +101,7 @@ def _shares(plan: RunPlan) -> bool:
     from lerobench.suite.registry import get_backend
 
     try:
-        return get_backend(plan.suite.backend).task_template and template.enabled()
+        return get_backend(plan.suite.backend).task_template and template.sharing(plan.settings.share_task)
     except LerobenchError:
         return False
 

@@ -77,6 +77,10 @@ class Evaluation:
         self.choice: ExecutionChoice | None = None
         self.notes: list[str] = []
         """Warnings about settings that have no effect, shown by ``run`` through the reporter."""
+        from lerobench.envs.template import unknown_interpreter_notice
+
+        if (notice := unknown_interpreter_notice(settings.share_task)) is not None:
+            self.notes.append(notice)
         if settings.device != "cpu" and settings.policy in BUILTIN:
             self.notes.append(f"warning: --device {settings.device} has no effect: the built-in policy "
                               f"{settings.policy!r} computes its actions with NumPy on the CPU")

@@ -114,7 +114,8 @@ class VectorExecutor:
         todo = [e for e in unit.episodes if sink.wants(task.name, e)]  # --until may have decided the task
         rebuilds = 0
         while todo:
-            venv = make_vector_env(spec, min(self.batch, len(todo)), in_process=self.in_process)
+            venv = make_vector_env(spec, min(self.batch, len(todo)), in_process=self.in_process,
+                                   share_task=plan.settings.share_task)
             failed = True
             try:
                 if isinstance(venv, InProcessVectorEnv):  # built here: start-up, not the first episodes' time

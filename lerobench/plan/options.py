@@ -60,6 +60,9 @@ SETTINGS: dict[str, Setting] = {
     "shard": Setting(("--shard",), None, "Run only shard I of N (I/N, from 0) of the (task, episode) units; "
                                          "combine shards with `lerobench merge`."),
     "executor": Setting(("--executor",), "auto", "auto | inline | vector | processes | ray (docs/scaling.md)."),
+    "share_task": Setting(("--share-task/--no-share-task",), True,
+                          "Fork a task's vector workers from one built scene (less memory, same episodes); "
+                          "LEROBENCH_SHARE_TASK=0|1 overrides it (docs/scaling.md)."),
     "workers": Setting(("--workers",), 0, "Episode worker processes or concurrent Ray tasks; 0 = auto."),
     "ray_address": Setting(("--ray-address",), None,
                            "Ray cluster to join (auto, ray://host:10001); default: local Ray."),

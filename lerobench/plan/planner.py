@@ -84,6 +84,8 @@ class RunSettings:
     """Trials (attempts at the same start) per episode; None = the suite's default."""
     device: str = default("device")
     call_width: int | None = default("call_width")
+    share_task: bool = default("share_task")
+    """Vector workers fork from one built scene per task (``envs/template.py``); LEROBENCH_SHARE_TASK overrides."""
     """``--call-width``: rows per call of a batched torch policy, padded (0: unpadded); None = the device's
     default (``lerobench.policies.width``). Part of the treatment identity."""
     shard: Shard | None = default("shard")
