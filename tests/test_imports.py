@@ -122,3 +122,29 @@ def test_list_imports_nothing_heavy():
     assert done.returncode == 0, done.stderr
     assert "libero_spatial" in done.stdout  # it listed the suites
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_importing_lerobench_changes_no_process_wide_state():
+    """``lerobench.evaluate`` leaves the caller's process as it found it: no warning filter, signal handler or
+    forkserver preload list is changed by importing any module (the CLI sets what it needs when it runs)."""
+    import subprocess
+    import sys
+
+    script = f"""
+import importlib, multiprocessing, signal, sys, warnings
+import numpy, gymnasium  # third-party imports may set their own filters: taken before ours
+filters = list(warnings.filters)
+handlers = {{s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM)}}
+for name in {sorted(module_names(PACKAGE))!r}:
+    if name.endswith("__main__"):
+        continue
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        pass
+changed = [f for f in warnings.filters if f not in filters]
+assert not changed, f"warning filters added at import: {{changed}}"
+assert handlers == {{s: signal.getsignal(s) for s in handlers}}, "signal handlers changed at import"
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]

@@ -15,6 +15,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
+from gymnasium.vector.async_vector_env import AsyncState
 from gymnasium.vector.utils import iterate
 
 from lerobench.envs.base import EnvSpec, LazyTaskEnv
@@ -261,6 +262,10 @@ class WorkerVectorEnv(gym.vector.AsyncVectorEnv):
         for proc in self.processes:
             if proc.is_alive():
                 proc.kill()
+        # The step in flight is abandoned on purpose: without this gymnasium warns "Calling `close` while waiting
+        # for a pending call" (raw ANSI colour codes on stderr, under the one-line "interrupted" message) and waits
+        # on the dead workers' pipes. Said here, for this env only: no process-wide warning filter.
+        self._state = AsyncState.DEFAULT
         try:
             self.close(terminate=True)
         except Exception:  # noqa: BLE001 - closing after a failure: the workers are killed below anyway

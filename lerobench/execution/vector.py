@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import threading
-import warnings
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any
 
@@ -133,12 +132,6 @@ class VectorExecutor:
                                       f"as errors, restarting workers")
             finally:
                 _close(venv, terminate=failed)
-
-
-# Closing with terminate=True after Ctrl-C or a failure abandons the step in flight on purpose; gymnasium warns about
-# it with raw ANSI colour codes on stderr, under the one-line "interrupted" message. Filtered once, by message
-# (warnings.catch_warnings would race between task threads).
-warnings.filterwarnings("ignore", message=r".*Calling `close` while waiting for a pending call", category=UserWarning)
 
 
 def _close(venv: Any, terminate: bool) -> None:
