@@ -1,6 +1,6 @@
 """Episodes needed to detect a 10- or 20-point difference with 80% power at alpha 0.05 (docs/compare.md).
 
-Paired (same seed): exact power of the two-sided exact McNemar test, lerobench.analysis.stats.mcnemar_power.
+Paired (same seed): exact power of the two-sided exact McNemar test, lerobench.stats.binomial.mcnemar_power.
 Unpaired (different seeds): normal-approximation sample size for two independent proportions (statsmodels);
 the exact Boschloo test needs about as many.
 
@@ -10,7 +10,7 @@ Usage: python benchmarks/power_table.py
 from statsmodels.stats.power import NormalIndPower
 from statsmodels.stats.proportion import proportion_effectsize
 
-from lerobench.analysis.stats import mcnemar_power
+from lerobench.stats.binomial import mcnemar_power
 
 ALPHA, POWER = 0.05, 0.8
 

@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # fixture_policies
 
-from lerobench.analysis.results import EPISODES_FILE  # noqa: E402
-from lerobench.analysis.rundir import read_episodes  # noqa: E402
+from lerobench.core.results import EPISODES_FILE  # noqa: E402
+from lerobench.core.rundir import read_episodes  # noqa: E402
 from lerobench.execution.runner import Evaluation, RunSettings  # noqa: E402
 from lerobench.suite.registry import load_suite  # noqa: E402
 

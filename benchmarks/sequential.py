@@ -12,9 +12,9 @@ import time
 
 import numpy as np
 
-from lerobench.analysis.sequential import beta_binomial_cs, simulate_paired_stops
-from lerobench.analysis.stats import clopper_pearson
-from lerobench.analysis.validity import (
+from lerobench.stats.binomial import clopper_pearson
+from lerobench.stats.sequential import beta_binomial_cs, simulate_paired_stops
+from lerobench.stats.validity import (
     cs_coverage,
     cs_table,
     exact_coverage,

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lerobench.analysis.records import EpisodeRecord
+from lerobench.core.records import EpisodeRecord
 from lerobench.plan.options import default, given
 
 LOG_DIR = "lerobench-logs"
@@ -214,8 +214,8 @@ def _log(document: dict[str, Any], run_dir: Path, log_to: Sequence[str], step: i
 
 
 def _records(run_dir: Path) -> list[EpisodeRecord]:
-    from lerobench.analysis.results import EPISODES_FILE
-    from lerobench.analysis.rundir import read_episodes
+    from lerobench.core.results import EPISODES_FILE
+    from lerobench.core.rundir import read_episodes
 
     return read_episodes(run_dir / EPISODES_FILE)
 

@@ -63,7 +63,7 @@ def episode_line(task, episode, trial, success, error=None):
 
 def write_trial_run(path, outcomes, policy, errors=None):
     """``outcomes[task][episode]`` = per-trial successes; ``errors[(task, episode)] = trial`` ends that episode."""
-    from lerobench.analysis.stats import compare_paired
+    from lerobench.stats.binomial import compare_paired
 
     errors = errors or {}
     path.mkdir()

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import lerobench
-from lerobench.analysis.trials import pass_at_k, unbiased_pass_at_k
+from lerobench.core.trials import pass_at_k, unbiased_pass_at_k
 from lerobench.errors import ConfigError
 
 pytestmark = pytest.mark.sim  # every test here drives a real simulator

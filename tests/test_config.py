@@ -1,6 +1,6 @@
 import pytest
 
-from lerobench.analysis.results import wilson_interval
+from lerobench.core.results import wilson_interval
 from lerobench.errors import ConfigError, UnknownNameError
 from lerobench.suite.config import parse_suite
 from lerobench.suite.registry import list_suites, load_suite, shipped_suite_paths

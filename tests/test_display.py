@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from lerobench.analysis.intervals import outward, percent_interval, points_interval
 from lerobench.plan.stopping import Ledger, Until, stopping_line
+from lerobench.stats.intervals import outward, percent_interval, points_interval
 
 TESTS = Path(__file__).parent
 

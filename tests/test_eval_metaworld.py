@@ -5,8 +5,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from lerobench.analysis.results import wilson_interval
 from lerobench.cli import app
+from lerobench.core.results import wilson_interval
 from lerobench.suite.registry import load_suite
 
 pytestmark = pytest.mark.sim  # every test here drives a real simulator

@@ -22,8 +22,30 @@ def module_names(root: Path) -> dict[str, Path]:
     return found
 
 
-def import_graph(root: Path) -> dict[str, set[str]]:
-    """Module -> the package modules it imports (``from a import b`` is an edge to ``a.b`` when that is a module)."""
+def _type_checking_block(node: ast.AST) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (
+        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
+        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"))
+
+
+def _walk(tree: ast.AST, runtime_only: bool):
+    """``ast.walk``, optionally without the bodies of ``if TYPE_CHECKING:`` blocks (imports a type checker follows)."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        if runtime_only and _type_checking_block(node):
+            todo.extend(node.orelse)  # type: ignore[attr-defined]
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+
+
+def import_graph(root: Path, runtime_only: bool = False) -> dict[str, set[str]]:
+    """Module -> the package modules it imports (``from a import b`` is an edge to ``a.b`` when that is a module).
+
+    ``runtime_only``: leave out imports inside ``if TYPE_CHECKING:`` (they never run).
+    """
     modules = module_names(root)
 
     def owner(name: str) -> str | None:
@@ -35,7 +57,7 @@ def import_graph(root: Path) -> dict[str, set[str]]:
     for name, path in modules.items():
         edges = set()
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in _walk(ast.parse(path.read_text(encoding="utf-8")), runtime_only):
             if isinstance(node, ast.Import):
                 edges |= {owner(a.name) for a in node.names}
             elif isinstance(node, ast.ImportFrom):
@@ -88,10 +110,81 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_lerobench_has_no_import_circles():
     graph = import_graph(PACKAGE)
     assert "lerobench.envs.base" in graph["lerobench.plan.planner"]  # the walk sees real edges
-    assert "lerobench.analysis.stats" in graph["lerobench.analysis.trials"]
+    assert "lerobench.stats.binomial" in graph["lerobench.core.trials"]
     found = cycles(graph)
     assert found == [], "import circles: " + "; ".join(
         " <-> ".join(f"{m} (imports {sorted(graph[m] & set(c))})" for m in c) for c in found)
+
+
+def package_of(module: str, root: Path = PACKAGE) -> str:
+    """``lerobench.plan.planner`` -> ``lerobench.plan``; a top-level module (``lerobench.errors``) is its own node."""
+    parts = module.split(".")
+    if len(parts) >= 2 and (root / parts[1]).is_dir():
+        return ".".join(parts[:2])
+    return module
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The module graph collapsed onto packages (``lerobench.core``, ``lerobench.plan``, ...), self-edges dropped."""
+    packages: dict[str, set[str]] = {}
+    for module, edges in graph.items():
+        here = package_of(module)
+        packages.setdefault(here, set()).update(p for p in map(package_of, edges) if p != here)
+    return packages
+
+
+GROUND_FLOOR = ("lerobench.core", "lerobench.stats", "lerobench.errors", "lerobench.system", "lerobench._version")
+"""Plain data and pure functions every stage may import; they import no stage (docs/architecture.md)."""
+
+
+def test_the_package_graph_has_no_loop():
+    """No two packages import each other, directly or around a loop (runtime imports; TYPE_CHECKING aside).
+
+    Plain data that several stages share lives on the ground floor (``core``, ``stats``), so each import points
+    from the stage that uses a thing to the one that defines it.
+    """
+    graph = import_graph(PACKAGE, runtime_only=True)
+    packages = package_graph(graph)
+    assert {"lerobench.core", "lerobench.plan", "lerobench.rollout"} <= set(packages)
+    found = cycles(packages)
+    edges = "; ".join(
+        " -> ".join(c) + ": " + ", ".join(f"{m} imports {sorted(e for e in graph[m] if package_of(e) in c)}"
+                                         for m in graph if package_of(m) in c
+                                         and any(package_of(e) in c and package_of(e) != package_of(m)
+                                                 for e in graph[m]))
+        for c in found)
+    assert found == [], "package loops: " + edges
+
+
+def test_the_ground_floor_imports_no_stage():
+    graph = import_graph(PACKAGE, runtime_only=True)
+    for module, edges in graph.items():
+        if package_of(module).startswith(GROUND_FLOOR):
+            upward = sorted(e for e in edges if not package_of(e).startswith(GROUND_FLOOR))
+            assert not upward, f"{module} (ground floor) imports {upward}"
+
+
+def test_the_package_walk_finds_a_loop_through_a_lazy_import_but_not_a_type_only_one(tmp_path):
+    pkg = tmp_path / "pkg"
+    for sub in ("low", "high"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "high" / "a.py").write_text("from pkg.low.b import x\n")
+    (pkg / "low" / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.high import a\n")
+    assert cycles(package_graph_of(pkg, runtime_only=True)) == []
+    (pkg / "low" / "c.py").write_text("def f():\n    from pkg.high import a\n")
+    assert cycles(package_graph_of(pkg, runtime_only=True)) == [["pkg.high", "pkg.low"]]
+
+
+def package_graph_of(root: Path, runtime_only: bool) -> dict[str, set[str]]:
+    graph = import_graph(root, runtime_only)
+    packages: dict[str, set[str]] = {}
+    for module, edges in graph.items():
+        here = package_of(module, root)
+        packages.setdefault(here, set()).update(p for p in (package_of(e, root) for e in edges) if p != here)
+    return packages
 
 
 def test_the_walk_finds_a_lazy_circle(tmp_path):
@@ -105,7 +198,8 @@ def test_the_walk_finds_a_lazy_circle(tmp_path):
 
 
 HEAVY_FOR_LIST = ("pydantic", "numpy", "scipy", "torch", "mujoco", "ray", "matplotlib", "gymnasium", "av",
-                  "lerobench.suite.config", "lerobench.plan.stopping", "lerobench.analysis", "lerobench.plan.planner")
+                  "lerobench.suite.config", "lerobench.plan.stopping", "lerobench.analysis", "lerobench.stats",
+                  "lerobench.plan.planner")
 """What `lerobench list` must not import: it reads TOML tables and prints one table (benchmarks/cli_startup.py)."""
 
 

@@ -113,7 +113,8 @@ def rollout_actions(policy, lengths):
     """
     from fake_env import FakeVectorEnv, Script
 
-    from lerobench.rollout.loop import TaskRun, run_episodes
+    from lerobench.core.task_run import TaskRun
+    from lerobench.rollout.loop import run_episodes
 
     task = load_suite("smoke").tasks[0]
     script = Script(length=lambda episode, trial: lengths[episode], success=lambda episode, trial: False,

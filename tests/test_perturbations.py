@@ -9,12 +9,12 @@ import pytest
 from typer.testing import CliRunner
 
 from lerobench.analysis.compare import compare_runs, load_run
-from lerobench.analysis.results import EPISODES_FILE
-from lerobench.analysis.stats import compare_paired
 from lerobench.cli import app
+from lerobench.core.results import EPISODES_FILE
 from lerobench.envs.base import EnvSpec, episode_seed
 from lerobench.envs.perturb import PerturbedSimulator, parse_perturbations, start_digest
 from lerobench.errors import ConfigError, UnknownNameError
+from lerobench.stats.binomial import compare_paired
 from lerobench.suite.config import Protocol, TaskSpec
 
 pytestmark = pytest.mark.sim  # every test here drives a real simulator
@@ -164,8 +164,8 @@ def test_unpaired_family_uses_the_exact_unconditional_test(tmp_path):
     from scipy.stats import boschloo_exact
 
     from lerobench.analysis.compare import Run
-    from lerobench.analysis.results import EpisodeRecord
     from lerobench.analysis.robustness import Arm, Family, analyze_family
+    from lerobench.core.results import EpisodeRecord
     from lerobench.suite.registry import load_suite
 
     def run(successes, seed_offset):

@@ -7,8 +7,8 @@ import types
 
 import pytest
 
+from lerobench.core.executors import CHOICES, EXECUTORS
 from lerobench.errors import ConfigError
-from lerobench.execution.registry import CHOICES, EXECUTORS
 from lerobench.plan.planner import EXECUTORS as PLAN_CHOICES
 from lerobench.suite.registry import get_backend
 

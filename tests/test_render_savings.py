@@ -21,10 +21,11 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 from fixture_policies import ImageChunkPolicy  # noqa: E402
 
+from lerobench.core.task_run import TaskRun  # noqa: E402
 from lerobench.envs.base import EnvSpec, env_action  # noqa: E402
 from lerobench.envs.vector import make_vector_env  # noqa: E402
 from lerobench.policies.base import ObservationNeeds, PolicyContext  # noqa: E402
-from lerobench.rollout.loop import TaskRun, run_episodes  # noqa: E402
+from lerobench.rollout.loop import run_episodes  # noqa: E402
 from lerobench.suite.registry import get_backend, load_suite  # noqa: E402
 
 DATA = Path(__file__).parent / "data"

@@ -3,9 +3,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from lerobench.analysis.results import EpisodeRecord, ResultsWriter
-from lerobench.analysis.rundir import RunDir, read_episodes
 from lerobench.cli import app
+from lerobench.core.results import EpisodeRecord, ResultsWriter
+from lerobench.core.rundir import RunDir, read_episodes
 from lerobench.errors import RunError
 
 

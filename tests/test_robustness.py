@@ -13,7 +13,7 @@ from helpers import crash_suite, session_processes, subprocess_env, wait_for_lin
 from typer.testing import CliRunner
 
 from lerobench.cli import app
-from lerobench.rollout.inference import CALL_STATS_KEYS as CALL_STATS
+from lerobench.core.call_stats import CALL_STATS_KEYS as CALL_STATS
 
 pytestmark = pytest.mark.sim  # every test here drives a real simulator
 

@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 from fake_env import ChunkPolicy, FakeVectorEnv, Script
 
+from lerobench.core.task_run import TaskRun
 from lerobench.errors import PolicyError
 from lerobench.rollout.inference import EpisodeQueue
-from lerobench.rollout.loop import Cancelled, Rollout, TaskRun, WorkerFailure, run_episodes
+from lerobench.rollout.loop import Cancelled, Rollout, WorkerFailure, run_episodes
 from lerobench.rollout.slots import TRANSITIONS, Slots, SlotState, SlotStateError
 from lerobench.suite.config import TaskSpec
 

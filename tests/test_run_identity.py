@@ -1,4 +1,4 @@
-"""A run's identity (lerobench/plan/identity.py) and the one run-directory reader (analysis/rundir.py), on real runs.
+"""A run's identity (lerobench/core/identity.py) and the one run-directory reader (core/rundir.py), on real runs.
 
 The runs are real Meta-World ML1 reach runs from one suite file whose ``backend_options.split`` is edited between
 them (train vs test goals): the case where resume used to mix two splits in one result and compare used to pair
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from lerobench.analysis.rundir import RunDir, RunDirError
 from lerobench.cli import app
-from lerobench.plan.identity import diff, identity_of
+from lerobench.core.identity import diff, identity_of
+from lerobench.core.rundir import RunDir, RunDirError
 
 pytestmark = pytest.mark.sim  # every test here drives a real simulator
 

@@ -8,15 +8,15 @@ import math
 import numpy as np
 import pytest
 
-from lerobench.analysis.sequential import (
+from lerobench.stats.binomial import clopper_pearson, stratified_exact
+from lerobench.stats.sequential import (
     beta_binomial_cs,
     paired_decision,
     paired_difference_cs,
     paired_evalues,
     subgaussian_cs,
 )
-from lerobench.analysis.stats import clopper_pearson, stratified_exact
-from lerobench.analysis.validity import (
+from lerobench.stats.validity import (
     cs_coverage,
     cs_table,
     exact_coverage,
@@ -117,9 +117,9 @@ def test_difference_and_suite_sequences_cover_by_simulation():
 def test_plan_prints_fixed_n_from_exact_power_and_sequential_figures():
     from typer.testing import CliRunner
 
-    from lerobench.analysis.stats import mcnemar_power
-    from lerobench.analysis.validity import fixed_n_for_power, paired_rates
     from lerobench.cli import app
+    from lerobench.stats.binomial import mcnemar_power
+    from lerobench.stats.validity import fixed_n_for_power, paired_rates
 
     p_gain, p_lost = paired_rates(0.7, 0.2)
     assert (p_gain, p_lost) == pytest.approx((0.27, 0.07))

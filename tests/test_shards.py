@@ -10,11 +10,11 @@ import pytest
 from typer.testing import CliRunner
 
 from lerobench.analysis.merge import MergeError, merge, missing_units
-from lerobench.analysis.results import EpisodeRecord
 from lerobench.cli import app
+from lerobench.core.call_stats import CALL_STATS_KEYS
+from lerobench.core.results import EpisodeRecord
+from lerobench.core.shards import Shard, all_units, parse_shard, shard_episodes, shard_units
 from lerobench.errors import ConfigError
-from lerobench.plan.shards import Shard, all_units, parse_shard, shard_episodes, shard_units
-from lerobench.rollout.inference import CALL_STATS_KEYS
 
 pytestmark = pytest.mark.sim  # every test here drives a real simulator
 

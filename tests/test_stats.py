@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from lerobench.analysis.stats import compare_paired, mcnemar_exact, paired_difference_ci
+from lerobench.stats.binomial import compare_paired, mcnemar_exact, paired_difference_ci
 
 
 @pytest.mark.parametrize("b,c", [(0, 0), (0, 5), (3, 9), (10, 10), (1, 20), (25, 12)])
@@ -36,7 +36,7 @@ def test_compare_paired_identical_and_opposite():
 def test_unpaired_exact_is_scipys_boschloo(sa, na, sb, nb):
     from scipy.stats import barnard_exact, boschloo_exact, fisher_exact
 
-    from lerobench.analysis.stats import unpaired_exact
+    from lerobench.stats.binomial import unpaired_exact
 
     p, test = unpaired_exact(sa, na, sb, nb)
     table = [[sb, nb - sb], [sa, na - sa]]
@@ -50,7 +50,7 @@ def test_unpaired_exact_is_scipys_boschloo(sa, na, sb, nb):
 def test_unpaired_exact_large_runs_use_fisher_and_degenerate_tables_give_1():
     from scipy.stats import fisher_exact
 
-    from lerobench.analysis.stats import unpaired_exact
+    from lerobench.stats.binomial import unpaired_exact
 
     p, test = unpaired_exact(100, 250, 130, 250)
     assert test == "fisher" and p == pytest.approx(fisher_exact([[130, 120], [100, 150]]).pvalue, rel=1e-12)
@@ -65,7 +65,7 @@ def test_unpaired_exact_large_runs_use_fisher_and_degenerate_tables_give_1():
 def test_unpaired_ci_matches_newcombe_table_ii_and_statsmodels(sa, na, sb, nb, low, high):
     from statsmodels.stats.proportion import confint_proportions_2indep
 
-    from lerobench.analysis.stats import unpaired_difference_ci
+    from lerobench.stats.binomial import unpaired_difference_ci
 
     lo, hi = unpaired_difference_ci(sa, na, sb, nb)
     assert (lo, hi) == (pytest.approx(low, abs=6e-5), pytest.approx(high, abs=6e-5))
@@ -79,7 +79,7 @@ def test_unpaired_ci_matches_newcombe_table_ii_and_statsmodels(sa, na, sb, nb, l
 def test_holm_matches_statsmodels(p_values):
     from statsmodels.stats.multitest import multipletests
 
-    from lerobench.analysis.stats import holm
+    from lerobench.stats.binomial import holm
 
     adjusted = holm(p_values)
     if p_values:
@@ -91,7 +91,7 @@ def test_holm_matches_statsmodels(p_values):
 def test_stratified_paired_p_is_the_sign_test_on_pooled_discordant_pairs():
     from statsmodels.stats.descriptivestats import sign_test
 
-    from lerobench.analysis.stats import stratified_paired_p
+    from lerobench.stats.binomial import stratified_paired_p
 
     strata = [(4, 1), (3, 0), (2, 2), (5, 1)]
     differences = [d for gained, lost in strata for d in [1] * gained + [-1] * lost + [0] * 6]
@@ -102,7 +102,7 @@ def test_stratified_paired_p_is_the_sign_test_on_pooled_discordant_pairs():
 def test_stratified_bootstrap_is_seeded_and_agrees_with_scipy_for_one_task():
     from scipy.stats import bootstrap
 
-    from lerobench.analysis.stats import stratified_bootstrap_ci
+    from lerobench.stats.binomial import stratified_bootstrap_ci
 
     rng = np.random.default_rng(1)
     a, b = rng.random(40) < 0.4, rng.random(40) < 0.7
@@ -116,7 +116,7 @@ def test_stratified_bootstrap_is_seeded_and_agrees_with_scipy_for_one_task():
 
 
 def test_stratified_bootstrap_keeps_each_task_count_fixed():
-    from lerobench.analysis.stats import stratified_bootstrap_ci
+    from lerobench.stats.binomial import stratified_bootstrap_ci
 
     # A task with no variation on either side adds a constant: the interval of two such tasks is a point.
     fixed = [([False] * 10, [True] * 10), ([True] * 10, [True] * 10)]
@@ -125,7 +125,7 @@ def test_stratified_bootstrap_keeps_each_task_count_fixed():
 
 
 def test_mcnemar_power_matches_simulation():
-    from lerobench.analysis.stats import mcnemar_exact, mcnemar_power
+    from lerobench.stats.binomial import mcnemar_exact, mcnemar_power
 
     rng = np.random.default_rng(0)
     n, p_gain, p_lost = 30, 0.25, 0.05
@@ -136,7 +136,7 @@ def test_mcnemar_power_matches_simulation():
 
 def test_docs_worked_example_unpaired_not_significant_paired_significant():
     """docs/compare.md: 40 episodes, A 20 (50%), B 28 (70%); same seed: 19 both, 9 B-only, 1 A-only, 11 neither."""
-    from lerobench.analysis.stats import unpaired_exact
+    from lerobench.stats.binomial import unpaired_exact
 
     a = [True] * 19 + [False] * 9 + [True] * 1 + [False] * 11
     b = [True] * 19 + [True] * 9 + [False] * 1 + [False] * 11

@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lerobench.analysis.results import EpisodeRecord, summarize
-from lerobench.analysis.stats import compare_paired
-from lerobench.analysis.trials import outcomes, trial_summary, whole_episodes
+from lerobench.core.results import EpisodeRecord, summarize
+from lerobench.core.trials import outcomes, trial_summary, whole_episodes
 from lerobench.envs.base import EnvSpec, LazyTaskEnv
 from lerobench.execution.runner import Evaluation, RunSettings
+from lerobench.stats.binomial import compare_paired
 from lerobench.suite.registry import load_suite
 
 pytestmark = pytest.mark.sim  # every test here drives a real simulator
@@ -99,8 +99,9 @@ class MarkerSpy:
 
 
 def _rollout(policy, trials: int, episodes: list[int], batch: int, max_steps: int, replan: int = 4):
+    from lerobench.core.task_run import TaskRun
     from lerobench.envs.vector import make_vector_env
-    from lerobench.rollout.loop import TaskRun, run_episodes
+    from lerobench.rollout.loop import run_episodes
     from lerobench.suite.registry import get_backend
 
     suite = load_suite("metaworld_ml1_reach")
@@ -331,7 +332,7 @@ def test_kill_and_resume_reruns_half_episodes_from_trial_0_and_equals_an_uninter
     resumed = subprocess.run(cmd(cut, "--resume"), env=_env(), capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr
     assert _trial_lines(cut) == _trial_lines(full) and len(_trial_lines(cut)) == 24  # no duplicate, no half
-    from lerobench.rollout.inference import CALL_STATS_KEYS
+    from lerobench.core.call_stats import CALL_STATS_KEYS
 
     timing = ("eval_s", "episodes_per_s", "env_steps_per_s", *CALL_STATS_KEYS)
     cut_results, full_results = (json.loads((d / "results.json").read_text())["overall"] for d in (cut, full))

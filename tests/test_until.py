@@ -5,9 +5,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from lerobench.analysis.sequential import beta_binomial_cs
 from lerobench.cli import app
 from lerobench.plan.stopping import Ledger, Until, parse_until
+from lerobench.stats.sequential import beta_binomial_cs
 
 pytestmark = pytest.mark.sim  # every test here drives a real simulator
 

@@ -19,11 +19,12 @@ from fixture_policies import ImageChunkPolicy  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from lerobench.cli import app  # noqa: E402
+from lerobench.core.task_run import TaskRun  # noqa: E402
 from lerobench.envs.base import EnvSpec  # noqa: E402
 from lerobench.envs.vector import make_vector_env  # noqa: E402
 from lerobench.output.video_recorder import EpisodeRecording  # noqa: E402
 from lerobench.policies.base import PolicyContext  # noqa: E402
-from lerobench.rollout.loop import TaskRun, run_episodes  # noqa: E402
+from lerobench.rollout.loop import run_episodes  # noqa: E402
 from lerobench.suite.registry import get_backend, load_suite  # noqa: E402
 
 pytest.importorskip("metaworld")

@@ -5,7 +5,7 @@ their outcomes are *paired*: an episode is matched when (task, episode, seed, in
 ``start_digest`` (the hash of the simulator state after reset) is the same in both runs where both recorded one,
 and it has finished in both runs, and each trial index ``k`` is compared on those episodes. Runs that share no episode
 (different seeds) are compared as two independent samples and say so. The statistics are in
-``lerobench.analysis.stats``; this module only reads runs, matches episodes and lays out the numbers (no printing).
+``lerobench.stats.binomial``; this module only reads runs, matches episodes and lays out the numbers (no printing).
 """
 
 from __future__ import annotations
@@ -14,9 +14,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lerobench.analysis.records import EpisodeRecord
-from lerobench.analysis.rundir import RunDir
-from lerobench.analysis.stats import (
+from lerobench.core.identity import diff
+from lerobench.core.records import EpisodeRecord
+from lerobench.core.rundir import RunDir
+from lerobench.core.trials import is_whole, outcomes
+from lerobench.errors import CompareError
+from lerobench.stats.binomial import (
     compare_paired,
     holm,
     paired_difference_ci,
@@ -25,9 +28,6 @@ from lerobench.analysis.stats import (
     unpaired_difference_ci,
     unpaired_exact,
 )
-from lerobench.analysis.trials import is_whole, outcomes
-from lerobench.errors import CompareError
-from lerobench.plan.identity import diff
 
 EpisodeKey = tuple[str, int, int, int]
 """(task, episode, seed, init_state): what makes an episode the same episode in two runs."""
@@ -37,7 +37,7 @@ BOOTSTRAP_SEED = 0
 
 
 Run = RunDir
-"""A run directory as compare reads it (``lerobench.analysis.rundir.RunDir``)."""
+"""A run directory as compare reads it (``lerobench.core.rundir.RunDir``)."""
 
 
 def load_run(path: Path) -> RunDir:
@@ -46,7 +46,7 @@ def load_run(path: Path) -> RunDir:
 
 
 def differences(a: RunDir, b: RunDir) -> list[str]:
-    """How the runs' episodes differ (``lerobench.plan.identity``): any difference: not the same episodes."""
+    """How the runs' episodes differ (``lerobench.core.identity``): any difference: not the same episodes."""
     return diff(a.identity, b.identity, parts=("episodes",))
 
 
@@ -56,7 +56,7 @@ def treatment(a: RunDir, b: RunDir) -> list[str]:
 
 
 def trial_outcomes(records: Sequence[EpisodeRecord], trials: int) -> dict[EpisodeKey, list[bool]]:
-    """Success at each trial index for every *finished* episode (``lerobench.analysis.trials.is_whole``).
+    """Success at each trial index for every *finished* episode (``lerobench.core.trials.is_whole``).
 
     An error ends an episode: the erroring trial and every later index count as failures (TRIALS_SCHEMA).
     An episode with fewer lines than trials and no error is still running and is left out.
@@ -178,7 +178,7 @@ def compare_runs(a: Run, b: Run, alpha: float = 0.05, allow_different: bool = Fa
 
     Raises:
         CompareError: The runs' episodes differ (suite, backend options, tasks, protocol, step limit, seed,
-            simulator: ``lerobench.plan.identity``) and ``allow_different`` is False; or they share no task with
+            simulator: ``lerobench.core.identity``) and ``allow_different`` is False; or they share no task with
             finished episodes.
     """
     if not 0 < alpha < 1:

@@ -23,7 +23,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from lerobench.analysis.results import (
+from lerobench.core.identity import diff
+from lerobench.core.provenance import provenance
+from lerobench.core.results import (
     EPISODES_FILE,
     RESULTS_FILE,
     SCHEMA_VERSION,
@@ -34,17 +36,15 @@ from lerobench.analysis.results import (
     summarize,
     write_json_atomic,
 )
-from lerobench.analysis.rundir import RunDir, RunDirError
-from lerobench.analysis.trials import group_episodes, is_whole, whole_episodes
+from lerobench.core.rundir import RunDir, RunDirError
+from lerobench.core.shards import all_units
+from lerobench.core.trials import group_episodes, is_whole, whole_episodes
 from lerobench.errors import LerobenchError
-from lerobench.output.provenance import provenance
-from lerobench.plan.identity import diff
-from lerobench.plan.shards import all_units
 from lerobench.policies.invariance import with_checks
 from lerobench.suite.config import Suite
 
 MUST_MATCH = ("episodes_per_task",)
-"""Besides the run's identity (``lerobench.plan.identity``: episodes and treatment), the extent every shard must
+"""Besides the run's identity (``lerobench.core.identity``: episodes and treatment), the extent every shard must
 share; ``shard`` differs by design."""
 
 FLOAT_RTOL = 1e-9
@@ -57,7 +57,7 @@ class MergeError(LerobenchError):
 
 
 ShardRun = RunDir
-"""One input directory as merge reads it (``lerobench.analysis.rundir.RunDir``)."""
+"""One input directory as merge reads it (``lerobench.core.rundir.RunDir``)."""
 
 
 def read_shard(path: Path) -> RunDir:

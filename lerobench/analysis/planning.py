@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from lerobench.analysis.sequential import simulate_paired_stops
-from lerobench.analysis.validity import fixed_n_for_power, paired_rates
+from lerobench.stats.sequential import simulate_paired_stops
+from lerobench.stats.validity import fixed_n_for_power, paired_rates
 
 
 def plan_comparison(base: float, diff: float, discordance: float | None = None, alpha: float = 0.05,

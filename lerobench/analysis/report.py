@@ -15,11 +15,11 @@ from typing import Any
 
 from lerobench.analysis import charts
 from lerobench.analysis.compare import Run, compare_runs, differences, load_run, suite_indices
-from lerobench.analysis.intervals import percent_interval, points_interval
-from lerobench.analysis.results import write_text_atomic
+from lerobench.core.results import write_text_atomic
 from lerobench.errors import CompareError, ConfigError, MissingDependencyError
 from lerobench.output.rerun import rrd_path
 from lerobench.plan.stopping import FIXED_N_NOTE, stopping_line
+from lerobench.stats.intervals import percent_interval, points_interval
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px auto;max-width:1200px;
@@ -272,7 +272,7 @@ def robustness_section(data: dict[str, Any]) -> str:
 def write_report(run_dirs: Sequence[Path], output: Path, alpha: float = 0.05, allow_different: bool = False) -> Path:
     """Read the runs (and ``lerobench robustness`` directories), render the report, write it atomically.
 
-    Runs whose episodes differ from the first run's (``lerobench.plan.identity``) are refused, naming the field
+    Runs whose episodes differ from the first run's (``lerobench.core.identity``) are refused, naming the field
     and both values, unless ``allow_different``; then the report lists the differences above each table.
     """
     if not run_dirs:

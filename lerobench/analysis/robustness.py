@@ -15,7 +15,7 @@ A family without a control suite (``swap`` where the swap cannot be undone for e
 against the base suite's own starts, *unpaired*, and says why.
 
 The drop is ``control - perturbed`` success, with the paired 95% CI and exact McNemar p of
-``lerobench.analysis.stats`` (Holm-adjusted across families), or Newcombe / Boschloo for an unpaired family.
+``lerobench.stats.binomial`` (Holm-adjusted across families), or Newcombe / Boschloo for an unpaired family.
 """
 
 from __future__ import annotations
@@ -26,16 +26,16 @@ from pathlib import Path
 from typing import Any
 
 from lerobench.analysis.compare import Run, load_run
-from lerobench.analysis.stats import (
+from lerobench.core.trials import is_whole
+from lerobench.envs.perturb import PERTURBATIONS, Perturbation, describe, parse_perturbations
+from lerobench.errors import ConfigError, UnknownNameError
+from lerobench.stats.binomial import (
     compare_paired,
     holm,
     rate_block,
     unpaired_difference_ci,
     unpaired_exact,
 )
-from lerobench.analysis.trials import is_whole
-from lerobench.envs.perturb import PERTURBATIONS, Perturbation, describe, parse_perturbations
-from lerobench.errors import ConfigError, UnknownNameError
 from lerobench.suite.config import Suite
 
 ROBUSTNESS_FILE = "robustness.json"

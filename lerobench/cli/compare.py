@@ -44,7 +44,7 @@ def task_label(task: dict[str, Any], width: int) -> str:
 
 
 def _print_comparison(c: dict[str, Any]) -> None:
-    from lerobench.analysis.intervals import points_interval
+    from lerobench.stats.intervals import points_interval
 
     a, b = c["a"], c["b"]
     kind = f"paired on {c['matched_episodes']} episodes" if c["paired"] else "UNPAIRED: no episode matches"

@@ -294,9 +294,9 @@ def evaluate(
             if resume and output is None:
                 raise LerobenchError("--resume needs --output DIR (the directory of the run to continue)")
             out = output or Path("outputs") / s.name / datetime.now().strftime("%Y%m%d-%H%M%S")
+            from lerobench.core.shards import parse_shard, shard_units
             from lerobench.envs.perturb import parse_perturbations
             from lerobench.execution.runner import Evaluation, RunSettings
-            from lerobench.plan.shards import parse_shard, shard_units
             from lerobench.policies.loading import absolute_spec
 
             settings = RunSettings(**{

@@ -44,7 +44,7 @@ def _print_whole(table: Table) -> None:
 
 
 def _print_robustness(data: dict[str, Any], path: Path) -> None:
-    from lerobench.analysis.intervals import points_interval
+    from lerobench.stats.intervals import points_interval
 
     table = Table(title=f"{data['policy']} on {data['base']}: success drop per family (control − perturbed)")
     for col in ("family", "n", "control", "perturbed", "drop", "95% CI", "p", "Holm p", "pairing"):
@@ -92,10 +92,10 @@ def robustness(
     as_json: bool = typer.Option(False, "--json", help="Print robustness.json instead of a table."),
 ) -> None:
     """Run (or resume) each family's perturbed and control arms and report every family's success drop."""
-    from lerobench.analysis.results import RESULTS_FILE, write_json_atomic
     from lerobench.analysis.robustness import ROBUSTNESS_FILE, analyze, plan_families, unique_arms
+    from lerobench.core.results import RESULTS_FILE, write_json_atomic
+    from lerobench.core.shards import shard_units
     from lerobench.execution.runner import Evaluation, RunSettings
-    from lerobench.plan.shards import shard_units
     from lerobench.suite.registry import load_suite
 
     with interrupts_keep_results("run the same command to resume"):

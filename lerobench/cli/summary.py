@@ -7,9 +7,9 @@ from typing import Any
 
 from rich.table import Table
 
-from lerobench.analysis.intervals import percent_interval
 from lerobench.cli.common import console, plural, print_names_table, rate_text
 from lerobench.plan.stopping import FIXED_N_NOTE, stopping_line
+from lerobench.stats.intervals import percent_interval
 
 
 def _trial_cells(block: dict[str, Any], trials: int) -> list[str]:

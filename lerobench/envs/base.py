@@ -109,11 +109,6 @@ class Backend(Protocol):
         """In a worker forked from the template: ``built`` made this worker's simulator (its GL context added)."""
 
 
-BACKEND_ATTRIBUTES = ("name", "extra", "state_dim", "action_dim", "n_init_states", "max_episode_steps",
-                      "unrendered_step_ms", "control_fps", "preload_modules", "packages", "missing_assets",
-                      "check_suite", "check_installed", "make_simulator",
-                      "task_template", "make_template", "from_template")
-"""Everything a ``Backend`` declares (``registry.get_backend`` checks them once)."""
 
 
 class BackendDefaults:

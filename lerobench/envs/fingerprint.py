@@ -37,7 +37,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from lerobench.output.files import write_text_atomic
+from lerobench.core.files import write_text_atomic
 
 GOLDEN_DIR_ENV = "LEROBENCH_GOLDEN_DIR"
 """Directory of golden files to use instead of the shipped ones (tests point it at a perturbed copy)."""

@@ -20,9 +20,9 @@ Interpreter internals: the template process speaks multiprocessing's forkserver 
 parts of ``multiprocessing`` (``forkserver.main``, ``util.spawnv_passfds``, ``popen_forkserver.Popen``'s launch,
 the context table). They are confined to this module (``serve``, ``TemplateServer``, ``TemplatePopen._launch``,
 ``register``), which ``vector.py`` enters only when ``sharing`` says yes, i.e. on interpreters whose forkserver
-protocol is known (``KNOWN_PYTHONS``: 3.10 to 3.13 have the same one; 3.14 added an authentication handshake). On any other
-interpreter ``sharing`` answers False with a one-line notice and each worker builds its own task, as before: same
-episodes, more memory.
+protocol is known (``KNOWN_PYTHONS``: 3.10 to 3.13 have the same one; 3.14 added an authentication handshake).
+On any other interpreter ``sharing`` answers False with a one-line notice and each worker builds its own task, as
+before: same episodes, more memory.
 """
 
 from __future__ import annotations

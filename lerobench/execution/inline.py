@@ -28,5 +28,5 @@ class InlineExecutor(VectorExecutor):
 
     @classmethod
     def create(cls, plan: RunPlan, choice: ExecutionChoice, policy: Policy) -> InlineExecutor:
-        """Registry factory (``execution/registry.py``): ``choice.workers`` envs per task."""
+        """Registry factory (``core/executors.py``): ``choice.workers`` envs per task."""
         return cls(policy, max(1, choice.workers))

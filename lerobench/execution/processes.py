@@ -103,7 +103,7 @@ class ProcessExecutor:
 
     @classmethod
     def create(cls, plan: RunPlan, choice: ExecutionChoice, policy: Policy) -> ProcessExecutor:
-        """Registry factory (``execution/registry.py``): each worker builds its own policy, ``policy`` is unused."""
+        """Registry factory (``core/executors.py``): each worker builds its own policy, ``policy`` is unused."""
         from lerobench.system import usable_cores
 
         return cls(choice.workers, usable_cores())

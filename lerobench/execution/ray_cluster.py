@@ -44,7 +44,7 @@ class RayExecutor:
 
     @classmethod
     def create(cls, plan: RunPlan, choice: ExecutionChoice, policy: Policy) -> RayExecutor:
-        """Registry factory (``execution/registry.py``): each Ray task builds its own policy."""
+        """Registry factory (``core/executors.py``): each Ray task builds its own policy."""
         s = plan.settings
         return cls(s.ray_address, s.ray_gpus_per_worker, choice.workers)
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from lerobench.analysis.results import RESULTS_FILE, EpisodeRecord
+from lerobench.core.executors import EXECUTORS
+from lerobench.core.results import RESULTS_FILE, EpisodeRecord
 from lerobench.envs.fingerprint import checked_fingerprint, require_renderer
 from lerobench.errors import PolicyError, RunError
 from lerobench.execution.base import ExecutionChoice, Executor
-from lerobench.execution.registry import EXECUTORS
 from lerobench.output.directory import OutputDir, check_writable
 from lerobench.output.progress import Reporter, SilentReporter
 from lerobench.output.sink import EpisodeSink, load_previous

@@ -12,7 +12,7 @@ import threading
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any
 
-from lerobench.analysis.results import EpisodeRecord
+from lerobench.core.results import EpisodeRecord
 from lerobench.errors import RunError
 from lerobench.execution.base import MAX_WORKER_REBUILDS
 from lerobench.output.sink import EpisodeSink
@@ -39,7 +39,7 @@ class VectorExecutor:
 
     @classmethod
     def create(cls, plan: RunPlan, choice: ExecutionChoice, policy: Policy) -> VectorExecutor:
-        """Registry factory (``execution/registry.py``): ``choice.workers`` envs per task."""
+        """Registry factory (``core/executors.py``): ``choice.workers`` envs per task."""
         return cls(policy, choice.workers, choice.parallel_tasks)
 
     def run(self, plan: RunPlan, units: list[WorkUnit], sink: EpisodeSink) -> None:

@@ -16,7 +16,10 @@ from datetime import datetime, timezone
 from traceback import format_exception
 from typing import Any
 
-from lerobench.analysis.results import (
+from lerobench.core.call_stats import CallStats
+from lerobench.core.identity import diff
+from lerobench.core.provenance import provenance
+from lerobench.core.results import (
     EPISODES_FILE,
     RESULTS_FILE,
     SCHEMA_VERSION,
@@ -26,19 +29,16 @@ from lerobench.analysis.results import (
     rewrite_episodes,
     summarize,
 )
-from lerobench.analysis.rundir import RunDir
+from lerobench.core.rundir import RunDir
 from lerobench.errors import PolicyError, ResumeError, stops_deferred
 from lerobench.output.progress import Reporter, SilentReporter
-from lerobench.output.provenance import provenance
 from lerobench.output.rerun import RrdTaskVideos, RrdTrajectories, RrdWriter
 from lerobench.output.trajectories import TrajectoryFilter
 from lerobench.output.video_recorder import TaskVideos, with_videos_on_disk
 from lerobench.output.videos import NullVideoEncoder, VideoEncoder
-from lerobench.plan.identity import diff
 from lerobench.plan.planner import EXTENT, RunPlan, WorkUnit
 from lerobench.plan.stopping import Ledger, NoStopping
 from lerobench.policies.invariance import with_checks
-from lerobench.rollout.inference import CallStats
 from lerobench.suite.config import TaskSpec
 
 TRACEBACK_FILE = "traceback.txt"

@@ -12,9 +12,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from lerobench.errors import ConfigError
-
-RECORD_MODES = ("none", "success", "all")
+from lerobench.plan.options import check_record_mode
 
 
 class Trajectory:
@@ -52,11 +50,6 @@ class Trajectory:
         return data
 
 
-def check_record_mode(mode: str) -> str:
-    """Return ``mode`` if it is a valid ``--record`` value, else raise a ``ConfigError`` naming the choices."""
-    if mode not in RECORD_MODES:
-        raise ConfigError(f"--record must be one of {', '.join(RECORD_MODES)}, got {mode!r}")
-    return mode
 
 
 class Trajectories(Protocol):

@@ -10,17 +10,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import numpy as np
 
-    from lerobench.analysis.results import EpisodeRecord
+    from lerobench.core.results import EpisodeRecord
 
 
-DEFAULT_VIDEO_FPS = 10.0
-"""Frames per second videos aim at by default (``--video-fps``): every 8th step of an 80 Hz Meta-World task, every
-2nd of a 20 Hz LIBERO one; only those steps render the video camera. Rendering every step for the video (80 fps
-at 480x480) made videos 74-80% of a Meta-World run's wall time on a 2-core CPU box; at 20 fps they were still
-35-43%, at 10 fps within the 25% aimed at (benchmarks/video_overhead.py)."""
-
-DEFAULT_VIDEO_SIZE = 256
-"""Largest side of frames rendered only for the video (``--video-size``; 0: the protocol's image size)."""
 
 
 class EpisodeRecording:

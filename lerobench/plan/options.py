@@ -12,7 +12,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lerobench.output.video_recorder import DEFAULT_VIDEO_FPS, DEFAULT_VIDEO_SIZE
+from lerobench.errors import ConfigError
+
+DEFAULT_VIDEO_FPS = 10.0
+"""Frames per second videos aim at by default (``--video-fps``): every 8th step of an 80 Hz Meta-World task, every
+2nd of a 20 Hz LIBERO one; only those steps render the video camera. Rendering every step for the video (80 fps
+at 480x480) made videos 74-80% of a Meta-World run's wall time on a 2-core CPU box; at 20 fps they were still
+35-43%, at 10 fps within the 25% aimed at (benchmarks/video_overhead.py)."""
+
+DEFAULT_VIDEO_SIZE = 256
+"""Largest side of frames rendered only for the video (``--video-size``; 0: the protocol's image size)."""
+
+RECORD_MODES = ("none", "success", "all")
+"""Values of ``--record``: which episodes' trajectories are saved."""
+
+
+def check_record_mode(mode: str) -> str:
+    """Return ``mode`` if it is a valid ``--record`` value, else raise a ``ConfigError`` naming the choices."""
+    if mode not in RECORD_MODES:
+        raise ConfigError(f"--record must be one of {', '.join(RECORD_MODES)}, got {mode!r}")
+    return mode
 
 
 @dataclass(frozen=True)

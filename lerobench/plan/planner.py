@@ -15,28 +15,27 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from lerobench.analysis.results import EpisodeRecord
+from lerobench.core.executors import CHOICES
+from lerobench.core.executors import EXECUTORS as EXECUTOR_ENTRIES
+from lerobench.core.results import EpisodeRecord
+from lerobench.core.shards import Shard, shard_episodes
+from lerobench.core.task_run import TaskRun
 from lerobench.envs.base import EnvSpec, episode_seed
 from lerobench.errors import ConfigError, LerobenchError, MissingDependencyError, unknown
-from lerobench.execution.registry import CHOICES
-from lerobench.execution.registry import EXECUTORS as EXECUTOR_ENTRIES
-from lerobench.output.trajectories import check_record_mode
-from lerobench.plan.options import default
-from lerobench.plan.shards import Shard, shard_episodes
+from lerobench.plan.options import check_record_mode, default
 from lerobench.plan.stopping import Until, parse_until
 from lerobench.policies.base import ObservationNeeds, PolicyContext
-from lerobench.rollout.loop import TaskRun
 from lerobench.suite.config import Protocol, Suite, TaskSpec
 
 FORMATS = ("lerobot",)
 """Result formats written besides lerobench's own files."""
 
 EXECUTORS = CHOICES
-"""Values of ``--executor`` (see docs/scaling.md; the executors are ``execution/registry.py``'s entries)."""
+"""Values of ``--executor`` (see docs/scaling.md; the executors are ``core/executors.py``'s entries)."""
 
 EXTENT = ("episodes_per_task", "shard")
 """Config keys that say how much of a run a directory holds: ``--resume`` requires them equal besides the run's
-identity (``lerobench/plan/identity.py``)."""
+identity (``lerobench/core/identity.py``)."""
 
 MAX_SEED = 2**32 - 1
 """Largest ``--seed``: simulators seed NumPy's legacy global RNG, which takes 32-bit unsigned seeds."""
@@ -89,7 +88,7 @@ class RunSettings:
     """``--call-width``: rows per call of a batched torch policy, padded (0: unpadded); None = the device's
     default (``lerobench.policies.width``). Part of the treatment identity."""
     shard: Shard | None = default("shard")
-    """``--shard I/N``: evaluate only this shard's (task, episode) units (lerobench.plan.shards)."""
+    """``--shard I/N``: evaluate only this shard's (task, episode) units (lerobench.core.shards)."""
     executor: str = default("executor")
     """How episodes are run: auto, inline, vector, processes or ray (docs/scaling.md)."""
     workers: int = default("workers")

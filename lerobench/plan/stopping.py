@@ -104,7 +104,7 @@ class Ledger:
         self._totals = {"successes": 0, "gained": 0, "lost": 0}
         self._run_stop: dict[str, Any] | None = None
         if until.kind == "suite-halfwidth":
-            from lerobench.analysis.sequential import optimal_rho
+            from lerobench.stats.sequential import optimal_rho
 
             # Tuned (before any data) to the episode count at which a fixed-n Hoeffding interval has the target.
             self._rho = optimal_rho(_hoeffding_n(until.target or 0.1, alpha), alpha)
@@ -123,7 +123,7 @@ class Ledger:
                 self._advance_rounds()
 
     def _advance_task(self, task: str) -> None:
-        from lerobench.analysis.sequential import beta_binomial_cs
+        from lerobench.stats.sequential import beta_binomial_cs
 
         while (task, self._next[task]) in self._outcomes and task not in self._stops:
             self._successes[task] += self._outcomes[(task, self._next[task])]
@@ -161,14 +161,14 @@ class Ledger:
                 self._run_stop = {"reason": "cap", **self._run_state()}
 
     def _check_suite(self) -> None:
-        from lerobench.analysis.sequential import subgaussian_cs
+        from lerobench.stats.sequential import subgaussian_cs
 
         cs = subgaussian_cs(self._totals["successes"], self._position, self.alpha, rho=self._rho)
         if (cs[1] - cs[0]) / 2 <= (self.until.target or 0):
             self._run_stop = {"reason": "target", **self._run_state()}
 
     def _check_pair(self) -> None:
-        from lerobench.analysis.sequential import paired_decision, paired_difference_cs
+        from lerobench.stats.sequential import paired_decision, paired_difference_cs
 
         g, lost, n = self._totals["gained"], self._totals["lost"], self._position
         if paired_decision(g, lost, self.alpha) is not None:
@@ -183,11 +183,11 @@ class Ledger:
         n = self._position
         state: dict[str, Any] = {"episodes": n, "per_task": dict(self._next)}
         if self.until.kind == "suite-halfwidth":
-            from lerobench.analysis.sequential import subgaussian_cs
+            from lerobench.stats.sequential import subgaussian_cs
 
             state["cs"] = _rounded(subgaussian_cs(self._totals["successes"], n, self.alpha, rho=self._rho))
         else:
-            from lerobench.analysis.sequential import paired_decision, paired_difference_cs, paired_evalues
+            from lerobench.stats.sequential import paired_decision, paired_difference_cs, paired_evalues
 
             g, lost = self._totals["gained"], self._totals["lost"]
             e_b, e_a = paired_evalues(g, lost)
@@ -225,7 +225,7 @@ class Ledger:
                 if self.until.kind == "halfwidth":
                     entry = dict(self._stops.get(task) or {"episodes": self._next[task], "reason": None})
                     if "cs" not in entry:
-                        from lerobench.analysis.sequential import beta_binomial_cs
+                        from lerobench.stats.sequential import beta_binomial_cs
 
                         entry["cs"] = _rounded(beta_binomial_cs(self._successes[task], self._next[task], self.alpha))
                 else:
@@ -266,7 +266,7 @@ def _hoeffding_n(halfwidth: float, alpha: float) -> float:
 
 def _fixed_n(gained: int, lost: int, pairs: int, alpha: float) -> dict[str, Any]:
     """Pairs a fixed-n exact McNemar test needs for 80% power at the gain and loss rates observed at the stop."""
-    from lerobench.analysis.validity import fixed_n_for_power
+    from lerobench.stats.validity import fixed_n_for_power
 
     if pairs == 0:
         return {"pairs_for_80pct_power": None, "at": None}
@@ -307,7 +307,7 @@ def _late(stopping: dict[str, Any]) -> str:
 
 def _decision(stopping: dict[str, Any]) -> str:
     """The decision or the per-task stops, in the rule's own episode counts."""
-    from lerobench.analysis.intervals import percent_interval, points_interval
+    from lerobench.stats.intervals import percent_interval, points_interval
 
     if "versus" in stopping:
         v = stopping["versus"]

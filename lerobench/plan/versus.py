@@ -1,7 +1,7 @@
 """``eval --versus RUN_DIR``: the recorded run A that the evaluated policy B is paired with.
 
 B must play exactly A's episodes, so the two runs must share the *episodes* part of their identity (suite,
-backend options, tasks, protocol and its settings, seed, simulator fingerprint: ``lerobench.plan.identity``); anything
+backend options, tasks, protocol and its settings, seed, simulator fingerprint: ``lerobench.core.identity``); anything
 else is refused naming the field and both values.
 """
 
@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lerobench.core.identity import diff
 from lerobench.errors import ConfigError
-from lerobench.plan.identity import diff
 
 
 def identity_differences(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
@@ -59,11 +59,11 @@ def with_recorded_extent(settings: Any) -> Any:
 
 def load_recorded(path: Path, current: dict[str, Any]) -> BaselineRun:
     """Read run A, refuse a different identity or missing episodes; ``current`` is this run's config."""
-    from lerobench.analysis.compare import load_run
+    from lerobench.core.rundir import RunDir
     from lerobench.errors import LerobenchError
 
     try:
-        run = load_run(path)
+        run = RunDir.load(path)
     except LerobenchError as exc:
         raise ConfigError(f"--versus: {exc}") from exc
     stored = run.config

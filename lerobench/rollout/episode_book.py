@@ -13,44 +13,18 @@ until the episode's last trial ends (or an error ends the episode early), so a c
 from __future__ import annotations
 
 import functools
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Protocol
 
 import numpy as np
 
-from lerobench.analysis.results import EpisodeRecord
+from lerobench.core.results import EpisodeRecord
+from lerobench.core.task_run import TaskRun
 from lerobench.envs.base import IDLE, episode_seed
 from lerobench.output.trajectories import Trajectories, Trajectory
 from lerobench.rollout.inference import EpisodeSource
-from lerobench.suite.config import TaskSpec
-
-
-@dataclass
-class TaskRun:
-    """The fixed facts of one task's rollout."""
-
-    suite: str
-    task: TaskSpec
-    seed: int
-    action_dim: int
-    replan_steps: int = 1
-    trials: int = 1
-    """Attempts per episode at the same start (``--trials``); the policy keeps its memory between them."""
-    every_frame: bool = False
-    """Render the policy's cameras at every step, also those whose observation the policy never reads."""
-    n_init_states: int = 50
-    step_timeout_s: float | None = None
-    stop: threading.Event | None = None
-    """Set by the vector executor to make a task thread stop at its next step (Ctrl-C, another task failed)."""
-    wants: Callable[[int], bool] | None = None
-    """``--until``: False for an episode no longer worth starting (its task is decided); running ones finish."""
-
-    def where(self, episode: int, message: str) -> str:
-        """``message`` prefixed with suite, task and episode: what a user needs to find the failing case."""
-        return f"suite {self.suite!r}, task {self.task.name!r}, episode {episode}: {message}"
 
 
 class Recording(Protocol):

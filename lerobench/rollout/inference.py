@@ -29,11 +29,11 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from lerobench.core.call_stats import CallStats
 from lerobench.policies.base import Policy, policy_traits
 from lerobench.policies.invariance import checked_call
 
@@ -94,40 +94,6 @@ class EpisodeQueue:
                 if self._wants is None or self._wants(episode):
                     return episode
             return None
-
-
-CALL_STATS_KEYS = ("policy_calls", "rows_per_call", "policy_busy_s", "policy_busy_fraction")
-"""What ``CallStats.summary`` adds to ``results.json`` ``overall``: like the timings, a property of the session."""
-
-
-@dataclass
-class CallStats:
-    """Policy calls of a run, for ``results.json`` ``overall``: where the time went (thread-safe)."""
-
-    calls: int = 0
-    rows: int = 0
-    busy_s: float = 0.0
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
-
-    def add(self, rows: int, seconds: float) -> None:
-        """Count one call of ``rows`` rows that took ``seconds``."""
-        with self._lock:
-            self.calls += 1
-            self.rows += rows
-            self.busy_s += seconds
-
-    def summary(self, elapsed_s: float | None) -> dict[str, Any]:
-        """``policy_calls``, ``rows_per_call``, ``policy_busy_s`` and the busy fraction of ``elapsed_s``.
-
-        All None when no call was counted here (the policy ran in worker processes, which keep their own).
-        """
-        with self._lock:
-            calls, rows, busy = self.calls, self.rows, self.busy_s
-        if not calls:
-            return dict.fromkeys(CALL_STATS_KEYS)
-        return {"policy_calls": calls, "rows_per_call": round(rows / calls, 3) if calls else None,
-                "policy_busy_s": round(busy, 3),
-                "policy_busy_fraction": round(busy / elapsed_s, 4) if calls and elapsed_s else None}
 
 
 MIN_SPREAD_GAIN = 1.2

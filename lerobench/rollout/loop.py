@@ -49,7 +49,8 @@ from typing import Any
 
 import numpy as np
 
-from lerobench.analysis.results import EpisodeRecord
+from lerobench.core.results import EpisodeRecord
+from lerobench.core.task_run import TaskRun
 from lerobench.envs.base import IDLE as NO_EPISODE
 from lerobench.envs.base import env_action
 from lerobench.envs.protocols import RolloutEnv
@@ -57,7 +58,7 @@ from lerobench.errors import STOP_REQUESTED, PolicyError
 from lerobench.output.trajectories import NULL_TRAJECTORIES, Trajectories
 from lerobench.policies.actions import ActionError, action_chunk
 from lerobench.policies.base import Policy, policy_traits
-from lerobench.rollout.episode_book import EpisodeBook, NoVideos, Recording, TaskRun, VideoCapture
+from lerobench.rollout.episode_book import EpisodeBook, NoVideos, Recording, VideoCapture
 from lerobench.rollout.inference import (
     Average,
     CallStats,

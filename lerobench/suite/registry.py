@@ -19,6 +19,12 @@ _BUILTIN_BACKENDS = {
 }
 
 
+BACKEND_ATTRIBUTES = ("name", "extra", "state_dim", "action_dim", "n_init_states", "max_episode_steps",
+                      "unrendered_step_ms", "control_fps", "preload_modules", "packages", "missing_assets",
+                      "check_suite", "check_installed", "make_simulator",
+                      "task_template", "make_template", "from_template")
+"""Everything a ``Backend`` declares (``get_backend`` checks them once; the protocol is ``envs.base.Backend``)."""
+
 def suites_dir() -> Path:
     """Directory of shipped suites: inside the wheel, or ``suites/`` of a source checkout."""
     package = Path(__file__).resolve().parent.parent  # lerobench/
@@ -163,7 +169,6 @@ def get_backend(name: str) -> Backend:
     module_name, _, attr = target.partition(":")
     module = import_module_here(module_name)
     backend = getattr(module, attr)
-    from lerobench.envs.base import BACKEND_ATTRIBUTES  # gymnasium: not for `lerobench list`
 
     missing = [a for a in BACKEND_ATTRIBUTES if not hasattr(backend, a)]
     if missing:

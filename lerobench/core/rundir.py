@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lerobench.analysis.results import EPISODES_FILE, RESULTS_FILE, SCHEMA_VERSION, EpisodeRecord
-from lerobench.analysis.trials import group_episodes, is_whole, whole_episodes
+from lerobench.core.identity import RunIdentity, identity_of
+from lerobench.core.results import EPISODES_FILE, RESULTS_FILE, SCHEMA_VERSION, EpisodeRecord
+from lerobench.core.trials import group_episodes, is_whole, whole_episodes
 from lerobench.errors import LerobenchError
-from lerobench.plan.identity import RunIdentity, identity_of
 
 
 class RunDirError(LerobenchError):
@@ -205,7 +205,7 @@ class RunDir:
 
     @property
     def identity(self) -> RunIdentity:
-        """What makes this run the run it is (``lerobench.plan.identity``)."""
+        """What makes this run the run it is (``lerobench.core.identity``)."""
         return identity_of(self.config)
 
     @property

@@ -9,7 +9,7 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-from lerobench.analysis.sequential import beta_binomial_cs, paired_evalues
+from lerobench.stats.sequential import beta_binomial_cs, paired_evalues
 
 
 def cs_table(max_n: int, alpha: float = 0.05) -> tuple[Any, Any]:
@@ -93,7 +93,7 @@ def exact_coverage(method: str, n: int, p: float, alpha: float = 0.05) -> float:
     """Exact coverage of a fixed-n interval (``clopper-pearson`` or ``wilson``) at rate p, by enumerating k."""
     from scipy.stats import binom
 
-    from lerobench.analysis.stats import clopper_pearson, wilson
+    from lerobench.stats.binomial import clopper_pearson, wilson
 
     total = 0.0
     for k in range(n + 1):
@@ -110,7 +110,7 @@ def fixed_n_for_power(p_gain: float, p_lost: float, power: float = 0.8, alpha: f
     The exact test's power saw-tooths in n, so this is the first n of the bisection bracket, not a guarantee
     that every larger n has the power.
     """
-    from lerobench.analysis.stats import mcnemar_power
+    from lerobench.stats.binomial import mcnemar_power
 
     if p_gain + p_lost <= 0 or p_gain == p_lost:
         return None

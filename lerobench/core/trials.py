@@ -7,7 +7,7 @@ so every per-trial row has the same ``n`` (the number of episodes) and trials st
 
 Statistics: one rate gets an exact (Clopper-Pearson) 95% interval (as everywhere in lerobench); the adaptation delta
 ``rate(trial k) - rate(trial 0)`` compares two outcomes of the *same* episode, so it is paired:
-``lerobench.analysis.stats.compare_paired`` gives the Bonett-Price paired CI and the exact McNemar p-value.
+``lerobench.stats.binomial.compare_paired`` gives the Bonett-Price paired CI and the exact McNemar p-value.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from lerobench.analysis.records import EpisodeRecord
-from lerobench.analysis.stats import CI_METHOD, compare_paired, exact_interval, rate_block
+from lerobench.core.records import EpisodeRecord
+from lerobench.stats.binomial import CI_METHOD, compare_paired, exact_interval, rate_block
 
 
 def is_whole(trial_records: Sequence[EpisodeRecord], trials: int) -> bool:

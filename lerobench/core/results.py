@@ -15,13 +15,15 @@ import tempfile
 import threading
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lerobench.analysis.records import EpisodeRecord
-from lerobench.analysis.stats import CI_METHOD, STRATIFIED_CI_METHOD, exact_interval, file_interval, wilson_interval
+from lerobench.core.files import json_text, write_json_atomic, write_text_atomic  # noqa: F401 - re-exported
+from lerobench.core.records import EpisodeRecord
 from lerobench.errors import ConfigError, RunError
-from lerobench.output.files import json_text, write_json_atomic, write_text_atomic  # noqa: F401 - re-exported
-from lerobench.suite.config import Suite
+from lerobench.stats.binomial import CI_METHOD, STRATIFIED_CI_METHOD, exact_interval, file_interval, wilson_interval
+
+if TYPE_CHECKING:
+    from lerobench.suite.config import Suite  # summarize reads .tasks and .groups only
 
 EPISODES_FILE = "episodes.jsonl"
 RESULTS_FILE = "results.json"
@@ -32,7 +34,7 @@ SCHEMA_VERSION = 3
 
 
 def _stratified_interval(records: list[EpisodeRecord]) -> list[float]:
-    from lerobench.analysis.stats import stratified_exact
+    from lerobench.stats.binomial import stratified_exact
 
     counts: dict[str, list[int]] = {}
     for r in records:
@@ -79,7 +81,7 @@ def _clipped_fraction(records: list[EpisodeRecord]) -> float | None:
 def summarize(suite: Suite, records: Iterable[EpisodeRecord], trials: int = 1) -> dict[str, Any]:
     """Per-task, per-group and overall aggregates for the tasks of ``suite`` that have episodes.
 
-    With ``trials`` > 1 (see ``lerobench/analysis/trials.py``) today's keys describe trial 0, so the headline
+    With ``trials`` > 1 (see ``lerobench/core/trials.py``) today's keys describe trial 0, so the headline
     number stays comparable with one-trial runs, and each block gains the per-trial keys.
     """
     by_task: dict[str, list[EpisodeRecord]] = {}
@@ -89,7 +91,7 @@ def summarize(suite: Suite, records: Iterable[EpisodeRecord], trials: int = 1) -
     def block(rs: list[EpisodeRecord]) -> dict[str, Any]:
         if trials == 1:
             return aggregate(rs)
-        from lerobench.analysis.trials import trial_summary
+        from lerobench.core.trials import trial_summary
 
         return {**aggregate(r for r in rs if r.trial == 0), **trial_summary(rs, trials)}
 

@@ -1,0 +1,1 @@
+"""Pure statistics (scipy-backed): intervals, tests, sequential rules, designs. Imports no stage."""
