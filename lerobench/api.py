@@ -181,7 +181,7 @@ def evaluate(
     in_memory = not isinstance(policy, str)
     spec = policy if not in_memory else (policy_name or f"python:{type(policy).__module__}.{type(policy).__qualname__}")
     scratch = Path(tempfile.mkdtemp(prefix="lerobench-")) if output is None else None
-    run_dir = Path(output) if output is not None else scratch / "run"
+    run_dir = scratch / "run" if scratch is not None else Path(str(output))
     try:
         settings = RunSettings(**declared, suite=chosen, policy=spec, output=run_dir,
                                command=("lerobench.evaluate", f"suite={chosen.name}", f"policy={spec}"))

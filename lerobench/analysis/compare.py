@@ -136,8 +136,8 @@ def _compare_trial(strata: dict[str, tuple[list[bool], list[bool]]], groups: dic
         task["significant"] = adjusted < alpha
     by_group: dict[str, list[tuple[list[bool], list[bool]]]] = {}
     for name, pair in strata.items():
-        if groups.get(name):
-            by_group.setdefault(groups[name], []).append(pair)
+        if group := groups.get(name):
+            by_group.setdefault(group, []).append(pair)
     group_blocks = {g: _pooled_block(members, paired) for g, members in by_group.items()}
     overall = _pooled_block(list(strata.values()), paired)
     for block in (*group_blocks.values(), overall):
@@ -146,7 +146,8 @@ def _compare_trial(strata: dict[str, tuple[list[bool], list[bool]]], groups: dic
 
 
 def _task_order(a: Run, b: Run) -> tuple[list[str], dict[str, str | None]]:
-    order, groups = [], {}
+    order: list[str] = []
+    groups: dict[str, str | None] = {}
     for run in (a, b):
         for name in run.config.get("tasks") or []:
             if name not in order:

@@ -125,6 +125,9 @@ def combine(shards: Sequence[ShardRun], tasks: Sequence[str]) -> list[tuple[Epis
     """
     order = {name: i for i, name in enumerate(tasks)}
     episodes = shards[0].config.get("episodes_per_task")
+    if not isinstance(episodes, int):
+        raise MergeError(f"cannot merge {shards[0].path}: its results.json config has no episodes_per_task "
+                         f"(got {episodes!r})")
     kept: dict[tuple[str, int, int], tuple[EpisodeRecord, Path]] = {}
     for shard in shards:
         for r in shard.records:

@@ -190,7 +190,8 @@ def task_labels(runs: Sequence[Run], tasks: Sequence[str]) -> list[str]:
 def render_report(runs: Sequence[Run], folder: Path, alpha: float = 0.05) -> str:
     """The report's HTML; ``folder`` is where it will be saved (video links are relative to it)."""
     labels = [_label(run, i) for i, run in enumerate(runs)]
-    comparisons, significant = [], [set() for _ in runs]
+    comparisons: list[Any] = []
+    significant: list[set[str]] = [set() for _ in runs]
     for i, run in enumerate(runs[1:], start=1):
         try:
             c = compare_runs(runs[0], run, alpha=alpha, allow_different=True)

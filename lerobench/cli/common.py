@@ -29,8 +29,10 @@ class OneLineErrorsGroup(typer.core.TyperGroup):
     every command, rather than per command. A bare ``lerobench`` prints the help and exits 0.
     """
 
-    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
-             standalone_mode: bool = True, **extra: Any) -> Any:
+    def main(  # type: ignore[override]
+        self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+        standalone_mode: bool = True, **extra: Any,
+    ) -> Any:
         """Run the command line; in standalone mode (the console script, CliRunner) exit with its code."""
         args = list(sys.argv[1:] if args is None else args) or ["--help"]
         prog_name = prog_name or "lerobench"  # also under `python -m lerobench`
@@ -71,12 +73,12 @@ def _plain_strings(group: typer.core.TyperGroup) -> None:
         params += [*command.params, *([helper] if helper is not None else [])]
     for param in params:
         descriptor = getattr(param, "type_descriptor", None)
-        if descriptor is None or descriptor.file_annotation is not None or getattr(param, "_runtime_param", 0):
+        if descriptor is None or descriptor.file_annotation is not None or getattr(param, "_runtime_param", None):
             continue
         plain = descriptor.annotation is str or (descriptor.annotation is bool and getattr(param, "is_flag", False))
         if plain:  # a flag is a bool already (--help included), a string from the command line a str
-            param._runtime_param = PassThroughRuntimeParam(parameter_info=descriptor.parameter_info,
-                                                           annotation=descriptor.annotation)
+            param._runtime_param = PassThroughRuntimeParam(  # type: ignore[attr-defined]
+                parameter_info=descriptor.parameter_info, annotation=descriptor.annotation)
 
 
 app = typer.Typer(

@@ -83,10 +83,11 @@ def _print_comparison(c: dict[str, Any]) -> None:
         console.print(f"trial {trial['trial']}: A {rate_text(o['rate_a'])}, B {rate_text(o['rate_b'])}, "
                       f"B − A {_signed(o['difference'])} points (95% CI {points_interval((lo, hi), ' to ')}), "
                       f"p {_p(o['p_value'])}", highlight=False, soft_wrap=wide)
-    for row in c.get("pass_at_k", [])[1:]:
-        o = row["overall"]
+    for within in c.get("pass_at_k", [])[1:]:
+        o = within["overall"]
         lo, hi = o["ci95"]
-        console.print(f"pass@{row['k']} (success within the first {row['k']} trials): A {rate_text(o['rate_a'])}, "
+        k = within["k"]
+        console.print(f"pass@{k} (success within the first {k} trials): A {rate_text(o['rate_a'])}, "
                       f"B {rate_text(o['rate_b'])}, B − A {_signed(o['difference'])} points "
                       f"(95% CI {points_interval((lo, hi), ' to ')}), p {_p(o['p_value'])}", highlight=False,
                       soft_wrap=wide)

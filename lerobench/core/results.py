@@ -129,7 +129,8 @@ def lerobot_eval_info(suite: Suite, records: Iterable[EpisodeRecord], eval_s: fl
         maxes = [r.max_reward for r in rs if r.max_reward is not None]
         return {"avg_sum_reward": _mean([r.return_ for r in rs]), "avg_max_reward": _mean(maxes), **counts(rs)}
 
-    per_task, per_group = [], {}
+    per_task: list[dict[str, Any]] = []
+    per_group: dict[str, Any] = {}
     for spec in suite.tasks:
         rs = sorted(by_task.get(spec.name, []), key=lambda r: r.episode)
         if not rs:

@@ -14,7 +14,7 @@ import time
 import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 import gymnasium as gym
 import numpy as np
@@ -300,8 +300,8 @@ class LazyTaskEnv(gym.Env):
     # -- helpers ---------------------------------------------------------------------------------
     def _zero_obs(self) -> dict[str, Any]:
         return {k: np.zeros(s.shape, s.dtype) if isinstance(s, gym.spaces.Box) else
-                {c: np.zeros(b.shape, b.dtype) for c, b in s.spaces.items()}
-                for k, s in self.observation_space.spaces.items()}
+                {c: np.zeros(b.shape, b.dtype) for c, b in cast(gym.spaces.Dict, s).spaces.items()}
+                for k, s in cast(gym.spaces.Dict, self.observation_space).spaces.items()}
 
     def _simulator(self) -> Simulator:
         if self._sim is None:

@@ -97,8 +97,7 @@ def _configure_robosuite_logging() -> None:
         return
     macros = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(macros)
-    macros.FILE_LOGGING_LEVEL = None
-    macros.CONSOLE_LOGGING_LEVEL = "ERROR"
+    vars(macros).update(FILE_LOGGING_LEVEL=None, CONSOLE_LOGGING_LEVEL="ERROR")
     sys.modules["robosuite.macros"] = macros
     with warnings.catch_warnings():  # robosuite 1.4 calls the deprecated Logger.warn at import
         warnings.filterwarnings("ignore", category=DeprecationWarning, module="robosuite")

@@ -123,6 +123,7 @@ def _split_tasks(benchmark: str, split: str, task: str | None, seed: int) -> tup
     """
     import metaworld
 
+    bench: Any
     if benchmark == "MT1":
         bench = metaworld.MT1(task, seed=seed)
     elif benchmark == "ML1":

@@ -273,13 +273,13 @@ class TemplateContext(BaseContext):
         """Make this context known by name (gymnasium's vector env takes a context by name)."""
         import multiprocessing.context
 
-        multiprocessing.context._concrete_contexts[self.key] = self  # type: ignore[attr-defined]
+        multiprocessing.context._concrete_contexts[self.key] = self
 
     def close(self) -> None:
         """Forget the name, stop the template process."""
         import multiprocessing.context
 
-        multiprocessing.context._concrete_contexts.pop(self.key, None)  # type: ignore[attr-defined]
+        multiprocessing.context._concrete_contexts.pop(self.key, None)
         self.server.stop()
         with _servers_lock:
             _servers.pop(self.key, None)

@@ -251,7 +251,8 @@ class EpisodeSink:
         self._warn_failed_check(task, record)
         if say_clipping:
             self.reporter.message(
-                f"warning: {100 * record.clipped:.3g}% of the action values of {task.name} episode {record.episode} "
+                f"warning: {100 * (record.clipped or 0):.3g}% of the action values of {task.name} episode "
+                f"{record.episode} "
                 f"were outside the action space [-1, 1] and were clipped (un-normalised actions?); results.json "
                 f"records clipped_action_fraction per task and overall")
         if record.trial == 0:

@@ -68,7 +68,8 @@ class MetaWorldExpertPolicy:
         missing = [t for t in task_names if t not in ENV_POLICY_MAP]
         if missing:
             raise ConfigError(f"policy 'metaworld-expert' has no scripted expert for tasks {missing}")
-        self._experts = {t: ENV_POLICY_MAP[t]() for t in task_names}
+        experts: dict[str, Any] = ENV_POLICY_MAP  # classes of a concrete subclass each (typed as the abstract base)
+        self._experts = {t: experts[t]() for t in task_names}
 
     def reset(self) -> None:
         """Experts are stateless functions of the observation."""

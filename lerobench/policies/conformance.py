@@ -92,7 +92,7 @@ def first_rows(plan: Any, policy: Policy, task: Any, episodes: int, steps: int) 
             queue: list[np.ndarray] = []
             reward, success = 0.0, False
             for step in range(steps):
-                row = {"state": np.array(obs["state"], dtype=np.float32)}
+                row: dict[str, Any] = {"state": np.array(obs["state"], dtype=np.float32)}
                 if needs.cameras:
                     row["images"] = {c: np.array(obs["images"][c]) for c in needs.cameras}
                 row.update(slot=np.array([episode]), task=[task.name], episode=np.array([episode]),
@@ -255,7 +255,7 @@ def _latency(policy: Policy, starts: list[dict[str, Any]], width: int, descripti
 
     obs, tasks = _stack(starts)
     sizes = sorted({1, 2, *[w for w in (4, 8, 16, 32, 64) if w <= 2 * width], width, 2 * width})
-    table = []
+    table: list[dict[str, Any]] = []
     for size in sizes:
         index = np.arange(size) % len(starts)
         batch = (take_rows(obs, index), [tasks[i] for i in index])

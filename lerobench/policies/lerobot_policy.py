@@ -369,8 +369,8 @@ class LeRobotPolicy:
         dry = np.array([i for i in real if not self._action_queues.get(slots[i])], dtype=np.int64)
         if len(dry):
             chunks = self._diffusion_chunks(take_rows(observation, dry), [slots[i] for i in dry], keys)
-            for k, i in enumerate(dry.tolist()):
-                self._action_queues[slots[i]] = deque(chunks[k])
+            for j, i in enumerate(dry.tolist()):
+                self._action_queues[slots[i]] = deque(chunks[j])
         out = np.zeros((len(slots), int(self.config.action_feature.shape[0])), dtype=np.float32)
         for i in real:
             out[i] = self._action_queues[slots[i]].popleft()

@@ -21,7 +21,7 @@ def load_policy(spec: str, context: PolicyContext) -> Any:
     if spec.startswith(("ws://", "wss://")):
         from lerobench.policies.remote import RemotePolicy  # websockets only when asked for
 
-        policy = RemotePolicy(spec, context)
+        policy: Any = RemotePolicy(spec, context)
     elif spec.startswith("lerobot:"):
         from lerobench.policies.lerobot_policy import make_lerobot_policy  # torch + lerobot only when asked for
 

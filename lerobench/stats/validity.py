@@ -48,7 +48,7 @@ def h0_rejection_rate(discordance: float, streams: int = 2000, max_pairs: int = 
     discordant = rng.random((streams, max_pairs)) < discordance
     b_wins = discordant & (rng.random((streams, max_pairs)) < 0.5)
     wins = np.cumsum(b_wins, axis=1)
-    losses = np.cumsum(discordant, axis=1) - wins
+    losses: np.ndarray = np.cumsum(discordant, axis=1) - wins
     # The e-values depend only on (wins, losses): tabulate them once, then look every stream up.
     grid = np.arange(max_pairs + 1)
     e_b, e_a = paired_evalues(grid[:, None], grid[None, :])

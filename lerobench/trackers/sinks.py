@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 
 @dataclass(frozen=True)
@@ -52,9 +52,10 @@ def log_wandb(log: RunLog) -> str:
         where = Path(os.environ.get("WANDB_DIR") or log.store)
         settings = wandb.Settings(silent=True, console="off", x_disable_stats=True)
         run = wandb.init(project=log.project, name=log.run_name, dir=str(where), config=log.identity,
-                         mode=os.environ.get("WANDB_MODE", "offline"), settings=settings, reinit="create_new")
+                         mode=cast(Any, os.environ.get("WANDB_MODE", "offline")), settings=settings,
+                         reinit="create_new")
     else:
-        run = wandb.run
+        run = cast(Any, wandb.run)
         run.config.update({"lerobench": log.identity}, allow_val_change=True)
     try:
         media = {f"eval/videos/{p.parent.name}/{p.stem}": wandb.Video(str(p), format="mp4") for p in log.videos}
