@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Install what the tests need into the active Python environment, then lint, type-check and run every test.
+# The README's test command and .ci/run call exactly this. torch comes first, pinned, so nothing later replaces it
+# (TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu picks the CPU-only build; default: pip's index).
+# openpi-client and lerobot come last without their stale numpy<2 / torch<2.11 pins (their real needs are in
+# requirements-lerobot.txt), so pip's resolver never sees those pins.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ -z "${VIRTUAL_ENV:-}" ] && [ -z "${CONDA_PREFIX:-}" ]; then
+    echo "scripts/test.sh: activate a virtual environment first (python3 -m venv .venv && . .venv/bin/activate)" >&2
+    exit 2
+fi
+python -m pip install -q --upgrade pip
+pip install -q torch==2.13.0 torchvision==0.28.0 ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"}
+pip install -q -e ".[metaworld,libero,dev]"
+pip install -q -r requirements-lerobot.txt
+pip install -q --no-deps openpi-client==0.1.2 lerobot==0.4.4
+ruff check lerobench tests benchmarks
+mypy
+MUJOCO_GL=egl python -m pytest -q "$@"
