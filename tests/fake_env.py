@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from lerobench.envs.base import IDLE
+from lerobench.envs.base import NO_EPISODE
 from lerobench.policies.base import ObservationNeeds, PolicyTraits
 
 
@@ -51,7 +51,7 @@ class Script:
 
 @dataclass
 class _Env:
-    episode: int = IDLE
+    episode: int = NO_EPISODE
     trial: int = 0
     steps: int = 0
     done: bool = True
@@ -102,7 +102,7 @@ class FakeVectorEnv:
         """Reset slot ``i`` after its scripted delay, on a timer thread; done at once without one."""
         env = self.envs[i]
         episode, trial = int(options["episodes"][i]), int(options["trials"][i])
-        delay = self.script.reset_delay_s(episode, trial) if episode != IDLE else 0.0
+        delay = self.script.reset_delay_s(episode, trial) if episode != NO_EPISODE else 0.0
         future: Future = Future()
         env.resetting = True
         if delay <= 0:
@@ -125,7 +125,7 @@ class FakeVectorEnv:
             env.episode, env.trial = int(options["episodes"][i]), int(options["trials"][i])
             env.steps, env.success, env.resetting = 0, False, False
             self.log.resets.append((i, env.episode, env.trial))
-            if env.episode == IDLE:
+            if env.episode == NO_EPISODE:
                 env.done = True
                 return {}
             env.done = False

@@ -165,15 +165,15 @@ def test_auto_choice_follows_policy_and_machine(tmp_path):
         observation_needs = None
 
     in_process = choose(plan, Shared(), (), 500, cores=16, memory_mb=64_000, probe=False)
-    assert (in_process.executor, in_process.workers) == ("inline", 16)  # a batch, stepped without IPC
+    assert (in_process.executor, in_process.batch_size) == ("inline", 16)  # a batch, stepped without IPC
     assert "in this process" in in_process.reason
     timed = choose(_plan(tmp_path, episode_timeout=5.0), Shared(), (), 500, cores=16, memory_mb=64_000, probe=False)
-    assert (timed.executor, timed.workers) == ("vector", 16)  # a step in this process cannot be timed out
+    assert (timed.executor, timed.batch_size) == ("vector", 16)  # a step in this process cannot be timed out
     rendered = choose(plan, Shared(), ("corner2",), 500, cores=16, memory_mb=64_000, probe=False)
-    assert (rendered.executor, rendered.workers) == ("vector", 16)
+    assert (rendered.executor, rendered.batch_size) == ("vector", 16)
     assert choose(plan, ZeroPolicy(4), (), 500, cores=1, memory_mb=64_000, probe=False).executor == "inline"
     pinned = choose(_plan(tmp_path, batch_size=4), ZeroPolicy(4), (), 500, cores=16, memory_mb=64_000, probe=False)
-    assert (pinned.executor, pinned.workers) == ("vector", 4)
+    assert (pinned.executor, pinned.batch_size) == ("vector", 4)
     assert choose(_plan(tmp_path, executor="ray"), Shared(), (), 500, cores=2, probe=False).executor == "ray"
 
 

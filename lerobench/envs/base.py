@@ -217,7 +217,7 @@ ACTION_BOUND = 1.0
 CLIP_TOLERANCE = 1e-6
 """Float32 rounding of a normalised action is not clipping worth reporting."""
 
-IDLE = -1
+NO_EPISODE = -1
 """Episode index given to a slot that has no episode left to run."""
 
 
@@ -281,7 +281,7 @@ class LazyTaskEnv(gym.Env):
         self._raw: Simulator | None = None
         """The unperturbed simulator: settle steps and the start digest use it (``self._sim`` may wrap it)."""
         self._digest: str | None = None
-        self._episode = IDLE
+        self._episode = NO_EPISODE
         self._trial = 0
         self._record = False
         self._video_frame: np.ndarray | None = None
@@ -387,7 +387,7 @@ class LazyTaskEnv(gym.Env):
         self._success = self._success_now = False
         self._started = time.perf_counter()
         self._digest = None
-        if self._episode == IDLE:
+        if self._episode == NO_EPISODE:
             self._done = True
             self._last_obs = self._zero_obs()
             return self._last_obs, {"idle": True}
@@ -422,7 +422,7 @@ class LazyTaskEnv(gym.Env):
         Building is start-up (Meta-World ~0.5 s, LIBERO ~10 s, more on a loaded machine), not the episode. An
         error is left for the first ``reset`` to raise again and record as that episode's error, as without this.
         """
-        if self._episode == IDLE and self._sim is None:
+        if self._episode == NO_EPISODE and self._sim is None:
             with contextlib.suppress(Exception):  # noqa: SIM105 - re-raised and recorded by the first reset
                 self._simulator()
 

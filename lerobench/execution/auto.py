@@ -73,7 +73,7 @@ def choose(plan: RunPlan, policy: Policy, cameras: tuple[str, ...], todo: int, *
             f"policy {s.policy!r} is cheap to replicate: each worker runs whole episodes with its own copy, "
             f"no per-step IPC")
         size = (f"{n} worker" + "s" * (n != 1)) if n else "Ray tasks"
-        return ExecutionChoice(name, n, f"executor {name} ({why}): {size}, {how}")
+        return ExecutionChoice(name, f"executor {name} ({why}): {size}, {how}", workers=n)
     return _vector(plan, cameras, cores, memory_mb, forced=executor)
 
 
@@ -114,7 +114,8 @@ def _vector(plan: RunPlan, cameras: tuple[str, ...], cores: int, memory_mb: int 
     parallel = min(s.parallel_tasks, len(s.suite.tasks))
     if forced == "inline":
         batch = min(max(1, s.batch_size), n)
-        return ExecutionChoice("inline", batch, f"executor inline: batch size {batch} in this process (--executor)")
+        return ExecutionChoice("inline", f"executor inline: batch size {batch} in this process (--executor)",
+                               batch_size=batch)
     if s.batch_size > 0:
         batch, how = min(s.batch_size, n), f"batch size {min(s.batch_size, n)} (--batch-size)"
     else:
@@ -123,11 +124,11 @@ def _vector(plan: RunPlan, cameras: tuple[str, ...], cores: int, memory_mb: int 
         step_ms = plan.unrendered_step_ms
         if (forced == "auto" and parallel == 1 and s.episode_timeout is None and not plan.renders(cameras)
                 and step_ms is not None and step_ms < IPC_STEP_MS):
-            return ExecutionChoice("inline", batch, (
+            return ExecutionChoice("inline", (
                 f"executor inline: {how}, stepped in this process: a state-only {s.suite.backend} step "
                 f"({step_ms} ms) costs less than handing it to a worker process (~{IPC_STEP_MS} ms) "
-                f"(--executor vector for worker processes)"))
+                f"(--executor vector for worker processes)"), batch_size=batch)
     per_task = max(1, batch // parallel)
     name = "inline" if per_task == 1 and parallel == 1 and batch == 1 else "vector"
     extra = f", {parallel} tasks in parallel x {per_task} envs" if parallel > 1 else ""
-    return ExecutionChoice(name, per_task, f"executor {name}: {how}{extra}", parallel_tasks=parallel)
+    return ExecutionChoice(name, f"executor {name}: {how}{extra}", batch_size=per_task, parallel_tasks=parallel)

@@ -31,8 +31,16 @@ class ExecutionChoice:
 
     executor: str
     """inline, vector, processes or ray."""
-    workers: int
-    """Worker processes, concurrent Ray tasks, or envs per task (vector)."""
     reason: str
+    batch_size: int = 1
+    """Envs per task stepped together (``--batch-size``; inline and vector): the rollout's slots."""
+    workers: int = 0
+    """Worker processes (processes) or concurrent Ray tasks (ray; 0: as many as the cluster schedules), each running
+    whole episodes with its own policy (``--workers``). 0 for the batched executors."""
     parallel_tasks: int = 1
     """Task threads (vector executor only)."""
+
+    @property
+    def in_flight(self) -> int:
+        """Episodes run at once per task: the batch for batched executors, else the workers."""
+        return self.workers or self.batch_size

@@ -19,14 +19,14 @@ if TYPE_CHECKING:
 
 
 class InlineExecutor(VectorExecutor):
-    """The vector executor in-process, one task at a time (``batch`` envs per task, default 1)."""
+    """The vector executor in-process, one task at a time (``batch_size`` envs per task, default 1)."""
 
     name = "inline"
 
-    def __init__(self, policy: Policy, batch: int = 1):
-        super().__init__(policy, batch=batch, parallel=1, in_process=True)
+    def __init__(self, policy: Policy, batch_size: int = 1):
+        super().__init__(policy, batch_size=batch_size, parallel=1, in_process=True)
 
     @classmethod
     def create(cls, plan: RunPlan, choice: ExecutionChoice, policy: Policy) -> InlineExecutor:
-        """Registry factory (``core/executors.py``): ``choice.workers`` envs per task."""
-        return cls(policy, max(1, choice.workers))
+        """Registry factory (``core/executors.py``): ``choice.batch_size`` envs per task."""
+        return cls(policy, max(1, choice.batch_size))

@@ -122,10 +122,10 @@ class Evaluation:
             if choice.parallel_tasks > 1 and not policy_traits(policy).copy_safe:
                 self.reporter.message(f"policy {self.s.policy!r} declares copy_safe = False: running tasks "
                                       f"one at a time")
-                choice = ExecutionChoice(choice.executor, choice.workers * choice.parallel_tasks, choice.reason)
+                choice = replace(choice, batch_size=choice.batch_size * choice.parallel_tasks, parallel_tasks=1)
             self.choice = choice
             self.reporter.message(choice.reason)
-            if self.s.episode_timeout is not None and not (choice.executor == "vector" and choice.workers > 1):
+            if self.s.episode_timeout is not None and not (choice.executor == "vector" and choice.batch_size > 1):
                 self.reporter.message("note: --episode-timeout needs vector-env worker processes (at least 2 envs "
                                       "per task); here the simulator runs in the process that steps it and cannot "
                                       "be timed out")
@@ -133,8 +133,8 @@ class Evaluation:
             entry = EXECUTORS[choice.executor]
             if entry.own_policy:
                 self._close_policy()  # every worker builds its own copy; the driver's is not used
-            sink.execution = {"executor_used": choice.executor, "workers_used": choice.workers,
-                              "batch_size_used": 1 if entry.own_policy else choice.workers,
+            sink.execution = {"executor_used": choice.executor, "workers_used": choice.in_flight,
+                              "batch_size_used": 1 if entry.own_policy else choice.batch_size,
                               "parallel_tasks_used": choice.parallel_tasks}
             units = plan.work_units(done, size=self._unit_size(choice))
             sink.expect(units)
@@ -185,7 +185,7 @@ class Evaluation:
         """
         if choice.executor == "processes" or (choice.executor == "ray" and self.plan.until is not None):
             return 1
-        return choice.workers if self.plan.interleaved else None
+        return choice.in_flight if self.plan.interleaved else None
 
     def _executor(self, choice: ExecutionChoice) -> Executor:
         return EXECUTORS[choice.executor].load().create(self.plan, choice, self.policy)

@@ -26,21 +26,21 @@ if TYPE_CHECKING:
 
 
 class VectorExecutor:
-    """Runs each unit (one task's todo episodes) on a vector env of ``batch`` envs, ``parallel`` tasks at once."""
+    """Runs each unit (one task's todo episodes) on a vector env of ``batch_size`` envs, ``parallel`` tasks at once."""
 
     name = "vector"
 
-    def __init__(self, policy: Policy, batch: int, parallel: int = 1, in_process: bool | None = None):
+    def __init__(self, policy: Policy, batch_size: int, parallel: int = 1, in_process: bool | None = None):
         self.policy = policy
-        self.batch = batch
+        self.batch_size = batch_size
         self.parallel = parallel
-        self.in_process = in_process if in_process is not None else batch == 1
+        self.in_process = in_process if in_process is not None else batch_size == 1
         self._stop = threading.Event()
 
     @classmethod
     def create(cls, plan: RunPlan, choice: ExecutionChoice, policy: Policy) -> VectorExecutor:
-        """Registry factory (``core/executors.py``): ``choice.workers`` envs per task."""
-        return cls(policy, choice.workers, choice.parallel_tasks)
+        """Registry factory (``core/executors.py``): ``choice.batch_size`` envs per task."""
+        return cls(policy, choice.batch_size, choice.parallel_tasks)
 
     def run(self, plan: RunPlan, units: list[WorkUnit], sink: EpisodeSink) -> None:
         """Run units one task at a time (or ``parallel`` task threads); stop every thread on failure."""
@@ -113,7 +113,7 @@ class VectorExecutor:
         todo = [e for e in unit.episodes if sink.wants(task.name, e)]  # --until may have decided the task
         rebuilds = 0
         while todo:
-            venv = make_vector_env(spec, min(self.batch, len(todo)), in_process=self.in_process,
+            venv = make_vector_env(spec, min(self.batch_size, len(todo)), in_process=self.in_process,
                                    share_task=plan.settings.share_task)
             failed = True
             try:

@@ -22,7 +22,7 @@ import numpy as np
 
 from lerobench.core.results import EpisodeRecord
 from lerobench.core.task_run import TaskRun
-from lerobench.envs.base import IDLE, episode_seed
+from lerobench.envs.base import NO_EPISODE, episode_seed
 from lerobench.output.trajectories import Trajectories, Trajectory
 from lerobench.rollout.inference import EpisodeSource
 
@@ -116,7 +116,7 @@ class EpisodeBook:
                  take_check: Callable[[], dict[str, Any] | None] = lambda: None):
         self.run, self.source, self.on_episode = run, source, on_episode
         self.recorder, self.trajectories, self.take_check = recorder, trajectories, take_check
-        self.episode = np.full(n, IDLE, dtype=np.int64)
+        self.episode = np.full(n, NO_EPISODE, dtype=np.int64)
         self.trial = np.zeros(n, dtype=np.int64)
         self.calls = np.zeros(n, dtype=np.int64)
         """Policy calls made for each slot's trial so far (the ``call`` key of the observation batch)."""
@@ -133,7 +133,7 @@ class EpisodeBook:
 
     def running(self) -> list[int]:
         """Slots with an episode (stepping, waiting or resetting for it)."""
-        return np.flatnonzero(self.episode != IDLE).tolist()
+        return np.flatnonzero(self.episode != NO_EPISODE).tolist()
 
     def begin(self, rows: np.ndarray) -> dict[str, Any]:
         """Move ``rows`` to their next trial, next episode, or idleness; return the reset options of every slot."""
@@ -142,13 +142,13 @@ class EpisodeBook:
                 self.trial[i] += 1
             else:
                 episode = self.source.next()
-                self.episode[i] = IDLE if episode is None else episode
+                self.episode[i] = NO_EPISODE if episode is None else episode
                 self.trial[i] = 0
                 self.finished[i] = []
             self.next_trial[i] = False
             self.calls[i] = 0
             self.started[i] = time.perf_counter()
-            active = self.episode[i] != IDLE
+            active = self.episode[i] != NO_EPISODE
             self.feedback.started(i, active, int(self.trial[i]))
             episode = int(self.episode[i])
             if active and self.recorder.wants(episode):
@@ -172,7 +172,7 @@ class EpisodeBook:
         done = np.zeros(len(self.episode), dtype=bool)
         for i in rows.tolist():
             recording, trajectory = self.recording[i], self.trajectory[i]
-            if self.episode[i] == IDLE or (ended is None and trajectory is None and recording is None):
+            if self.episode[i] == NO_EPISODE or (ended is None and trajectory is None and recording is None):
                 continue
             if trajectory is not None:
                 trajectory.observe(obs, i)
@@ -227,7 +227,7 @@ class EpisodeBook:
             self.on_episode(done if check is None else replace(done, policy_check=check))
             self.trajectories.finish(self.run.task.name, done, trajectory)
         self.finished[i] = []
-        self.episode[i] = IDLE
+        self.episode[i] = NO_EPISODE
 
     def fail(self, rows: list[int], error: str) -> None:
         """Record the episodes of ``rows`` as ended by ``error`` (a worker failure: their env is lost)."""
@@ -238,7 +238,7 @@ class EpisodeBook:
         """Forget every running episode without a record (bystanders of a failure are rerun from trial 0)."""
         self.abort_recordings()
         for i in self.running():
-            self.episode[i] = IDLE
+            self.episode[i] = NO_EPISODE
             self.finished[i] = []
 
     def abort_recordings(self) -> None:
