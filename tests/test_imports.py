@@ -156,6 +156,34 @@ def test_the_package_graph_has_no_loop():
     assert found == [], "package loops: " + edges
 
 
+LAYERS = (
+    ("lerobench.errors", "lerobench.system", "lerobench._version"),
+    ("lerobench.stats",),
+    ("lerobench.core",),
+    ("lerobench.suite",),
+    ("lerobench.envs",),
+    ("lerobench.policies",),
+    ("lerobench.plan",),
+    ("lerobench.output",),
+    ("lerobench.rollout",),
+    ("lerobench.execution",),
+    ("lerobench.analysis", "lerobench.trackers"),
+    ("lerobench.api", "lerobench.doctor"),
+    ("lerobench.cli",),
+    ("lerobench", "lerobench.__main__"),
+)
+"""docs/architecture.md's picture, bottom up: a package imports only packages of lower layers (or its own)."""
+
+
+def test_every_import_points_down_the_layers_of_docs_architecture():
+    rank = {package: i for i, layer in enumerate(LAYERS) for package in layer}
+    packages = package_graph(import_graph(PACKAGE, runtime_only=True))
+    assert set(packages) <= set(rank), f"packages missing from LAYERS: {sorted(set(packages) - set(rank))}"
+    upward = sorted(f"{a} -> {b}" for a, edges in packages.items() for b in edges if rank[b] > rank[a]
+                    or (rank[b] == rank[a] and a != b))
+    assert not upward, f"imports against the layers: {upward}"
+
+
 def test_the_ground_floor_imports_no_stage():
     graph = import_graph(PACKAGE, runtime_only=True)
     for module, edges in graph.items():
