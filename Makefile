@@ -12,8 +12,8 @@ format-check:    ## what ruff would re-sort or fix, without changing files
 types:           ## mypy on the typed seams: plan/, execution/, rollout/ (pyproject [tool.mypy])
 	mypy
 
-fast:            ## the fast loop: no simulator, nothing slow (pytest markers `sim`, `slow`), under a minute
-	python -m pytest -q -m "not sim and not slow"
+fast:            ## the fast loop: no simulator (one built fails: tests/simguard), nothing slow, under a minute
+	PYTHONPATH=tests/simguard$${PYTHONPATH:+:$$PYTHONPATH} python -m pytest -q -m "not sim and not slow"
 
 test:            ## every test, on the real simulators (about 10-15 minutes on 2 cores)
 	MUJOCO_GL=egl python -m pytest -q
