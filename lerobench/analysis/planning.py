@@ -1,7 +1,8 @@
 """``lerobench plan``: how many episodes a paired comparison needs, fixed-n, designed and anytime-valid.
 
 The fixed-n figure is exact (``stats.mcnemar_power``), and so is the designed test's (``analysis.design``:
-``--until decided --effect``); the anytime-valid one is simulated (its stopping time has no closed form). Both are in *pairs*: (task, episode) pairs over the whole comparison.
+``--until decided --effect``); the anytime-valid one is simulated (its stopping time has no closed form).
+All are in *pairs*: (task, episode) pairs over the whole comparison.
 """
 
 from __future__ import annotations
