@@ -50,7 +50,7 @@ def plan_design(base: float, diff: float, discordance: float | None = None, alph
     what the fixed-n figure assumes). The cap is 1.5x the fixed-n pairs, lowered to ``cap`` if given.
     Returns (design or None, summary); the summary's ``reason`` says why there is no design.
     """
-    from lerobench.analysis.design import MAX_OVER_FIXED, design_test, operating
+    from lerobench.analysis.design import MAX_OVER_FIXED, design_test, operating, walk
 
     if diff == 0:
         raise ValueError("--effect must be non-zero: there is no difference to detect")
@@ -71,7 +71,10 @@ def plan_design(base: float, diff: float, discordance: float | None = None, alph
         return None, {**summary, "max_pairs": max_pairs,
                       "reason": f"no design reaches {100 * power:g}% power within {max_pairs} pairs"}
     h0, h1 = operating(design, 0.5, r), operating(design, theta1, r)
-    summary.update(max_pairs=max_pairs, max_discordant=design.max_discordant, type_i=h0["b_better"],
+    # type-I of the discordant walk without the pair cap: the bound for every discordance rate (the cap only
+    # turns would-be decisions into "undecided").
+    type_i = float(walk(design.actions, 0.5)["b_better"].sum())
+    summary.update(max_pairs=max_pairs, max_discordant=design.max_discordant, type_i=type_i,
                    power=h1["b_better"], expected_pairs_h0=h0["expected_pairs"],
                    expected_pairs_effect=h1["expected_pairs"], expected_pairs_2effect=None)
     try:
