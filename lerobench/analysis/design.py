@@ -184,13 +184,15 @@ def _bisect(lo: float, hi: float, ok: Any) -> tuple[float, Any] | None:
 def _search(theta1: float, M: int, cost0: float, cost1: float, alpha: float, power_ok: Any) -> Any:
     """The cheapest table found with type-I <= ``alpha`` and ``power_ok``: bisection on the two error weights.
 
-    For each type-I weight ``lam`` the miss weight ``mu`` is the smallest giving the power; ``lam`` is then
+    For each type-I weight ``lam`` the miss weight ``mu`` (a multiple of ``lam``) is the smallest giving the
+    power; ``lam`` is then
     the smallest with type-I <= alpha. Larger weights mean a longer test, so the cheapest feasible design sits
     where both constraints bind. None if no weight reaches the power.
     """
     def for_lam(lam: float) -> Any:
-        found = _bisect(-1.0, 7.0, lambda mu: (lambda t: t if power_ok(t) else None)(
-            build_table(theta1, M, cost0, cost1, lam, mu)))
+        # mu as a multiple of lam: what shapes the table is their ratio (and their size against the costs).
+        found = _bisect(-4.0, 3.0, lambda ratio: (lambda t: t if power_ok(t) else None)(
+            build_table(theta1, M, cost0, cost1, lam, lam * ratio)))
         if found is None:
             return None
         table = found[1]
