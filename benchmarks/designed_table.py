@@ -1,4 +1,4 @@
-"""Expected pairs at equal power: designed sequential test vs fixed-n exact McNemar vs anytime-valid (docs/statistics.md).
+"""Expected pairs at equal power: designed sequential vs fixed-n exact McNemar vs anytime-valid (docs/statistics.md).
 
 Cells: delta = 0.05, 0.10, 0.20 at base rates 0.5, 0.8, 0.95 (B = base + delta, or base - delta where that
 would reach 1), alpha 0.05 two-sided, power 0.8, A and B independent given the episode (the discordance model
