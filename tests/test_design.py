@@ -72,3 +72,21 @@ def test_docs_table_cells_save_30_percent_at_the_effect_and_half_with_no_differe
     assert s["expected_pairs_effect"] <= 0.7 * s["fixed_n"]
     assert s["expected_pairs_h0"] <= 0.5 * s["fixed_n"]
     assert s["max_pairs"] <= 1.5 * s["fixed_n"]
+
+
+@pytest.mark.parametrize(("b_wins", "expected"), [(True, "B better"), (False, "undecided")])
+def test_ledger_follows_the_design_and_stops_at_its_max_pairs(b_wins, expected):
+    """A decided by the table in index order; with no discordant pair it stops undecided at max pairs exactly."""
+    from lerobench.plan.stopping import Ledger, Until
+
+    design, summary = plan_design(0.5, 0.2)
+    cap = 200
+    ledger = Ledger(Until("decided"), ["t"], cap, 0.05, 0.1, {("t", i): False for i in range(cap)}, "A",
+                    design, summary)
+    for i in range(cap):
+        ledger.add("t", i, b_wins)
+    block = ledger.block()["versus"]
+    assert block["decision"] == expected
+    assert block["pairs"] <= design.max_pairs and block["design"]["max_pairs"] == design.max_pairs
+    if not b_wins:
+        assert block["pairs"] == design.max_pairs and block["reason"] == "max pairs"
