@@ -217,8 +217,13 @@ def _until_line(evaluation: Any) -> str:
     cap = f"cap {s.episodes_per_task} episodes per task"
     if until.kind == "decided":
         recorded = evaluation.recorded
-        return (f"until decided: B = {s.policy} vs A = {recorded.policy} ({s.versus}), paired on the same episodes "
-                f"round by round, alpha {s.alpha:g}, equivalence margin ±{s.margin:g}, {cap}")
+        head = (f"until decided: B = {s.policy} vs A = {recorded.policy} ({s.versus}), paired on the same episodes "
+                f"round by round, alpha {s.alpha:g}")
+        if evaluation.design_summary is not None:
+            from lerobench.cli.plan import designed_line
+
+            return f"{head}; {designed_line(evaluation.design_summary)}"
+        return f"{head}, equivalence margin ±{s.margin:g}, {cap}"
     where = "each task" if until.kind == "halfwidth" else "the suite mean (tasks round by round)"
     return (f"until {until}: {where} stops once its {100 * (1 - s.alpha):g}% confidence sequence has half-width "
             f"<= {until.target:g}, updated in episode-index order; {cap}")
@@ -271,6 +276,8 @@ def evaluate(
     debug: bool = typer.Option(False, "--debug", help="On an error, also print its traceback (a policy's is "
                                                      "saved in the run directory as traceback.txt anyway)."),
     margin: float = cli_option("margin"),
+    effect: float | None = cli_option("effect"),
+    power: float = cli_option("power"),
     progress_interval: float = typer.Option(
         PROGRESS_INTERVAL_S, "--progress-interval", min=0.1,
         help="Seconds between plain progress lines when stdout is not a terminal (log files, CI)."),

@@ -1,6 +1,8 @@
-"""`lerobench plan`: episodes a paired A/B comparison needs, fixed-n and sequential (``eval --versus``)."""
+"""`lerobench plan`: episodes a paired A/B comparison needs: fixed-n, designed and anytime-valid (``eval --versus``)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import typer
 
@@ -10,6 +12,19 @@ from lerobench.errors import ConfigError
 
 def _n(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}"
+
+
+def designed_line(d: dict[str, Any]) -> str:
+    """The designed test (``--until decided --effect``) in one line: its exact operating characteristics."""
+    if d.get("reason"):
+        return f"designed (eval --versus A --until decided --effect {d['effect']:g}): none, {d['reason']}"
+    twice = d.get("expected_pairs_2effect")
+    return (f"designed (eval --versus A --until decided --effect {d['effect']:g}): expected [bold]"
+            f"{_n(d['expected_pairs_effect'])}[/] pairs at the effect, {_n(d['expected_pairs_h0'])} with no "
+            f"difference" + (f", {_n(twice)} at twice the effect" if twice is not None else "")
+            + f"; at most {_n(d['max_pairs'])}; exact: type-I {d['type_i']:.4f} ({d['decides']}, one side; "
+            f"the other at alpha/2 by the e-process), power {100 * d['power']:.1f}% (discordance "
+            f"{100 * d['discordance']:.1f}% under both)")
 
 
 @app.command("plan", short_help="Episodes a paired A/B comparison needs: fixed-n and sequential.")
@@ -25,7 +40,7 @@ def plan(
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
 ) -> None:
     """Pairs (task, episode) needed to detect --diff over --base: exact McNemar at fixed n, and --until decided."""
-    from lerobench.analysis.planning import plan_comparison
+    from lerobench.stats.planning import plan_comparison
 
     try:
         if not (0 < alpha < 1 and 0 < power < 1):
@@ -49,5 +64,6 @@ def plan(
                   f"{100 * power:g}% power: expected {_n(seq['mean_capped'])} "
                   f"({seq['simulations']:,} simulated runs, {100 * seq['undecided']:.1f}% undecided)",
                   highlight=False, soft_wrap=True)
+    console.print(designed_line(result["designed"]), highlight=False, soft_wrap=True)
     console.print("pairs are (task, episode) pairs over the whole comparison: divide by the number of tasks for "
                   "--episodes per task", highlight=False, soft_wrap=True)

@@ -13,7 +13,7 @@ from typing import Any
 from lerobench.core.executors import EXECUTORS
 from lerobench.core.results import RESULTS_FILE, EpisodeRecord
 from lerobench.envs.fingerprint import checked_fingerprint, require_renderer
-from lerobench.errors import PolicyError, RunError
+from lerobench.errors import ConfigError, PolicyError, RunError
 from lerobench.execution.base import ExecutionChoice, Executor
 from lerobench.output.directory import OutputDir, check_writable
 from lerobench.output.progress import Reporter, SilentReporter
@@ -62,6 +62,7 @@ class Evaluation:
                 require_renderer(simulator, why)
             self.plan: RunPlan = replace(plan, simulator=simulator, policy_facts=facts)
             self.recorded = self._load_versus()  # after the fingerprint: run A's simulator must be this one
+            self.design, self.design_summary = self._design()
             self.fresh_resume = self.s.resume and not (self.s.output / RESULTS_FILE).exists()
             """``--resume`` found no results.json (killed before the first was written, or no directory): starts."""
             self.output = OutputDir.claim(self.s.output, unique=self.s.unique_output)  # locked: one writer
@@ -167,6 +168,33 @@ class Evaluation:
 
         return load_recorded(self.s.versus, self.plan.config())
 
+    def _design(self) -> tuple[Any, dict[str, Any] | None]:
+        """``--effect``: the designed sequential test, planned on run A's success rate over the pairs to run.
+
+        Run A's rate is known before any pair runs and does not depend on B, so planning on it leaves the
+        design's type-I error exact (stats/design.py). Its exact operating characteristics are printed before
+        the run and written to results.json; a cap too small for the power is refused.
+        """
+        recorded = self.recorded
+        if recorded is None or self.s.effect is None:
+            return None, None
+        from lerobench.stats.planning import plan_design
+
+        tasks = [t.name for t in self.plan.suite.tasks]
+        episodes = self.plan.episodes_per_task
+        outcomes = [recorded.outcomes[(task, i)] for task in tasks for i in range(episodes)]
+        base = sum(outcomes) / len(outcomes)
+        if not 0 <= base + self.s.effect <= 1:
+            raise ConfigError(f"--effect {self.s.effect:g}: run A succeeded in {100 * base:.1f}% of the pairs to "
+                              f"run, so rate(B) = {100 * (base + self.s.effect):.1f}% is impossible")
+        design, summary = plan_design(base, self.s.effect, None, self.s.alpha, self.s.power, len(outcomes))
+        if design is None:
+            raise ConfigError(f"--effect {self.s.effect:g} at --power {self.s.power:g}: {summary['reason']} "
+                              f"(run A: {len(tasks)} tasks x {episodes} episodes, {100 * base:.1f}% success; the "
+                              f"design needs up to {summary.get('fixed_n')} x 1.5 pairs): record more episodes "
+                              f"of A or plan a larger effect")
+        return design, summary
+
     def _ledger(self) -> Ledger | None:
         """The ``--until`` rule's index-order ledger, or None for a fixed-n run."""
         until = self.plan.until
@@ -175,7 +203,7 @@ class Evaluation:
         recorded = self.recorded
         return Ledger(until, [t.name for t in self.plan.suite.tasks], self.plan.episodes_per_task, self.s.alpha,
                       self.s.margin, recorded.outcomes if recorded else None,
-                      str(recorded.path) if recorded else None)
+                      str(recorded.path) if recorded else None, self.design, self.design_summary)
 
     def _unit_size(self, choice: ExecutionChoice) -> int | None:
         """Episodes per work unit: one for episode workers, a batch per round when tasks are interleaved.

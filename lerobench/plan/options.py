@@ -99,6 +99,10 @@ SETTINGS: dict[str, Setting] = {
                       "when B better / A better / equivalent is decided (docs/statistics.md)."),
     "alpha": Setting(("--alpha",), 0.05, "Error level of --until's confidence sequences and test."),
     "margin": Setting(("--margin",), 0.1, "--versus: equivalent once rate(B) - rate(A) is inside +-margin."),
+    "effect": Setting(("--effect",), None,
+                      "--versus: the smallest rate(B) - rate(A) worth detecting (negative: B worse); runs the "
+                      "designed sequential test, fewer pairs at --power than fixed-n (docs/statistics.md)."),
+    "power": Setting(("--power",), 0.8, "--effect: the designed test's power at the effect."),
 }
 """Keyed by ``RunSettings`` field name. The command line spells some values differently (``--shard 0/2``,
 ``--perturb light=0.5``, repeated ``--format``); ``lerobench eval`` parses those before building the settings."""

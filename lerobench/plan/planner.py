@@ -110,6 +110,10 @@ class RunSettings:
     """Error level of the ``--until`` rule's confidence sequences and test."""
     margin: float = default("margin")
     """``--margin``: ``--versus`` calls A and B equivalent once rate(B) - rate(A) is inside +-margin."""
+    effect: float | None = default("effect")
+    """``--effect``: the smallest rate(B) - rate(A) worth detecting; ``--versus`` then runs the designed test."""
+    power: float = default("power")
+    """``--power``: the designed test's power at ``effect``."""
     command: tuple[str, ...] = field(default_factory=lambda: tuple(sys.argv))
 
     @property
@@ -284,6 +288,7 @@ class RunPlan:
             "perturb": dict(s.perturb) or None,
             "until": str(self.until) if self.until else None,
             "versus": str(s.versus) if s.versus else None, "alpha": s.alpha, "margin": s.margin,
+            "effect": s.effect, "power": s.power if s.effect is not None else None,
         }
 
 
@@ -408,3 +413,9 @@ def _check_stopping(s: RunSettings) -> None:
         raise ConfigError(f"--alpha must lie in (0, 1), got {s.alpha:g}")
     if not 0 < s.margin < 1:
         raise ConfigError(f"--margin must lie in (0, 1), got {s.margin:g}")
+    if s.effect is not None and s.versus is None:
+        raise ConfigError("--effect plans a paired comparison: it needs --versus RUN_DIR")
+    if s.effect is not None and not 0 < abs(s.effect) < 1:
+        raise ConfigError(f"--effect must be a non-zero difference of rates in (-1, 1), got {s.effect:g}")
+    if not 0 < s.power < 1:
+        raise ConfigError(f"--power must lie in (0, 1), got {s.power:g}")

@@ -85,14 +85,20 @@ class Ledger:
     """Outcomes in index order and the rule's state; ``wants`` tells executors what is still worth running.
 
     ``recorded`` maps (task, episode) to run A's success for ``--versus`` (B is the run being evaluated).
+    ``design`` (``analysis.design.Design``, from ``--effect``) replaces the e-process in the effect's direction
+    and the equivalence margin; ``design_summary`` (its exact operating characteristics) goes to results.json.
     """
 
     active = True
 
     def __init__(self, until: Until, tasks: list[str], cap: int, alpha: float = 0.05, margin: float = 0.1,
-                 recorded: dict[tuple[str, int], bool] | None = None, versus: str | None = None):
+                 recorded: dict[tuple[str, int], bool] | None = None, versus: str | None = None,
+                 design: Any = None, design_summary: dict[str, Any] | None = None):
         self.until, self.tasks, self.cap, self.alpha, self.margin = until, list(tasks), cap, alpha, margin
         self.recorded, self.versus = recorded or {}, versus
+        self.design, self.design_summary = design, design_summary
+        self._designed: str | None = None
+        """The designed test's decision once made (``--effect``)."""
         self._lock = threading.Lock()
         self._outcomes: dict[tuple[str, int], bool] = {}
         self._received: dict[str, int] = dict.fromkeys(self.tasks, 0)
@@ -171,6 +177,12 @@ class Ledger:
         from lerobench.stats.sequential import paired_decision, paired_difference_cs
 
         g, lost, n = self._totals["gained"], self._totals["lost"], self._position
+        if self.design is not None:
+            self._designed = designed_decision(self.design, self.design_summary or {}, g, lost, n, self.alpha)
+            if self._designed is not None:
+                self._run_stop = {"reason": "max pairs" if self._designed == "undecided" else "decided",
+                                  **self._run_state()}
+            return
         if paired_decision(g, lost, self.alpha) is not None:
             self._run_stop = {"reason": "decided", **self._run_state()}
             return
@@ -192,8 +204,8 @@ class Ledger:
             g, lost = self._totals["gained"], self._totals["lost"]
             e_b, e_a = paired_evalues(g, lost)
             low, high = paired_difference_cs(g, lost, n, self.alpha)
-            decision = paired_decision(g, lost, self.alpha)
-            if decision is None and -self.margin <= low and high <= self.margin:
+            decision = paired_decision(g, lost, self.alpha) if self.design is None else self._designed
+            if self.design is None and decision is None and -self.margin <= low and high <= self.margin:
                 decision = f"equivalent within ±{self.margin:g}"
             state.update(decision=decision or "undecided", pairs=n, gained=g, lost=lost,
                          e_value_b_better=round(float(e_b), 6), e_value_a_better=round(float(e_a), 6),
@@ -240,7 +252,10 @@ class Ledger:
                 state = dict(stop) if stop else {"reason": None, **self._run_state()}
                 state.pop("per_task", None)
                 if self.until.kind == "decided":
-                    state["margin"] = self.margin
+                    state["margin"] = self.margin if self.design is None else None
+                    if self.design_summary is not None:
+                        out["method"] = _DESIGNED_METHOD
+                        state["design"] = _rounded_figures(self.design_summary)
                     state["versus"] = self.versus
                     state["fixed_n_mcnemar"] = _fixed_n(state["gained"], state["lost"], state["pairs"], self.alpha)
                     out["versus"] = state
@@ -255,6 +270,41 @@ _METHODS = {
     "decided": "one-sided mixture likelihood-ratio e-processes on the discordant pairs (uniform prior on each "
                "half), level alpha two-sided; beta-binomial confidence sequences for the gain and loss rates",
 }
+
+
+_DESIGNED_METHOD = ("designed truncated sequential test on the discordant pairs (--effect; stats/design.py), "
+                    "one-sided at alpha/2 in the effect's direction with exact operating characteristics; the "
+                    "other direction by the one-sided mixture e-process at alpha/2; beta-binomial confidence "
+                    "sequences for the gain and loss rates")
+
+
+def designed_decision(design: Any, summary: dict[str, Any], gained: int, lost: int, pairs: int,
+                      alpha: float) -> str | None:
+    """The ``--effect`` rule after ``pairs`` pairs: a decision, ``"undecided"`` at the design's cap, or None.
+
+    The design decides its direction ("B better" for a positive effect): better, or *not better by the
+    effect* (H0's side: the planned difference is ruled out at the design's power). The other direction is
+    the anytime-valid e-process at alpha/2 (valid at any stop, so the design's stopping cannot bias it). At
+    ``max_pairs`` without a decision: undecided (never a rejection, so type-I stays the design's).
+    """
+    from lerobench.stats.sequential import paired_evalues
+
+    positive = summary.get("effect", 1) > 0
+    ahead, behind = (gained, lost) if positive else (lost, gained)
+    better, worse = ("B better", "A better") if positive else ("A better", "B better")
+    e_b, e_a = paired_evalues(gained, lost)
+    if (e_a if positive else e_b) >= 2 / alpha:
+        return worse
+    verdict = design.decide(ahead, behind)
+    if verdict == "better":
+        return better
+    if verdict is not None:
+        return f"{better[0]} not better by {abs(summary.get('effect', 0)):g}"
+    return "undecided" if pairs >= design.max_pairs else None
+
+
+def _rounded_figures(summary: dict[str, Any]) -> dict[str, Any]:
+    return {k: round(v, 6) if isinstance(v, float) else v for k, v in summary.items()}
 
 
 def _hoeffding_n(halfwidth: float, alpha: float) -> float:
@@ -314,6 +364,13 @@ def _decision(stopping: dict[str, Any]) -> str:
         lo, hi = v["difference_cs"]
         e = max(v["e_value_b_better"], v["e_value_a_better"])
         fixed = (v.get("fixed_n_mcnemar") or {}).get("pairs_for_80pct_power")
+        if v.get("design"):
+            d = v["design"]
+            return (f"{v['decision']} after {v['pairs']} pairs (B-only {v['gained']}, A-only {v['lost']}; "
+                    f"designed test for an effect of {d['effect']:+g}: at most {d['max_pairs']} pairs, expected "
+                    f"{d['expected_pairs_effect']:.0f} at the effect, exact type-I {d['type_i']:.4f}, power "
+                    f"{100 * d['power']:.1f}%; the fixed-n exact McNemar test needs {d['fixed_n']} pairs; "
+                    f"rate(B) - rate(A) in [{points_interval((lo, hi), ', ', 1)}] pp, anytime-valid)")
         return (f"{v['decision']} after {v['pairs']} of {stopping['cap'] * len(stopping['tasks'])} pairs "
                 f"(B-only {v['gained']}, A-only {v['lost']}; e-value {e:.3g}, decides at {2 / stopping['alpha']:g}; "
                 f"rate(B) - rate(A) in [{points_interval((lo, hi), ', ', 1)}] pp, anytime-valid)"
