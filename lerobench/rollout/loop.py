@@ -51,8 +51,7 @@ import numpy as np
 
 from lerobench.core.results import EpisodeRecord
 from lerobench.core.task_run import TaskRun
-from lerobench.envs.base import NO_EPISODE
-from lerobench.envs.base import env_action
+from lerobench.envs.base import NO_EPISODE, env_action
 from lerobench.envs.protocols import RolloutEnv
 from lerobench.errors import STOP_REQUESTED, PolicyError
 from lerobench.output.trajectories import NULL_TRAJECTORIES, Trajectories
