@@ -24,6 +24,7 @@ from lerobench.plan.versus import BaselineRun
 from lerobench.policies.base import Policy, close_policy, policy_traits
 from lerobench.policies.builtin import BUILTIN
 from lerobench.policies.loading import load_policy, observation_needs, prepare_policy
+from lerobench.rollout.delay import check_horizon
 from lerobench.rollout.inference import forget_check
 from lerobench.suite.registry import get_backend
 
@@ -57,6 +58,8 @@ class Evaluation:
             # what the policy makes of the run (executed chunk length, traits) is part of its identity: known
             # before a --resume compares it; a --replan-steps conflict fails here, before any work
             facts = policy_config(self.policy, settings.replan_steps)
+            check_horizon(int(plan.delay.steps), facts["replan_steps_executed"],
+                          observation_needs(self.policy).chunk_length, settings.policy)
             why = rendering_need(plan, observation_needs(self.policy).cameras)
             if why:  # before any worker starts: no GL means one line, not a FatalError halfway (fingerprint.py)
                 require_renderer(simulator, why)

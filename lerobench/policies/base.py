@@ -63,6 +63,10 @@ class ObservationNeeds:
     A policy that keeps an observation history must be asked at every step anyway: it returns single
     actions (B, A), and then every observation is read and rendered without this flag."""
 
+    chunk_length: int | None = None
+    """Actions per returned chunk, when the policy fixes it: ``--delay-steps d`` then checks before the run that a
+    chunk covers the delay plus the executed actions (otherwise at the first chunk returned)."""
+
     def executed_steps(self, requested: int) -> int:
         """Actions executed per chunk given ``--replan-steps requested`` (1 = the CLI default)."""
         if self.replan_steps is None:

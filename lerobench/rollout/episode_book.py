@@ -24,6 +24,7 @@ import numpy as np
 from lerobench.analysis.results import EpisodeRecord
 from lerobench.envs.base import IDLE, episode_seed
 from lerobench.output.trajectories import Trajectories, Trajectory
+from lerobench.rollout.delay import Delay
 from lerobench.rollout.inference import EpisodeSource
 from lerobench.suite.config import TaskSpec
 
@@ -47,6 +48,8 @@ class TaskRun:
     """Set by the vector executor to make a task thread stop at its next step (Ctrl-C, another task failed)."""
     wants: Callable[[int], bool] | None = None
     """``--until``: False for an episode no longer worth starting (its task is decided); running ones finish."""
+    delay: Delay = Delay()
+    """``--delay-steps``: control steps each call covers (``lerobench.rollout.delay``); none by default."""
 
     def where(self, episode: int, message: str) -> str:
         """``message`` prefixed with suite, task and episode: what a user needs to find the failing case."""
@@ -146,6 +149,8 @@ class EpisodeBook:
         self.trial = np.zeros(n, dtype=np.int64)
         self.calls = np.zeros(n, dtype=np.int64)
         """Policy calls made for each slot's trial so far (the ``call`` key of the observation batch)."""
+        self.delays: list[list[int]] = [[] for _ in range(n)]
+        """``--delay-steps measured``: the delay applied to each call of the slot's trial (its record's ``call_delays``)."""
         self.next_trial = np.zeros(n, dtype=bool)
         """Set when a trial ended and the episode has trials left: the next ``begin`` restarts the same episode."""
         self.started = np.zeros(n)
@@ -173,6 +178,7 @@ class EpisodeBook:
                 self.finished[i] = []
             self.next_trial[i] = False
             self.calls[i] = 0
+            self.delays[i] = []
             self.started[i] = time.perf_counter()
             active = self.episode[i] != IDLE
             self.feedback.started(i, active, int(self.trial[i]))
@@ -236,6 +242,10 @@ class EpisodeBook:
         self.feedback.fill(batch, rows, self.trial[rows])
         batch["active"] = np.ones(len(rows), dtype=bool)
         return batch
+
+    def note_delay(self, i: int, steps: int) -> None:
+        """Slot ``i``'s last call covered ``steps`` control steps (``--delay-steps measured``)."""
+        self.delays[i].append(steps)
 
     def end(self, i: int, summary: dict[str, Any] | None, error: str | None = None) -> None:
         """Record slot ``i``'s trial; report the episode once its last trial (or an error) ended it."""
@@ -303,6 +313,7 @@ class EpisodeBook:
             max_reward=_finite(summary.get("max_reward")),
             start_digest=summary.get("start_digest"),
             clipped=summary.get("clipped"),
+            call_delays=list(self.delays[i]) if self.run.delay.measured else None,
         )
 
 
