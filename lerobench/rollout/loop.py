@@ -244,7 +244,7 @@ class Rollout:
     def _restart(self, mask: np.ndarray) -> None:
         """Begin the next trial, episode or idleness of the slots in ``mask``; reset them in the background."""
         rows = np.flatnonzero(mask)
-        self.slots.move(rows, RESETTING, expect=(DRY, READY, COASTING))
+        self.slots.move(rows, RESETTING, expect=(DRY, READY, COASTING, WAITING) if self.delay.on else (DRY, READY))
         self.epoch[rows] += 1
         for i in rows.tolist():
             self.reserve[i] = self.reserve[i][:0]

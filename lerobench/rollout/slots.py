@@ -15,7 +15,8 @@ wrong one raises at once (``SlotStateError``).
 With an inference delay of d control steps (``--delay-steps d``, ``lerobench.rollout.delay``) a READY slot
 goes DRY when d actions are left, not none; sent with those d committed actions it is COASTING: it steps
 them while its call is in flight (the env is not held), READY once the chunk lands, WAITING (held) if it
-ran out first. An episode may end while COASTING (its call's answer is then dropped)::
+ran out first. An episode may end while COASTING, or on the committed action that made it WAITING (its
+call's answer is then dropped)::
 
     DRY ──sent with d actions left──▶ COASTING ──answer──▶ READY
                                           └──last committed action──▶ WAITING ──answer──▶ READY
@@ -56,7 +57,7 @@ TRANSITIONS: dict[SlotState, frozenset[SlotState]] = {
     SlotState.IDLE: frozenset({SlotState.RESETTING}),
     SlotState.RESETTING: frozenset({SlotState.DRY, SlotState.IDLE}),
     SlotState.DRY: frozenset({SlotState.WAITING, SlotState.COASTING, SlotState.RESETTING}),
-    SlotState.WAITING: frozenset({SlotState.READY}),
+    SlotState.WAITING: frozenset({SlotState.READY, SlotState.RESETTING}),
     SlotState.READY: frozenset({SlotState.DRY, SlotState.RESETTING}),
     SlotState.COASTING: frozenset({SlotState.READY, SlotState.WAITING, SlotState.RESETTING}),
 }
