@@ -103,9 +103,25 @@ def make_metaworld_expert(context: PolicyContext) -> MetaWorldExpertPolicy:
     return MetaWorldExpertPolicy([t.name for t in context.tasks])
 
 
+def make_metaworld_expert_chunks(context: PolicyContext) -> Any:
+    """Factory for ``--policy metaworld-expert-chunks``: the expert as 16-step chunks (``lerobench.policies.chunked``)."""
+    from lerobench.policies.chunked import make_expert_chunks
+
+    return make_expert_chunks(context)
+
+
+def make_metaworld_expert_blend(context: PolicyContext) -> Any:
+    """Factory for ``--policy metaworld-expert-blend``: the chunking expert told the delay (docs/latency.md)."""
+    from lerobench.policies.chunked import make_expert_blend
+
+    return make_expert_blend(context)
+
+
 BUILTIN = {
     "random": make_random,
     "zero": make_zero,
     "metaworld-expert": make_metaworld_expert,
     "metaworld-adaptive-reach": make_adaptive_reach,
+    "metaworld-expert-chunks": make_metaworld_expert_chunks,
+    "metaworld-expert-blend": make_metaworld_expert_blend,
 }
