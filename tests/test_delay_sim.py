@@ -1,0 +1,42 @@
+"""``--delay-steps`` on the real simulators, short horizons: d = 0 changes nothing, d > 0 is batch-invariant."""
+
+import json
+
+import pytest
+
+import lerobench
+
+pytestmark = pytest.mark.sim
+
+
+def lines(run_dir):
+    """Each episode line without its wall-clock time: what must be bit-identical."""
+    lines = [json.loads(line) for line in (run_dir / "episodes.jsonl").read_text().splitlines()]
+    return sorted((tuple(sorted((k, v) for k, v in line.items() if k not in ("elapsed_s", "policy_check"))))
+                  for line in lines)
+
+
+@pytest.mark.parametrize(("suite", "policy", "episodes"), [
+    ("smoke", "metaworld-expert", 2), pytest.param("smoke_libero", "random", 1, marks=pytest.mark.slow)])
+def test_zero_delay_is_bit_identical_to_no_flag(tmp_path, suite, policy, episodes):
+    common = {"episodes": episodes, "videos": 0, "max_steps": 12, "batch_size": episodes, "replan_steps": 4}
+    lerobench.evaluate(policy, suite, output=tmp_path / "plain", **common)
+    results = lerobench.evaluate(policy, suite, output=tmp_path / "d0", delay_steps=0, **common)
+    assert lines(tmp_path / "plain") == lines(tmp_path / "d0")
+    assert json.loads((results.run_dir / "results.json").read_text())["config"]["delay_steps"] == 0
+
+
+@pytest.mark.slow
+def test_delayed_chunks_give_the_same_episodes_at_any_batch_size_and_executor(tmp_path):
+    common = {"episodes": 8, "videos": 0, "max_steps": 40, "replan_steps": 4, "delay_steps": 3}
+    runs = [("b1", {"batch_size": 1}), ("b3", {"batch_size": 3}), ("b8", {"batch_size": 8}),
+            ("processes", {"executor": "processes", "workers": 2})]
+    seen = []
+    for name, extra in runs:
+        lerobench.evaluate("metaworld-expert-chunks", "smoke", output=tmp_path / name, **common, **extra)
+        seen.append(lines(tmp_path / name))
+    assert all(s == seen[0] for s in seen[1:])
+    zero = lerobench.evaluate("metaworld-expert-chunks", "smoke", output=tmp_path / "d0",
+                              **{**common, "delay_steps": 0, "batch_size": 8})
+    assert lines(tmp_path / "d0") != seen[0]  # the delay changed what ran (else this test could not fail)
+    assert zero.run_dir.exists()
