@@ -40,3 +40,27 @@ def test_delayed_chunks_give_the_same_episodes_at_any_batch_size_and_executor(tm
                               **{**common, "delay_steps": 0, "batch_size": 8})
     assert lines(tmp_path / "d0") != seen[0]  # the delay changed what ran (else this test could not fail)
     assert zero.run_dir.exists()
+
+
+def test_measured_delay_against_a_served_policy_matches_its_latency(tmp_path):
+    import threading
+
+    from fixture_policies import _SlowChunks
+
+    from lerobench.policies.serve import PolicyServer, suite_context
+
+    server = PolicyServer("fixture_policies:make_slow_chunks", suite_context("smoke"), port=0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        results = lerobench.evaluate(server.url, "smoke", output=tmp_path / "measured", episodes=1, videos=0,
+                                     max_steps=60, replan_steps=8, delay_steps="measured", tasks=["reach-v3"])
+    finally:
+        server.shutdown()
+    document = json.loads((results.run_dir / "results.json").read_text())
+    assert document["config"]["delay_steps"] == "measured" and document["config"]["control_fps"] == 80
+    line = json.loads((results.run_dir / "episodes.jsonl").read_text().splitlines()[0])
+    expected = 4  # 50 ms at Meta-World's 80 Hz
+    assert line["call_delays"][0] == 0 and all(expected <= d <= expected + 2 for d in line["call_delays"][1:]), line
+    task = document["tasks"][0]
+    assert expected <= task["delay_steps_p95"] <= expected + 2 and 0 < task["stale_action_fraction"] < 1
+    assert document["overall"]["implied_delay_steps_p95"] >= expected
