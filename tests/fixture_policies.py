@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+
 import numpy as np
 
 from lerobench.policies.base import ObservationNeeds
@@ -328,14 +329,14 @@ def make_batch_norm(context):
 
 
 class _SlowChunks:
-    """Meta-World's expert as 16-step chunks, each call 50 ms late: an artificial latency for ``--delay-steps measured``."""
+    """Meta-World's expert as 16-step chunks, each call 50 ms late: a latency for ``--delay-steps measured``."""
 
     latency_s = 0.05
 
     def __init__(self, context):
-        from lerobench.policies.chunked import make_expert_chunks
+        from lerobench.policies.builtin import make_metaworld_expert_chunks
 
-        self.inner = make_expert_chunks(context)
+        self.inner = make_metaworld_expert_chunks(context)
         self.observation_needs = self.inner.observation_needs
         self.traits = self.inner.traits
 

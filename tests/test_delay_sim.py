@@ -45,8 +45,6 @@ def test_delayed_chunks_give_the_same_episodes_at_any_batch_size_and_executor(tm
 def test_measured_delay_against_a_served_policy_matches_its_latency(tmp_path):
     import threading
 
-    from fixture_policies import _SlowChunks
-
     from lerobench.policies.serve import PolicyServer, suite_context
 
     server = PolicyServer("fixture_policies:make_slow_chunks", suite_context("smoke"), port=0)

@@ -16,8 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from lerobench.policies.base import ObservationNeeds, PolicyContext, PolicyTraits
-from lerobench.policies.builtin import MetaWorldExpertPolicy, make_metaworld_expert
+from lerobench.policies.base import ObservationNeeds, Policy, PolicyTraits
 
 CHUNK = 16
 """Actions per chunk: room for d = 8 with an execute horizon of 8 (RTC's d + s <= chunk length)."""
@@ -32,7 +31,8 @@ class ExpertChunks:
     observation_needs = ObservationNeeds(chunk_length=CHUNK)
     traits = PolicyTraits(replicable=True, batchable=True, batch_invariant=True)
 
-    def __init__(self, expert: MetaWorldExpertPolicy):
+    def __init__(self, expert: Policy):
+        """``expert``: Meta-World's scripted expert (``lerobench.policies.builtin.MetaWorldExpertPolicy``)."""
         self.expert = expert
 
     def reset(self) -> None:
@@ -74,12 +74,3 @@ class ExpertBlend(ExpertChunks):
                 chunk[i, j] = (1 - w) * last + w * chunk[i, j]
         return chunk
 
-
-def make_expert_chunks(context: PolicyContext) -> ExpertChunks:
-    """Factory for ``--policy metaworld-expert-chunks`` (Meta-World suites only)."""
-    return ExpertChunks(make_metaworld_expert(context))
-
-
-def make_expert_blend(context: PolicyContext) -> ExpertBlend:
-    """Factory for ``--policy metaworld-expert-blend`` (Meta-World suites only)."""
-    return ExpertBlend(make_metaworld_expert(context))

@@ -17,8 +17,7 @@ from action 0. ``measured`` takes each call's *d* from its wall-clock latency at
 from __future__ import annotations
 
 import math
-from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,7 +89,7 @@ def chunk_too_short(delay: np.ndarray, execute: int, length: int) -> int | None:
     return int(short[0]) if len(short) else None
 
 
-def committed_fields(queues: Sequence[deque[np.ndarray]], rows: np.ndarray, width: int,
+def committed_fields(queues: Sequence[Iterable[np.ndarray]], rows: np.ndarray, width: int,
                      action_dim: int) -> dict[str, Any]:
     """The delay keys of the policy batch for ``rows``: what is committed for the steps the call covers.
 

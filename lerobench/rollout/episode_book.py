@@ -150,7 +150,7 @@ class EpisodeBook:
         self.calls = np.zeros(n, dtype=np.int64)
         """Policy calls made for each slot's trial so far (the ``call`` key of the observation batch)."""
         self.delays: list[list[int]] = [[] for _ in range(n)]
-        """``--delay-steps measured``: the delay applied to each call of the slot's trial (its record's ``call_delays``)."""
+        """``--delay-steps measured``: the delay applied to each call of the slot's trial (record ``call_delays``)."""
         self.next_trial = np.zeros(n, dtype=bool)
         """Set when a trial ended and the episode has trials left: the next ``begin`` restarts the same episode."""
         self.started = np.zeros(n)
