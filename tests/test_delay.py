@@ -178,3 +178,13 @@ def test_a_coasting_slot_steps_and_goes_waiting_when_its_committed_actions_run_o
     slots.pop(np.array([0]), out)
     slots.pop(np.array([0]), out)
     assert slots.state[0] == SlotState.WAITING and out[0, 0] == 2
+
+
+def test_the_delay_is_part_of_the_treatment_so_resume_merge_and_versus_refuse_a_mix():
+    from lerobench.plan.identity import diff
+
+    older = {"policy": "p", "replan_steps": 8}  # written before --delay-steps: no delay
+    assert diff(older, {**older, "delay_steps": 0}) == []
+    assert diff(older, {**older, "delay_steps": 4}) == ["treatment.delay_steps: 0 vs 4"]
+    assert diff({**older, "delay_steps": 4}, {**older, "delay_steps": "measured"}, parts=("treatment",)) == \
+        ["treatment.delay_steps: 4 vs 'measured'"]
