@@ -62,3 +62,35 @@ def test_measured_delay_against_a_served_policy_matches_its_latency(tmp_path):
     task = document["tasks"][0]
     assert expected <= task["delay_steps_p95"] <= expected + 2 and 0 < task["stale_action_fraction"] < 1
     assert document["overall"]["implied_delay_steps_p95"] >= expected
+
+
+def test_a_delay_sweep_gives_the_curve_with_paired_drops_and_a_report_chart(tmp_path):
+    from typer.testing import CliRunner
+
+    from lerobench.analysis.stats import compare_paired
+    from lerobench.cli import app
+
+    out = tmp_path / "sweep"
+    result = CliRunner().invoke(app, ["robustness", "--base", "smoke", "--tasks", "button-press-v3", "--families",
+                                      "delay_steps=8", "--policy", "metaworld-expert-chunks", "--replan-steps", "8",
+                                      "--episodes", "3", "--max-steps", "100", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "success vs inference delay" in result.output
+    data = json.loads((out / "robustness.json").read_text())
+    control, delayed = data["delay_curve"]
+    assert (control["delay_steps"], delayed["delay_steps"]) == (0, 8) and delayed["n_pairs"] == 3
+    arm = json.loads((out / "delay_steps=8" / "results.json").read_text())["config"]
+    assert arm["delay_steps"] == 8 and json.loads((out / "control" / "results.json").read_text())["config"][
+        "delay_steps"] == 0
+    def successes(name):
+        found = [json.loads(line) for line in (out / name / "episodes.jsonl").read_text().splitlines()]
+        return [r["success"] for r in sorted(found, key=lambda r: r["episode"])]
+
+    outcome = {name: successes(name) for name in ("control", "delay_steps=8")}
+    expected = compare_paired(outcome["control"], outcome["delay_steps=8"])
+    assert delayed["drop"] == pytest.approx(-expected.delta) and delayed["p_value"] == pytest.approx(expected.p_value)
+
+    pytest.importorskip("matplotlib")
+    report = CliRunner().invoke(app, ["report", str(out), "-o", str(tmp_path / "r.html")])
+    assert report.exit_code == 0, report.output
+    assert "id='delay-curve'><svg" in (tmp_path / "r.html").read_text()
