@@ -148,6 +148,8 @@ def test_measured_delay_is_the_latency_in_control_steps():
 
 def test_invalid_delays_are_refused_with_a_reason():
     assert parse_delay("4") == 4 and parse_delay(0) == 0 and parse_delay(" Measured ") == MEASURED
+    with pytest.raises(ConfigError, match="robustness --families delay_steps=2,delay_steps=4$"):
+        parse_delay("0,2,4")
     for bad in ("-1", "two", -2, 1.5):
         with pytest.raises(ConfigError, match="--delay-steps must be a whole number"):
             parse_delay(bad)

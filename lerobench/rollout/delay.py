@@ -63,8 +63,11 @@ def parse_delay(value: int | str | None) -> int | str:
         try:
             value = int(text)
         except ValueError:
+            sweep = ("; for a sweep against d=0: lerobench robustness --families "
+                     + ",".join(f"delay_steps={d.strip()}" for d in text.split(",") if d.strip() not in ("", "0"))
+                     if "," in text else "")
             raise ConfigError(f"--delay-steps must be a whole number of control steps >= 0 or 'measured', "
-                              f"got {value!r}") from None
+                              f"got {value!r}{sweep}") from None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ConfigError(f"--delay-steps must be a whole number of control steps >= 0 or 'measured', got {value!r}")
     return value
