@@ -101,6 +101,7 @@ def evaluate(
     video_fps: float = default("video_fps"),
     video_size: int = default("video_size"),
     replan_steps: int = default("replan_steps"),
+    delay_steps: int | str = default("delay_steps"),
     parallel_tasks: int = default("parallel_tasks"),
     trials: int | None = default("trials"),
     device: str = default("device"),
@@ -139,6 +140,7 @@ def evaluate(
         video_fps: Video frame rate (``--video-fps``): only those frames are rendered.
         video_size: Longer side of video-only frames in pixels (``--video-size``; 0: the protocol's size).
         replan_steps: Actions executed per returned chunk (``--replan-steps``).
+        delay_steps: Inference delay in control steps, or ``"measured"`` (``--delay-steps``, docs/latency.md).
         parallel_tasks: Tasks evaluated at once, in threads (``--parallel-tasks``).
         trials: Attempts per episode at the same start (``--trials``; None: the suite's).
         device: cpu, cuda, cuda:N or auto (torch policies).

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from lerobench.policies.base import ObservationNeeds
@@ -324,3 +326,27 @@ def make_batch_norm(context):
             return torch.tanh(self.out(torch.relu(h)))
 
     return BatchNormalising()
+
+
+class _SlowChunks:
+    """Meta-World's expert as 16-step chunks, each call 50 ms late: a latency for ``--delay-steps measured``."""
+
+    latency_s = 0.05
+
+    def __init__(self, context):
+        from lerobench.policies.builtin import make_metaworld_expert_chunks
+
+        self.inner = make_metaworld_expert_chunks(context)
+        self.observation_needs = self.inner.observation_needs
+        self.traits = self.inner.traits
+
+    def reset(self):
+        self.inner.reset()
+
+    def select_action(self, observation, task_descriptions):
+        threading.Event().wait(self.latency_s)
+        return self.inner.select_action(observation, task_descriptions)
+
+
+def make_slow_chunks(context):
+    return _SlowChunks(context)

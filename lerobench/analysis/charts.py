@@ -172,6 +172,28 @@ def trial_curves(runs: Sequence[dict[str, Any]], labels: Sequence[str]) -> str:
     return _svg(fig)
 
 
+def delay_curve(points: Sequence[dict[str, Any]], label: str) -> str:
+    """Success against inference delay (``robustness.json`` ``delay_curve``): rates with their exact 95% intervals.
+
+    Every point runs the same episodes as d = 0; the paired drop and its interval are in the table beside it.
+    """
+    fig = _figure(5.5, 3.2)
+    ax = fig.add_subplot()
+    ds = [p["delay_steps"] for p in points]
+    rates = [100 * (p["rate"] or 0.0) for p in points]
+    low = [r - 100 * p["ci95"][0] for r, p in zip(rates, points, strict=True)]
+    high = [100 * p["ci95"][1] - r for r, p in zip(rates, points, strict=True)]
+    ax.errorbar(ds, rates, yerr=[low, high], fmt="-o", color=COLORS[0], capsize=3, label=label)
+    ax.set_xlabel("inference delay d (control steps)")
+    ax.set_ylabel("success rate (%)")
+    ax.set_ylim(0, 105)
+    ax.set_xticks(ds)
+    ax.set_title("Success vs inference delay (bars: exact 95% CI; same episodes at every d)", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower left")
+    return _svg(fig)
+
+
 def video_thumbnail(path: Path, width: int = 160) -> str | None:
     """First frame of an MP4 as a ``data:image/png`` URI (decoded with PyAV), or None if it is unreadable."""
     import av

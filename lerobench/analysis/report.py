@@ -262,6 +262,9 @@ def robustness_section(data: dict[str, Any]) -> str:
 
     rows = "".join(row(f) for f in data["families"])
     heatmap = charts.drop_heatmap(tasks, families, drops) if tasks else ""
+    if data.get("delay_curve"):  # delay_steps=K families: the success-vs-delay curve (docs/latency.md)
+        curve = charts.delay_curve(data["delay_curve"], data["policy"])
+        heatmap += f"<div class='chart' id='delay-curve'>{curve}</div>"
     return (f"<h2>Robustness of {_e(data['policy'])} on {_e(data['base'])}</h2>"
             "<p class='dim'>Drop = control − perturbed success (points), control = the original task from the same "
             "starts with the same seeds; p: exact McNemar on the pairs, Holm across families.</p>"

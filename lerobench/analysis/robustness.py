@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from lerobench.analysis.compare import Run, load_run
+from lerobench.core.delay import parse_delay
 from lerobench.core.trials import is_whole
 from lerobench.envs.perturb import PERTURBATIONS, Perturbation, describe, parse_perturbations
 from lerobench.errors import ConfigError, UnknownNameError
@@ -39,6 +40,8 @@ from lerobench.stats.binomial import (
 from lerobench.suite.config import Suite
 
 ROBUSTNESS_FILE = "robustness.json"
+DELAY_FAMILY = "delay_steps"
+"""``--families delay_steps=2,delay_steps=4``: arms at those inference delays (``--delay-steps``) against d = 0."""
 CONTROL_SUFFIX = "_control"
 
 UNPAIRED_REASONS = {
@@ -56,6 +59,8 @@ class Arm:
     suite: Suite
     perturb: Perturbation
     output: Path
+    delay_steps: int = 0
+    """``--delay-steps`` of the arm (a ``delay_steps=K`` family; its control is the same run at d = 0)."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +116,15 @@ def plan_families(base: Suite, full_base: Suite, families: Sequence[str], output
     planned: list[Family] = []
     for raw in families:
         name = raw.strip()
+        if name.partition("=")[0].strip() == DELAY_FAMILY:
+            steps = parse_delay(name.partition("=")[2].strip())
+            if not isinstance(steps, int) or steps == 0:
+                raise ConfigError(f"--families {name}: a delay family needs a whole number of steps > 0 (d = 0 is "
+                                  f"the control arm; 'measured' is not reproducible)")
+            label = f"{DELAY_FAMILY}={steps}"
+            planned.append(Family(label, "delay", Arm(base, (), output / label, delay_steps=steps), shipped_control,
+                                  paired=True))
+            continue
         if "=" in name:
             perturbation = parse_perturbations(name)
             if not perturbation:
@@ -241,6 +255,23 @@ def analyze(families: Sequence[Family], base: Suite, policy: str, alpha: float =
         block["p_holm"] = adjusted
         block["significant"] = adjusted < alpha
     return {"base": base.name, "policy": policy, "alpha": alpha, "tasks": [t.name for t in base.tasks],
-            "families": blocks}
+            "families": blocks, "delay_curve": delay_curve(families, blocks)}
+
+
+def delay_curve(families: Sequence[Family], blocks: Sequence[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """Success against inference delay: d = 0 (the control arm) then each delay family's arm, with paired drops.
+
+    None without a delay family. Every point has the same episodes (same starts, same seeds) as d = 0.
+    """
+    found = [(f.perturbed.delay_steps, b) for f, b in zip(families, blocks, strict=True) if f.kind == "delay"]
+    if not found:
+        return None
+    points = [{"delay_steps": 0, **found[0][1]["control"], "drop": 0.0, "drop_ci95": None, "p_value": None,
+               "p_holm": None, "n_pairs": found[0][1].get("n_pairs"), "run": found[0][1]["control_run"]}]
+    for steps, block in sorted(found, key=lambda x: x[0]):
+        points.append({"delay_steps": steps, **block["perturbed"], "drop": block["drop"],
+                       "drop_ci95": block["drop_ci95"], "p_value": block["p_value"], "p_holm": block.get("p_holm"),
+                       "n_pairs": block.get("n_pairs"), "run": block["perturbed_run"]})
+    return points
 
 

@@ -253,6 +253,7 @@ def evaluate(
     resume: bool = cli_option("resume"),
     episode_timeout: float | None = cli_option("episode_timeout"),
     replan_steps: int = cli_option("replan_steps"),
+    delay_steps: str = cli_option("delay_steps"),
     parallel_tasks: int = cli_option("parallel_tasks"),
     trials: int | None = cli_option("trials"),
     formats: list[str] = cli_option("formats"),

@@ -68,7 +68,25 @@ def _print_robustness(data: dict[str, Any], path: Path) -> None:
             err_console.print(f"[yellow]note:[/] {f['family']}: {f['unpaired_reason']}", highlight=False)
     console.print("drop: control − perturbed success, points; CI and p paired (exact McNemar) where the starts "
                   "match; Holm across families", highlight=False, soft_wrap=True)
+    if data.get("delay_curve"):
+        _print_delay_curve(data)
     console.print(f"Per-task drops and the arms' run directories: [bold]{path}[/]", highlight=False, soft_wrap=True)
+
+
+def _print_delay_curve(data: dict[str, Any]) -> None:
+    """Success against inference delay (docs/latency.md): each arm's paired drop against d = 0."""
+    from lerobench.stats.intervals import points_interval
+
+    table = Table(title=f"{data['policy']} on {data['base']}: success vs inference delay (same episodes)")
+    for col in ("delay (steps)", "n", "success", "drop vs d=0", "95% CI", "Holm p"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for point in data["delay_curve"]:
+        ci = point["drop_ci95"]
+        table.add_row(str(point["delay_steps"]), str(point["n"]), rate_text(point["rate"]),
+                      _points(point["drop"]) if point["delay_steps"] else "control",
+                      "-" if ci is None else points_interval(ci),
+                      "-" if point.get("p_holm") is None else f"{point['p_holm']:.3g}")
+    _print_whole(table)
 
 
 @app.command("robustness", short_help="Success drop under perturbations, against matched control arms.")
@@ -77,7 +95,8 @@ def robustness(
     families: str = typer.Option(
         ..., "--families",
         help="Comma-separated: LIBERO-PRO families (lan, object, swap, task, with_mug, ...: suite <base>_<family>) "
-             "and/or perturbations NAME=VALUE (obs_noise, action_noise, action_delay, camera_shift, light)."),
+             "and/or perturbations NAME=VALUE (obs_noise, action_noise, action_delay, camera_shift, light), and/or "
+             "inference delays delay_steps=K (a success-vs-delay curve against d=0; docs/latency.md)."),
     policy: str | None = typer.Option(None, "--policy", "-p", help="Policy (default: the base suite's)."),
     output: Path = typer.Option(..., "--output", "-o",
                                 help="Directory of the arms' runs and robustness.json (rerun to resume)."),
@@ -85,6 +104,7 @@ def robustness(
     episodes: int | None = typer.Option(None, "--episodes", "-n", help="Episodes per task (default: suite's)."),
     seed: int = typer.Option(0, "--seed", help="Run seed, the same for every arm."),
     max_steps: int | None = typer.Option(None, "--max-steps", help="Override the step limit (smoke runs)."),
+    replan_steps: int = typer.Option(1, "--replan-steps", help="Actions executed per returned chunk, every arm."),
     batch_size: int = typer.Option(0, "--batch-size", "-b", help="Envs per task; 0 = auto."),
     executor: str = typer.Option("auto", "--executor", help="auto | inline | vector | processes | ray."),
     videos: int = typer.Option(0, "--videos", help="Record the first N episodes of each task of every arm."),
@@ -111,9 +131,11 @@ def robustness(
                 settings = RunSettings(
                     suite=arm.suite, policy=chosen, output=arm.output, episodes=episodes, batch_size=batch_size,
                     seed=seed, max_steps=max_steps, videos=videos, executor=executor, perturb=arm.perturb,
+                    replan_steps=replan_steps, delay_steps=arm.delay_steps,
                     resume=(arm.output / RESULTS_FILE).exists(), command=tuple(sys.argv))
                 console.print(f"[{i}/{len(arms)}] {arm.suite.name}"
                               + (f" --perturb {','.join(f'{k}={v:g}' for k, v in arm.perturb)}" if arm.perturb else "")
+                              + (f" --delay-steps {arm.delay_steps}" if arm.delay_steps else "")
                               + f" -> {arm.output}" + (" (resuming)" if settings.resume else ""),
                               highlight=False, soft_wrap=True)
                 units = shard_units([t.name for t in arm.suite.tasks], settings.episodes_per_task, None)

@@ -6,7 +6,10 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-CALL_STATS_KEYS = ("policy_calls", "rows_per_call", "policy_busy_s", "policy_busy_fraction")
+import numpy as np
+
+CALL_STATS_KEYS = ("policy_calls", "rows_per_call", "policy_busy_s", "policy_busy_fraction", "call_latency_p95_s",
+                   "implied_delay_steps_mean", "implied_delay_steps_p95")
 """What ``CallStats.summary`` adds to ``results.json`` ``overall``: like the timings, a property of the session."""
 
 
@@ -17,6 +20,9 @@ class CallStats:
     calls: int = 0
     rows: int = 0
     busy_s: float = 0.0
+    control_fps: float | None = None
+    """The suite's control rate: each call's latency as the delay it implies (``--delay-steps``, docs/latency.md)."""
+    latencies: list[float] = field(default_factory=list, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add(self, rows: int, seconds: float) -> None:
@@ -25,6 +31,7 @@ class CallStats:
             self.calls += 1
             self.rows += rows
             self.busy_s += seconds
+            self.latencies.append(seconds)
 
     def summary(self, elapsed_s: float | None) -> dict[str, Any]:
         """``policy_calls``, ``rows_per_call``, ``policy_busy_s`` and the busy fraction of ``elapsed_s``.
@@ -32,9 +39,14 @@ class CallStats:
         All None when no call was counted here (the policy ran in worker processes, which keep their own).
         """
         with self._lock:
-            calls, rows, busy = self.calls, self.rows, self.busy_s
+            calls, rows, busy, latencies = self.calls, self.rows, self.busy_s, np.array(self.latencies)
         if not calls:
             return dict.fromkeys(CALL_STATS_KEYS)
+        implied = np.ceil(np.round(latencies * self.control_fps, 9)) if self.control_fps else None
         return {"policy_calls": calls, "rows_per_call": round(rows / calls, 3) if calls else None,
                 "policy_busy_s": round(busy, 3),
-                "policy_busy_fraction": round(busy / elapsed_s, 4) if calls and elapsed_s else None}
+                "policy_busy_fraction": round(busy / elapsed_s, 4) if calls and elapsed_s else None,
+                "call_latency_p95_s": round(float(np.percentile(latencies, 95)), 5),
+                "implied_delay_steps_mean": round(float(implied.mean()), 3) if implied is not None else None,
+                "implied_delay_steps_p95": float(np.percentile(implied, 95, method="higher"))
+                if implied is not None else None}

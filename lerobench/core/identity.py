@@ -7,7 +7,7 @@ A run's identity has two parts, both read from the ``config`` block of ``results
   and its settings (step limit included), the seed and the simulator fingerprint (simulator package
   versions and the golden-state reference the run was checked against, ``lerobench/envs/fingerprint.py``).
 - **treatment**: what was done from those starts: the policy, the replan steps actually executed, trials
-  per episode, stop-on-success and the device.
+  per episode, stop-on-success, the device and the inference delay (``--delay-steps``).
 
 ``--resume`` and ``lerobench merge`` require both parts to match; ``compare`` and ``report`` require the
 episodes to match (``--allow-different`` overrides and lists what differs) and show the treatment
@@ -28,13 +28,14 @@ EPISODE_FIELDS = ("suite", "backend", "backend_options", "tasks", "protocol", "p
                   "simulator")
 """Config keys that fix the episodes' start states (``simulator``: ``simulator_identity`` of the fingerprint)."""
 
-TREATMENT_FIELDS = ("policy", "replan_steps", "trials", "stop_on_success", "device", "perturb", "call_width")
+TREATMENT_FIELDS = ("policy", "replan_steps", "trials", "stop_on_success", "device", "perturb", "call_width",
+                    "delay_steps")
 """Config keys that fix what is done from those starts (``replan_steps``: the executed value; ``perturb``: the
 ``--perturb`` wrappers, which never move a start; ``call_width``: the rows per call of a torch policy, which
-fixes its numerics; None for policies that do not pad)."""
+fixes its numerics; None for policies that do not pad; ``delay_steps``: the inference delay, d or ``measured``)."""
 
 DEFAULTS: dict[str, Any] = {"trials": 1, "backend_options": {}, "device": "cpu", "perturb": None,
-                            "call_width": None}
+                            "call_width": None, "delay_steps": 0}
 """Values of keys that result files written by older lerobench versions lack."""
 
 PARTS = ("episodes", "treatment")

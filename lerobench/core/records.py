@@ -38,6 +38,9 @@ class EpisodeRecord:
     clipped: float | None = None
     """Fraction of the episode's action values outside the action space [-1, 1], clipped by the simulator (an
     un-normalised policy looks weak, not broken); None for an episode with no step or written before this field."""
+    call_delays: list[int] | None = None
+    """``--delay-steps measured``: the control steps each policy call of the trial covered (⌈latency × control
+    rate⌉; 0 for its first call, where the env waits); None in every other run (the line then omits it)."""
 
     def to_json(self) -> dict[str, Any]:
         """JSON form: ``return_`` is written as ``return``."""
@@ -45,6 +48,8 @@ class EpisodeRecord:
         data["return"] = data.pop("return_")
         if data["policy_check"] is None:
             del data["policy_check"]  # only the record after a check carries one
+        if data["call_delays"] is None:
+            del data["call_delays"]  # only measured-delay runs carry them
         return data
 
     @classmethod

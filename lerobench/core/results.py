@@ -68,7 +68,18 @@ def aggregate(records: Iterable[EpisodeRecord]) -> dict[str, Any]:
         "mean_steps": _mean([r.steps for r in records]),
         "mean_return": _mean([r.return_ for r in records]),
         "clipped_action_fraction": _clipped_fraction(records),
+        **_measured_delays(records),
     }
+
+
+def _measured_delays(records: list[EpisodeRecord]) -> dict[str, Any]:
+    """``--delay-steps measured``: the calls' delays (mean, p95) and the fraction of stale actions; else nothing."""
+    measured = [r for r in records if r.call_delays is not None]
+    if not measured:
+        return {}
+    from lerobench.core.delay import delay_summary
+
+    return delay_summary([d for r in measured for d in r.call_delays or ()], sum(r.steps for r in measured))
 
 
 def _clipped_fraction(records: list[EpisodeRecord]) -> float | None:

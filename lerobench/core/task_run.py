@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from lerobench.core.delay import Delay
+
 if TYPE_CHECKING:
     from lerobench.suite.config import TaskSpec
 
@@ -30,6 +32,8 @@ class TaskRun:
     """Set by the vector executor to make a task thread stop at its next step (Ctrl-C, another task failed)."""
     wants: Callable[[int], bool] | None = None
     """``--until``: False for an episode no longer worth starting (its task is decided); running ones finish."""
+    delay: Delay = Delay()
+    """``--delay-steps``: control steps each call covers (``lerobench.rollout.delay``); none by default."""
 
     def where(self, episode: int, message: str) -> str:
         """``message`` prefixed with suite, task and episode: what a user needs to find the failing case."""

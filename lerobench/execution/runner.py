@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from lerobench.core.delay import check_horizon
 from lerobench.core.executors import EXECUTORS
 from lerobench.core.results import RESULTS_FILE, EpisodeRecord
 from lerobench.envs.fingerprint import checked_fingerprint, require_renderer
@@ -57,6 +58,8 @@ class Evaluation:
             # what the policy makes of the run (executed chunk length, traits) is part of its identity: known
             # before a --resume compares it; a --replan-steps conflict fails here, before any work
             facts = policy_config(self.policy, settings.replan_steps)
+            check_horizon(int(plan.delay.steps), facts["replan_steps_executed"],
+                          observation_needs(self.policy).chunk_length, settings.policy)
             why = rendering_need(plan, observation_needs(self.policy).cameras)
             if why:  # before any worker starts: no GL means one line, not a FatalError halfway (fingerprint.py)
                 require_renderer(simulator, why)

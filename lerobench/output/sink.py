@@ -135,7 +135,7 @@ class EpisodeSink:
         self.records: list[EpisodeRecord] = list(previous or [])
         self._previous = len(self.records)
         self.execution: dict[str, Any] = {}
-        self.calls = CallStats()
+        self.calls = CallStats(control_fps=plan.control_fps)
         """Policy calls made in this process (vector and inline executors; worker processes keep their own)."""
         """What the executor chose (executor, workers, batch size), added to results.json's config."""
         self._lock = threading.Lock()

@@ -64,6 +64,10 @@ SETTINGS: dict[str, Setting] = {
     "episode_timeout": Setting(("--episode-timeout",), None,
                                "Seconds one env step may take before its worker counts as hung."),
     "replan_steps": Setting(("--replan-steps",), 1, "Actions executed per returned action chunk."),
+    "delay_steps": Setting(("--delay-steps",), "0",
+                           "Inference delay in control steps: each chunk is asked for d steps early and executed "
+                           "from its action d (RTC's protocol; 0: none), or 'measured' from each call's latency "
+                           "(not reproducible). docs/latency.md"),
     "record": Setting(("--record",), "none", "Save rollouts to recordings/<task>.h5: none|success|all."),
     "rerun": Setting(("--rerun",), False, "Also write a Rerun recording rerun/<task>/episode_<i>.rrd of each "
                                           "episode --videos records (docs/trackers.md)."),

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from lerobench.core.delay import MEASURED, Delay, parse_delay
 from lerobench.core.executors import CHOICES
 from lerobench.core.executors import EXECUTORS as EXECUTOR_ENTRIES
 from lerobench.core.results import EpisodeRecord
@@ -72,6 +73,9 @@ class RunSettings:
     """Seconds one vector step may take before its worker is declared hung."""
     replan_steps: int = default("replan_steps")
     """Actions executed from each returned action chunk before asking the policy again."""
+    delay_steps: int | str = default("delay_steps")
+    """``--delay-steps``: control steps each policy call covers (``lerobench.rollout.delay``), or ``measured``.
+    Part of the treatment identity."""
     record: str = default("record")
     """Rollout recording to HDF5: none, success or all."""
     rerun: bool = default("rerun")
@@ -232,7 +236,14 @@ class RunPlan:
         return TaskRun(suite=s.suite.name, task=task, seed=s.seed, action_dim=self.action_dim,
                        replan_steps=needs.executed_steps(s.replan_steps), every_frame=needs.every_frame,
                        trials=s.trials_per_episode, n_init_states=self.n_init_states,
-                       step_timeout_s=s.episode_timeout, stop=stop, wants=wants)
+                       step_timeout_s=s.episode_timeout, stop=stop, wants=wants, delay=self.delay)
+
+    @property
+    def delay(self) -> Delay:
+        """The run's inference delay (``--delay-steps``) at the suite's control rate."""
+        d = self.settings.delay_steps
+        return Delay(steps=0, measured=True, control_fps=self.control_fps) if d == MEASURED else \
+            Delay(steps=int(d), control_fps=self.control_fps)
 
     def renders(self, cameras: tuple[str, ...]) -> bool:
         """Whether steps render: the policy consumes cameras, or videos are recorded."""
@@ -276,6 +287,7 @@ class RunPlan:
             "policy": s.policy, "protocol": s.protocol, "protocol_settings": asdict(self.protocol),
             "tasks": [t.name for t in s.suite.tasks], "episodes_per_task": s.episodes_per_task,
             "seed": s.seed, "stop_on_success": s.stop_on_success, "replan_steps": s.replan_steps,
+            "delay_steps": s.delay_steps, "control_fps": self.control_fps,
             "trials": s.trials_per_episode, "record": s.record, "rerun": s.rerun, "formats": list(s.formats),
             "batch_size": s.batch_size,
             "parallel_tasks": s.parallel_tasks, "videos": s.videos, "video_fps": self.video_fps,
@@ -381,6 +393,10 @@ def make_plan(settings: RunSettings) -> RunPlan:
     if s.episode_timeout is not None and s.episode_timeout <= 0:
         raise ConfigError(f"--episode-timeout must be > 0 seconds, got {s.episode_timeout}")
     _check_stopping(s)
+    s = replace(s, delay_steps=parse_delay(s.delay_steps))
+    if s.delay_steps == MEASURED and fps is None:
+        raise ConfigError(f"--delay-steps measured needs the suite's control rate: {s.suite.source or s.suite.name} "
+                          f"has no 'control_fps' and backend {s.suite.backend!r} declares none")
     return RunPlan(settings=s, protocol=protocol, action_dim=backend.action_dim, state_dim=backend.state_dim,
                    n_init_states=s.suite.init_states or backend.n_init_states,
                    unrendered_step_ms=backend.unrendered_step_ms, control_fps=fps or 20.0)

@@ -22,6 +22,9 @@ row is in exactly one call per chunk executed. Rows of one call may come from an
   its fixed width (``slot`` -1); their outputs are discarded.
 - ``probe``: bool (B,) True on every row of a batch-invariance check call (``lerobench.policies.invariance``):
   the first call's rows again, reordered, beside made-up rows with negative slots; outputs discarded.
+- ``delay_steps``: int64 (B,), ``committed_actions``: float32 (B, d, A), ``committed_from_previous``: bool (B, d):
+  only with ``--delay-steps`` (``lerobench.rollout.delay``): the action of the returned chunk that execution starts
+  at, the actions committed for the steps the call covers, and which come from the previous chunk (docs/latency.md).
 - ``reward``: float32 (B,) and ``success``: bool (B,) of the step that produced this observation
   (0.0 and False on a trial's first observation): what a policy that adapts within an episode learns
   from. Returning to the same start is the policy's only other signal.
@@ -62,6 +65,10 @@ class ObservationNeeds:
     """Render the cameras at every step, also at steps whose observation the policy is not asked about.
     A policy that keeps an observation history must be asked at every step anyway: it returns single
     actions (B, A), and then every observation is read and rendered without this flag."""
+
+    chunk_length: int | None = None
+    """Actions per returned chunk, when the policy fixes it: ``--delay-steps d`` then checks before the run that a
+    chunk covers the delay plus the executed actions (otherwise at the first chunk returned)."""
 
     def executed_steps(self, requested: int) -> int:
         """Actions executed per chunk given ``--replan-steps requested`` (1 = the CLI default)."""

@@ -10,6 +10,7 @@ import numpy as np
 from lerobench.errors import ConfigError
 from lerobench.policies.adaptive import make_adaptive_reach
 from lerobench.policies.base import ObservationNeeds, PolicyContext, PolicyTraits, row_generators
+from lerobench.policies.chunked import ExpertBlend, ExpertChunks
 
 
 class RandomPolicy:
@@ -104,9 +105,21 @@ def make_metaworld_expert(context: PolicyContext) -> MetaWorldExpertPolicy:
     return MetaWorldExpertPolicy([t.name for t in context.tasks])
 
 
+def make_metaworld_expert_chunks(context: PolicyContext) -> ExpertChunks:
+    """Factory for ``--policy metaworld-expert-chunks``: the expert as 16-step chunks (``policies/chunked.py``)."""
+    return ExpertChunks(make_metaworld_expert(context))
+
+
+def make_metaworld_expert_blend(context: PolicyContext) -> ExpertBlend:
+    """Factory for ``--policy metaworld-expert-blend``: the chunking expert told the delay (docs/latency.md)."""
+    return ExpertBlend(make_metaworld_expert(context))
+
+
 BUILTIN = {
     "random": make_random,
     "zero": make_zero,
     "metaworld-expert": make_metaworld_expert,
     "metaworld-adaptive-reach": make_adaptive_reach,
+    "metaworld-expert-chunks": make_metaworld_expert_chunks,
+    "metaworld-expert-blend": make_metaworld_expert_blend,
 }

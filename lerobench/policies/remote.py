@@ -38,6 +38,8 @@ LIBERO_STATE_DIM = 8
 PER_ENV_KEYS = ("episode", "episode_seed", "episode_start", "trial", "trial_start", "reward", "success", "slot", "call",
                 "probe")
 """Batch entries sent along with state and images (plus ``active`` in batched mode)."""
+DELAY_KEYS = ("delay_steps", "committed_actions", "committed_from_previous")
+"""``--delay-steps``: what the call covers (``lerobench.rollout.delay.committed_fields``), sent when present."""
 
 
 class RemotePolicy:
@@ -224,7 +226,7 @@ class RemotePolicy:
         images = {cam: pick(img) for cam, img in observation.get("images", {}).items()}
         if images:
             request["images"] = images
-        for key in (*PER_ENV_KEYS, "active") if i is None else PER_ENV_KEYS:
+        for key in (*PER_ENV_KEYS, *DELAY_KEYS, "active") if i is None else (*PER_ENV_KEYS, *DELAY_KEYS):
             if key in observation:
                 request[key] = pick(np.asarray(observation[key]))
         if self.context.backend == "libero":

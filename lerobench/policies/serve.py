@@ -282,6 +282,12 @@ def to_batch(request: Any, context: PolicyContext, cameras: tuple[str, ...],
         "reward": per_env("reward", 0.0, np.float32),
         "success": per_env("success", False, bool),
     }
+    if "delay_steps" in request:  # --delay-steps: the actions committed for the steps the call covers
+        batch["delay_steps"] = per_env("delay_steps", 0, np.int64)
+        committed = _numeric(request.get("committed_actions", np.zeros((0, context.action_dim))), "committed_actions")
+        known = np.asarray(request.get("committed_from_previous", np.zeros(committed.shape[:-1], bool)), dtype=bool)
+        batch["committed_actions"] = committed[None] if single else committed
+        batch["committed_from_previous"] = known[None] if single else known
     if cameras:
         batch["images"] = {cam: _image(request, cam, context.image_size, n, single) for cam in cameras}
     return batch, descriptions, single

@@ -120,6 +120,8 @@ class EpisodeBook:
         self.trial = np.zeros(n, dtype=np.int64)
         self.calls = np.zeros(n, dtype=np.int64)
         """Policy calls made for each slot's trial so far (the ``call`` key of the observation batch)."""
+        self.delays: list[list[int]] = [[] for _ in range(n)]
+        """``--delay-steps measured``: the delay applied to each call of the slot's trial (record ``call_delays``)."""
         self.next_trial = np.zeros(n, dtype=bool)
         """Set when a trial ended and the episode has trials left: the next ``begin`` restarts the same episode."""
         self.started = np.zeros(n)
@@ -147,6 +149,7 @@ class EpisodeBook:
                 self.finished[i] = []
             self.next_trial[i] = False
             self.calls[i] = 0
+            self.delays[i] = []
             self.started[i] = time.perf_counter()
             active = self.episode[i] != NO_EPISODE
             self.feedback.started(i, active, int(self.trial[i]))
@@ -210,6 +213,10 @@ class EpisodeBook:
         self.feedback.fill(batch, rows, self.trial[rows])
         batch["active"] = np.ones(len(rows), dtype=bool)
         return batch
+
+    def note_delay(self, i: int, steps: int) -> None:
+        """Slot ``i``'s last call covered ``steps`` control steps (``--delay-steps measured``)."""
+        self.delays[i].append(steps)
 
     def end(self, i: int, summary: dict[str, Any] | None, error: str | None = None) -> None:
         """Record slot ``i``'s trial; report the episode once its last trial (or an error) ended it."""
@@ -277,6 +284,7 @@ class EpisodeBook:
             max_reward=_finite(summary.get("max_reward")),
             start_digest=summary.get("start_digest"),
             clipped=summary.get("clipped"),
+            call_delays=list(self.delays[i]) if self.run.delay.measured else None,
         )
 
 

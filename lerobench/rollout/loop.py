@@ -49,6 +49,7 @@ from typing import Any
 
 import numpy as np
 
+from lerobench.core.delay import measured_steps
 from lerobench.core.results import EpisodeRecord
 from lerobench.core.task_run import TaskRun
 from lerobench.envs.base import NO_EPISODE, env_action
@@ -57,6 +58,7 @@ from lerobench.errors import STOP_REQUESTED, PolicyError
 from lerobench.output.trajectories import NULL_TRAJECTORIES, Trajectories
 from lerobench.policies.actions import ActionError, action_chunk
 from lerobench.policies.base import Policy, policy_traits
+from lerobench.rollout.delay import chunk_too_short, committed_fields
 from lerobench.rollout.episode_book import EpisodeBook, NoVideos, Recording, VideoCapture
 from lerobench.rollout.inference import (
     Average,
@@ -78,8 +80,8 @@ STOP_GRACE_S = 1.0
 RUN_DRY_FIRST = True
 """With overlapping calls, step only the ``step_width`` rows nearest to running dry (``run_dry_first``)."""
 
-IDLE, RESETTING, DRY, WAITING, READY = (SlotState.IDLE, SlotState.RESETTING, SlotState.DRY, SlotState.WAITING,
-                                        SlotState.READY)
+IDLE, RESETTING, DRY, WAITING, READY, COASTING = (SlotState.IDLE, SlotState.RESETTING, SlotState.DRY,
+                                                  SlotState.WAITING, SlotState.READY, SlotState.COASTING)
 
 
 class Cancelled(Exception):
@@ -172,7 +174,14 @@ class Rollout:
         n = venv.num_envs
         self.venv, self.task_run, self.on_steps = venv, run, on_steps
         self.caller = PolicyCaller(policy, stats, concurrency=policy_traits(policy).concurrent_calls)
-        self.slots = Slots(n)
+        self.delay = run.delay
+        self.slots = Slots(n, due=self.delay.due)
+        self.epoch = np.zeros(n, dtype=np.int64)
+        """Bumped when a slot restarts: a call sent before (its episode ended while COASTING) is answered to no one."""
+        self.flights: dict[int, tuple[np.ndarray, np.ndarray, float]] = {}
+        """Per call in flight (keyed by its rows array's id): its rows' epochs, their committed counts, when sent."""
+        self.reserve: list[np.ndarray] = [np.zeros((0, run.action_dim), np.float32) for _ in range(n)]
+        """``--delay-steps measured``: each slot's actions of its chunk after the executed ones (committed next)."""
         self.book = EpisodeBook(n, run, source, on_episode, recorder or NoVideos(), trajectories,
                                 self.caller.take_check)
         self.schedule = Schedule(self.caller, max(1, int(venv.step_width)), run.replan_steps)
@@ -211,7 +220,7 @@ class Rollout:
         if self.task_run.stop is not None and self.task_run.stop.is_set():
             raise Cancelled(f"task {self.task_run.task.name!r} cancelled")
         self.caller.collect(self._answer)
-        ready, dry = self.slots.mask(READY), self.slots.mask(DRY)
+        ready, dry = self.slots.stepping(), self.slots.mask(DRY)
         now = time.perf_counter()
         self.slots.stamp_dry(now)
         spread = self.schedule.spread(self.slots)
@@ -236,7 +245,10 @@ class Rollout:
     def _restart(self, mask: np.ndarray) -> None:
         """Begin the next trial, episode or idleness of the slots in ``mask``; reset them in the background."""
         rows = np.flatnonzero(mask)
-        self.slots.move(rows, RESETTING, expect=(DRY, READY))
+        self.slots.move(rows, RESETTING, expect=(DRY, READY, COASTING, WAITING) if self.delay.on else (DRY, READY))
+        self.epoch[rows] += 1
+        for i in rows.tolist():
+            self.reserve[i] = self.reserve[i][:0]
         options = self.book.begin(rows)
         for i in rows.tolist():
             self.resets[i] = _call(self.venv.reset_one, i, self.book.seed_of(int(self.book.episode[i])), options)
@@ -260,14 +272,30 @@ class Rollout:
     def _send(self, rows: np.ndarray, stepping: np.ndarray, spread: bool, now: float) -> bool:
         """Send the dry ``rows`` to the policy if it is time; True if the call ran inline (nothing could step)."""
         if not stepping.any() and not self.caller.busy:  # nothing can step meanwhile: no thread hop
-            self.slots.move(rows, WAITING, expect=DRY)
-            self.caller.call(rows, self.book.batch(self.obs, rows), self._descriptions(rows), self._answer)
+            batch = self._sent(rows)
+            self.caller.call(rows, batch, self._descriptions(rows), self._answer)
             return True
         next_dry = self.slots.next_dry(np.flatnonzero(stepping))
         if self.schedule.send_now(next_dry, self.slots.waited(rows, now), spread):
-            self.slots.move(rows, WAITING, expect=DRY)
-            self.caller.submit(rows, self.book.batch(self.obs, rows), self._descriptions(rows))
+            batch = self._sent(rows)
+            self.caller.submit(rows, batch, self._descriptions(rows))
         return False
+
+    def _sent(self, rows: np.ndarray) -> dict[str, Any]:
+        """The DRY ``rows`` go to the policy: WAITING, or COASTING with committed actions left. Returns their batch."""
+        committed = np.array([len(self.slots.queues[i]) for i in rows.tolist()], dtype=np.int64)
+        self.slots.move(rows[committed == 0], WAITING, expect=DRY)
+        self.slots.move(rows[committed > 0], COASTING, expect=DRY)
+        batch = self.book.batch(self.obs, rows)
+        if self.delay.on:
+            if self.delay.measured:  # the rest of the last chunk is what may run; how much of it, the latency says
+                batch.update(committed_fields(self.reserve, rows, max(1, max(len(self.reserve[i]) for i in rows)),
+                                              self.task_run.action_dim))
+                batch["delay_steps"] = np.where(batch["delay_steps"] > 0, -1, 0)  # unknown until the call returns
+            else:
+                batch.update(committed_fields(self.slots.queues, rows, self.delay.steps, self.task_run.action_dim))
+        self.flights[id(rows)] = (self.epoch[rows].copy(), committed, time.perf_counter())
+        return batch
 
     def _answer(self, rows: np.ndarray, raw: Any, exc: BaseException | None) -> None:
         """A finished call: queue each row's chunk (``replan_steps`` actions of it), or raise ``PolicyError``."""
@@ -277,12 +305,48 @@ class Rollout:
                               failure={"type": type(exc).__name__, "message": str(exc), "task": run.task.name,
                                        "episode": first},
                               traceback_text="".join(traceback.format_exception(exc))) from exc
+        epochs, start, sent = self.flights.pop(id(rows))
         try:
             chunk = action_chunk(raw, len(rows), run.action_dim)
         except ActionError as error:
             episode = first if error.row is None else int(self.book.episode[int(rows[error.row])])
             raise PolicyError(run.where(episode, str(error))) from error
-        self.slots.fill(rows, chunk, run.replan_steps)
+        if not self.delay.on:
+            self.slots.fill(rows, chunk, run.replan_steps)
+            return
+        live = self.epoch[rows] == epochs  # a row whose episode ended while COASTING: its answer goes to no one
+        rows, chunk, start = rows[live], chunk[live], start[live]
+        if self.delay.measured:
+            start = self._commit_measured(rows, chunk, time.perf_counter() - sent)
+        short = chunk_too_short(start, run.replan_steps, chunk.shape[1])
+        if short is not None:
+            raise PolicyError(run.where(int(self.book.episode[int(rows[short])]), (
+                f"the policy returned chunks of {chunk.shape[1]} actions; --delay-steps {self.delay.label()} with "
+                f"{run.replan_steps} executed per chunk needs {int(start[short]) + run.replan_steps}")))
+        self.slots.fill(rows, chunk, run.replan_steps, start)
+        if self.delay.measured:
+            for k, i in enumerate(rows.tolist()):
+                self.reserve[i] = chunk[k, int(start[k]) + run.replan_steps:]
+
+    def _commit_measured(self, rows: np.ndarray, chunk: np.ndarray, latency_s: float) -> np.ndarray:
+        """``measured``: the call covered ⌈latency × rate⌉ steps; queue that many committed actions. Returns starts.
+
+        The committed actions are the rest of each row's previous chunk (its last one repeated if too few: the
+        robot keeps its last command); a trial's first call has none (the env waited), so its chunk runs from 0.
+        The new chunk runs from the action the delay reached (at most its last).
+        """
+        steps = measured_steps(latency_s, self.delay.control_fps)
+        start = np.zeros(len(rows), dtype=np.int64)
+        for k, i in enumerate(rows.tolist()):
+            first_call = self.book.calls[i] == 1  # nothing was committed before it: the env waited
+            d = 0 if first_call else min(steps, chunk.shape[1] - 1)
+            if d:
+                held = self.reserve[i] if len(self.reserve[i]) else self.actions[i][None]
+                committed = np.concatenate([held, np.repeat(held[-1:], max(0, d - len(held)), axis=0)])[:d]
+                self.slots.queues[i].extend(committed)
+            start[k] = d
+            self.book.note_delay(i, d)
+        return start
 
     def _step(self, stepping: np.ndarray) -> None:
         """Step the ``stepping`` rows (one queued action each); the others are held."""

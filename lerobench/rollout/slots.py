@@ -12,8 +12,17 @@ wrong one raises at once (``SlotStateError``).
                         ▲     └─lands, no episode left─▶ IDLE                 │
                         └──────────────── episode ended (DRY or READY) ◀──────┘
 
-A RESETTING or WAITING slot is held (never stepped); only READY slots step; only DRY slots are sent to the
-policy. A slot whose episode ended is reset to its next trial, its next episode, or idleness; the reset of
+With an inference delay of d control steps (``--delay-steps d``, ``lerobench.rollout.delay``) a READY slot
+goes DRY when d actions are left, not none; sent with those d committed actions it is COASTING: it steps
+them while its call is in flight (the env is not held), READY once the chunk lands, WAITING (held) if it
+ran out first. An episode may end while COASTING, or on the committed action that made it WAITING (its
+call's answer is then dropped)::
+
+    DRY ──sent with d actions left──▶ COASTING ──answer──▶ READY
+                                          └──last committed action──▶ WAITING ──answer──▶ READY
+
+A RESETTING or WAITING slot is held (never stepped); only READY and COASTING slots step; only DRY slots are
+sent to the policy. A slot whose episode ended is reset to its next trial, its next episode, or idleness; the reset of
 a slot going idle still runs (the env drops its episode), so it is RESETTING until that lands, then IDLE.
 """
 
@@ -40,18 +49,22 @@ class SlotState(IntEnum):
     """In a policy call in flight: held until its chunk arrives."""
     READY = 4
     """Has queued actions: steps."""
+    COASTING = 5
+    """In a policy call in flight, stepping the actions committed before it (``--delay-steps``)."""
 
 
 TRANSITIONS: dict[SlotState, frozenset[SlotState]] = {
     SlotState.IDLE: frozenset({SlotState.RESETTING}),
     SlotState.RESETTING: frozenset({SlotState.DRY, SlotState.IDLE}),
-    SlotState.DRY: frozenset({SlotState.WAITING, SlotState.RESETTING}),
-    SlotState.WAITING: frozenset({SlotState.READY}),
+    SlotState.DRY: frozenset({SlotState.WAITING, SlotState.COASTING, SlotState.RESETTING}),
+    SlotState.WAITING: frozenset({SlotState.READY, SlotState.RESETTING}),
     SlotState.READY: frozenset({SlotState.DRY, SlotState.RESETTING}),
+    SlotState.COASTING: frozenset({SlotState.READY, SlotState.WAITING, SlotState.RESETTING}),
 }
 """The legal moves; anything else is a bug in the rollout (``Slots.move`` raises)."""
 
-_IDLE, _DRY, _READY = int(SlotState.IDLE), int(SlotState.DRY), int(SlotState.READY)
+_IDLE, _DRY, _WAITING, _READY, _COASTING = (int(SlotState.IDLE), int(SlotState.DRY), int(SlotState.WAITING),
+                                             int(SlotState.READY), int(SlotState.COASTING))
 """Plain ints for the per-tick paths: an ``IntEnum`` member lookup costs a microsecond each."""
 
 
@@ -89,8 +102,10 @@ class Slots:
     Episode facts (which episode, trial, recording) are ``EpisodeBook``'s; this class knows nothing of them.
     """
 
-    def __init__(self, n: int):
+    def __init__(self, n: int, due: int = 0):
         self.n = n
+        self.due = due
+        """Actions left at which a READY slot goes DRY (asks for its next chunk): the delay d, 0 without one."""
         self.state = np.full(n, _IDLE, dtype=np.int8)
         self.queues: list[deque[np.ndarray]] = [deque() for _ in range(n)]
         """Each slot's actions left from its last chunk, executed one per step."""
@@ -128,28 +143,45 @@ class Slots:
         if to is SlotState.RESETTING:
             for i in rows.tolist():
                 self.queues[i].clear()
-        if to is SlotState.WAITING or to is SlotState.RESETTING:
+        if to is SlotState.WAITING or to is SlotState.COASTING or to is SlotState.RESETTING:
             self.dry_since[rows] = np.nan
         self.state[rows] = int(to)
 
-    def fill(self, rows: np.ndarray, chunk: np.ndarray, steps: int) -> None:
-        """WAITING -> READY: queue the first ``steps`` actions of each row's chunk (``chunk[k]`` for ``rows[k]``)."""
-        self.move(rows, SlotState.READY, expect=SlotState.WAITING)
+    def fill(self, rows: np.ndarray, chunk: np.ndarray, steps: int, start: np.ndarray | int = 0) -> None:
+        """WAITING or COASTING -> READY: queue ``steps`` actions of each row's chunk from its action ``start``.
+
+        ``chunk[k]`` is ``rows[k]``'s; ``start`` (per row) skips the actions a delay covered (their steps run the
+        committed actions still queued, which stay in front). A row left with ``due`` actions goes DRY at once.
+        """
+        self.move(rows, SlotState.READY, expect=(SlotState.WAITING, SlotState.COASTING) if self.due else
+                  SlotState.WAITING)
+        starts = np.broadcast_to(np.asarray(start, dtype=np.int64), (len(rows),))
         for k, i in enumerate(rows.tolist()):
-            self.queues[i].extend(chunk[k, :steps])
+            first = int(starts[k])
+            self.queues[i].extend(chunk[k, first:first + steps])
+            if self.due and len(self.queues[i]) == self.due:
+                self.state[i] = _DRY
 
     def pop(self, rows: np.ndarray, out: np.ndarray) -> np.ndarray:
-        """Take each READY row's next action into ``out[i]``; rows left without one go DRY. Returns those."""
-        wrong = self.state[rows] != _READY
+        """Take each stepping row's next action into ``out[i]``. Returns the rows that went DRY.
+
+        A READY row goes DRY when ``due`` actions are left (none without a delay); a COASTING row that used its
+        last committed action goes WAITING (held until its chunk lands).
+        """
+        state = self.state[rows]
+        wrong = (state != _READY) & (state != _COASTING)
         if wrong.any():
             i = int(rows[np.flatnonzero(wrong)[0]])
             raise SlotStateError(f"slot {i} is {_NAMES[self.state[i]]}, expected READY to step")
         dried = np.zeros(self.n, dtype=bool)
+        due = self.due
         for i in rows.tolist():
             queue = self.queues[i]
             out[i] = queue.popleft()
-            if not queue:
+            if len(queue) == due and self.state[i] == _READY:
                 dried[i] = True
+            elif not queue:  # COASTING, out of committed actions
+                self.state[i] = _WAITING
         self.state[dried] = _DRY
         return dried
 
@@ -166,8 +198,12 @@ class Slots:
         return int(np.count_nonzero(self.state >= _DRY))
 
     def next_dry(self, rows: np.ndarray) -> int | None:
-        """Steps until the first of ``rows`` runs dry (its queue's length); None without rows."""
-        return min((len(self.queues[i]) for i in rows.tolist()), default=None)
+        """Steps until the first READY one of ``rows`` runs dry (down to ``due`` actions); None without one."""
+        return min((len(self.queues[i]) - self.due for i in rows.tolist() if self.state[i] == _READY), default=None)
+
+    def stepping(self) -> np.ndarray:
+        """Mask of the slots that step: READY, and COASTING (running committed actions during a call)."""
+        return (self.state == _READY) | (self.state == _COASTING)
 
     def drop_all(self) -> None:
         """Every slot IDLE, unchecked: after a failure, when the vector env is given up."""
