@@ -105,23 +105,19 @@ def lockstep_calls(steps: list[int], batch: int, chunk: int) -> int:
     return end
 
 
-def lockstep_schedule(on: bool) -> None:
-    """Make this checkout's rollout call the policy only when no env can step (lockstep, nothing overlapped).
+def call_when_all_dry(steps_to_next_dry, *_):
+    """Lockstep: call the policy only when no env can step (dry rows wait until every env ran dry)."""
+    return steps_to_next_dry is None
 
-    The baseline of the same code: dry rows wait until every env ran dry, then one call serves them all
-    while nothing steps, and no phases are shifted. Patches ``rollout.should_call`` (and
-    ``rollout.RUN_DRY_FIRST`` or ``STAGGER_GROUPS`` where they exist), so it only exists for checkouts that have it.
-    """
-    from lerobench.rollout import inference
-    from lerobench.rollout import loop as rollout
 
-    if not hasattr(rollout, "should_call"):
-        raise SystemExit("--schedules lockstep needs a checkout with lerobench.rollout.loop.should_call")
-    rollout.should_call = (lambda steps, *_: steps is None) if on else inference.should_call
-    for name, off in (("STAGGER_GROUPS", 1), ("RUN_DRY_FIRST", False)):  # newer checkouts shift phases: not lockstep
-        if hasattr(rollout, name):
-            default = vars(rollout).setdefault(f"_{name}_default", getattr(rollout, name))
-            setattr(rollout, name, off if on else default)
+def schedule_rules(schedule: str):
+    """This checkout's rules (``default``) or the lockstep baseline of the same code (``lockstep``): one call
+    serves every env while nothing steps, and no phases are shifted. Passed in through ``RunSettings.schedule``."""
+    from lerobench.core.task_run import ScheduleRules
+
+    if schedule == "lockstep":
+        return ScheduleRules(should_call=call_when_all_dry, run_dry_first=False)
+    return ScheduleRules()
 
 
 def run(suite, task: str, batch: int, latency_ms: float, args, schedule: str = "default") -> dict:
@@ -136,14 +132,12 @@ def run(suite, task: str, batch: int, latency_ms: float, args, schedule: str = "
     os.environ["POLICY_CONCURRENCY"] = str(args.concurrency)
     counter.calls = counter.rows = 0
     counter.busy_s = counter.first = counter.last = 0.0
-    import lerobench.rollout.loop
 
-    if schedule == "lockstep" or hasattr(lerobench.rollout.loop, "should_call"):
-        lockstep_schedule(schedule == "lockstep")
     with tempfile.TemporaryDirectory() as tmp:
         settings = RunSettings(suite=suite.select_tasks([task]), policy="policy_latency:make_latency_chunk",
                                output=Path(tmp) / "o", episodes=args.episodes, max_steps=args.max_steps,
-                               executor=args.executor, batch_size=batch, seed=args.seed, videos=0)
+                               executor=args.executor, batch_size=batch, seed=args.seed, videos=0,
+                               schedule=schedule_rules(schedule))
         results = Evaluation(settings).run()
         lines = [json.loads(x) for x in (Path(tmp) / "o" / "episodes.jsonl").read_text().splitlines()]
     lines.sort(key=lambda e: e["episode"])

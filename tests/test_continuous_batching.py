@@ -28,27 +28,40 @@ runner = CliRunner()
 POLICY = "fixture_policies:make_noisy_expert_chunk"
 
 
-def evaluate(out, *extra, policy=POLICY):
-    args = ["eval", "--suite", "metaworld_mt10", "--tasks", "reach-v3,push-v3", "--policy",
-            policy, "--episodes", "4", "--max-steps", "60", "--videos", "0",
-            "--seed", "3", "--output", str(out), *extra]
-    result = runner.invoke(app, args)
-    assert result.exit_code == 0, result.output
+def evaluate(out, *extra, policy=POLICY, schedule=None):
+    """The CLI's run; with ``schedule`` (rules no flag sets) the same settings through ``Evaluation``."""
+    if schedule is None:
+        args = ["eval", "--suite", "metaworld_mt10", "--tasks", "reach-v3,push-v3", "--policy",
+                policy, "--episodes", "4", "--max-steps", "60", "--videos", "0",
+                "--seed", "3", "--output", str(out), *extra]
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, result.output
+    else:
+        from lerobench.execution.runner import Evaluation
+        from lerobench.plan.planner import RunSettings
+        from lerobench.suite.registry import load_suite
+
+        flags = dict(zip(extra[::2], extra[1::2], strict=True))
+        Evaluation(RunSettings(suite=load_suite("metaworld_mt10").select_tasks(["reach-v3", "push-v3"]),
+                               policy=policy, output=out, episodes=4, max_steps=60, videos=0, seed=3,
+                               executor=flags["--executor"], batch_size=int(flags["--batch-size"]),
+                               schedule=schedule)).run()
     lines = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
     return sorted((e["task"], e["episode"], e["success"], e["steps"], round(e["return"], 6)) for e in lines), \
         json.loads((out / "results.json").read_text())
 
 
 @pytest.mark.slow
-def test_stochastic_chunk_policy_same_episodes_at_any_batch_and_executor(tmp_path, monkeypatch):
-    import lerobench.rollout.loop
+def test_stochastic_chunk_policy_same_episodes_at_any_batch_and_executor(tmp_path):
+    from lerobench.core.task_run import ScheduleRules
     from lerobench.policies.serve import PolicyServer, suite_context
+    from lerobench.rollout.inference import worth_spreading
 
     server = PolicyServer(POLICY, suite_context("metaworld_mt10"), port=0, max_batch=8, max_wait_ms=2)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     reference = None
     spread = []
-    real_rule = lerobench.rollout.loop.worth_spreading
+    out_of_phase = ScheduleRules(worth_spreading=lambda *a: spread.append(worth_spreading(*a)) or True)
     overlapping = "fixture_policies:make_slow_overlapping_noisy_chunk"
     try:
         for name, extra, in_process in (("b1", ("--executor", "inline"), True),
@@ -61,11 +74,10 @@ def test_stochastic_chunk_policy_same_episodes_at_any_batch_and_executor(tmp_pat
                                         ("overlapping", ("--executor", "vector", "--batch-size", "3"), True),
                                         ("overlapping-inline", ("--executor", "inline", "--batch-size", "3"), True)):
             NoisyExpertChunk.rows_seen = NoisyExpertChunk.calls = 0
-            if name.startswith("overlapping"):  # out of phase for sure, whatever this machine's timings
-                monkeypatch.setattr(lerobench.rollout.loop, "worth_spreading",
-                                    lambda *a: spread.append(real_rule(*a)) or True)
             policy = {"served": server.url, "overlapping": overlapping, "overlapping-inline": overlapping}
-            got, results = evaluate(tmp_path / name, *extra, policy=policy.get(name, POLICY))
+            # overlapping: out of phase for sure, whatever this machine's timings (rules passed in, not patched)
+            got, results = evaluate(tmp_path / name, *extra, policy=policy.get(name, POLICY),
+                                    schedule=out_of_phase if name.startswith("overlapping") else None)
             reference = _check(name, got, results, reference, in_process)
         assert spread, "the overlapping runs asked whether to spread phases"
     finally:

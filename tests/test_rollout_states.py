@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from fake_env import ChunkPolicy, FakeVectorEnv, Script
 
-from lerobench.core.task_run import TaskRun
+from lerobench.core.task_run import ScheduleRules, TaskRun
 from lerobench.errors import PolicyError
 from lerobench.rollout.inference import EpisodeQueue
 from lerobench.rollout.loop import Cancelled, Rollout, WorkerFailure, run_episodes
@@ -156,12 +156,10 @@ def test_a_policy_error_names_the_episode_and_leaves_no_call_running():
         rollout(2, [0, 1], policy=ChunkPolicy(bad="shape"))
 
 
-def test_overlapping_calls_keep_the_states_consistent(monkeypatch):
-    import lerobench.rollout.loop
-
-    monkeypatch.setattr(lerobench.rollout.loop, "worth_spreading", lambda *a: True)  # out of phase for sure
+def test_overlapping_calls_keep_the_states_consistent():
     policy = ChunkPolicy(latency_s=0.002, concurrent=2)
-    records, env, policy, roll = rollout(4, list(range(10)), policy=policy)
+    out_of_phase = ScheduleRules(worth_spreading=lambda *a: True)  # out of phase for sure, passed in
+    records, env, policy, roll = rollout(4, list(range(10)), policy=policy, schedule=out_of_phase)
     assert sorted((r.episode, r.steps, r.success) for r in records) == \
         [(e, 5 + e % 3, e % 2 == 0) for e in range(10)]
     assert not env.log.violations and roll.slots.all_idle()

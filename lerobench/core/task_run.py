@@ -13,6 +13,23 @@ if TYPE_CHECKING:
     from lerobench.suite.config import TaskSpec
 
 
+@dataclass(frozen=True)
+class ScheduleRules:
+    """The rollout schedule's decision rules (``lerobench.rollout.loop.Schedule``), passed in, never patched.
+
+    None takes the rollout's own rule (``rollout.inference.should_call`` / ``worth_spreading``). A benchmark's
+    lockstep baseline passes its own (``benchmarks/policy_latency.py``); a test may force envs out of phase.
+    Module-level functions only where a run's work goes to worker processes (they are pickled with the plan).
+    """
+
+    should_call: Callable[[int | None, float | None, float | None, float], bool] | None = None
+    """Send the dry rows now (``steps_to_next_dry`` None: nothing else can step), or keep stepping the others."""
+    worth_spreading: Callable[[float | None, float | None, int, int], bool] | None = None
+    """Run envs out of phase with overlapping calls (``call_s, wave_s, waves, chunk``)."""
+    run_dry_first: bool = True
+    """With overlapping calls, step only the rows nearest to running dry (False: never out of phase)."""
+
+
 @dataclass
 class TaskRun:
     """The fixed facts of one task's rollout."""
@@ -32,6 +49,8 @@ class TaskRun:
     """Set by the vector executor to make a task thread stop at its next step (Ctrl-C, another task failed)."""
     wants: Callable[[int], bool] | None = None
     """``--until``: False for an episode no longer worth starting (its task is decided); running ones finish."""
+    schedule: ScheduleRules = ScheduleRules()
+    """When to call and what to step (the rollout's own rules unless a caller passes others)."""
     delay: Delay = Delay()
     """``--delay-steps``: control steps each call covers (``lerobench.rollout.delay``); none by default."""
 

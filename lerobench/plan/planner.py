@@ -20,7 +20,7 @@ from lerobench.core.executors import CHOICES
 from lerobench.core.executors import EXECUTORS as EXECUTOR_ENTRIES
 from lerobench.core.results import EpisodeRecord
 from lerobench.core.shards import Shard, shard_episodes
-from lerobench.core.task_run import TaskRun
+from lerobench.core.task_run import ScheduleRules, TaskRun
 from lerobench.envs.base import EnvSpec, episode_seed
 from lerobench.errors import ConfigError, LerobenchError, MissingDependencyError, unknown
 from lerobench.plan.options import check_record_mode, default
@@ -53,6 +53,8 @@ class RunSettings:
     output: Path
     protocol: str = default("protocol")
     unique_output: bool = False
+    schedule: ScheduleRules = ScheduleRules()
+    """The rollout's scheduling rules (Python callers only: a benchmark's baseline, a test); not a flag."""
     """``output`` is a default name (``outputs/<suite>/<timestamp>``): when taken, ``output-2``, ... is used."""
     episodes: int | None = default("episodes")
     """Episodes per task; None = the suite's default."""
@@ -236,7 +238,8 @@ class RunPlan:
         return TaskRun(suite=s.suite.name, task=task, seed=s.seed, action_dim=self.action_dim,
                        replan_steps=needs.executed_steps(s.replan_steps), every_frame=needs.every_frame,
                        trials=s.trials_per_episode, n_init_states=self.n_init_states,
-                       step_timeout_s=s.episode_timeout, stop=stop, wants=wants, delay=self.delay)
+                       step_timeout_s=s.episode_timeout, stop=stop, wants=wants, delay=self.delay,
+                       schedule=s.schedule)
 
     @property
     def delay(self) -> Delay:

@@ -51,7 +51,7 @@ import numpy as np
 
 from lerobench.core.delay import measured_steps
 from lerobench.core.results import EpisodeRecord
-from lerobench.core.task_run import TaskRun
+from lerobench.core.task_run import ScheduleRules, TaskRun
 from lerobench.envs.base import NO_EPISODE, env_action
 from lerobench.envs.protocols import RolloutEnv
 from lerobench.errors import STOP_REQUESTED, PolicyError
@@ -71,14 +71,12 @@ from lerobench.rollout.inference import (
 )
 from lerobench.rollout.slots import Slots, SlotState
 
-__all__ = ["STOP_GRACE_S", "RUN_DRY_FIRST", "Cancelled", "NoVideos", "VideoCapture", "Recording", "Rollout",
+__all__ = ["STOP_GRACE_S", "Cancelled", "NoVideos", "VideoCapture", "Recording", "Rollout",
            "Schedule", "TaskRun", "WorkerFailure", "run_dry_first", "run_episodes", "settle"]
 
 STOP_GRACE_S = 1.0
 """How long a worker failure seen after Ctrl-C/SIGTERM (``STOP_REQUESTED``) waits for the driver's stop to land."""
 
-RUN_DRY_FIRST = True
-"""With overlapping calls, step only the ``step_width`` rows nearest to running dry (``run_dry_first``)."""
 
 IDLE, RESETTING, DRY, WAITING, READY, COASTING = (SlotState.IDLE, SlotState.RESETTING, SlotState.DRY,
                                                   SlotState.WAITING, SlotState.READY, SlotState.COASTING)
@@ -122,13 +120,16 @@ def run_episodes(
 class Schedule:
     """When dry rows go to the policy and which ready rows step; owns the step timings it decides from.
 
-    The rules are the pure functions ``should_call``, ``worth_spreading`` and ``run_dry_first``, read from
-    this module at each decision (a benchmark's lockstep baseline replaces them here). A call's cost is the
-    caller's (``PolicyCaller.call_s``, measured where the call runs); a step's cost is measured here.
+    The rules are pure functions, ``should_call``, ``worth_spreading`` and ``run_dry_first`` unless the task run
+    passes others (``ScheduleRules``: a benchmark's lockstep baseline, a test forcing envs out of phase). A call's
+    cost is the caller's (``PolicyCaller.call_s``, measured where the call runs); a step's cost is measured here.
     """
 
-    def __init__(self, caller: PolicyCaller, width: int, chunk: int):
+    def __init__(self, caller: PolicyCaller, width: int, chunk: int, rules: ScheduleRules = ScheduleRules()):
         self.caller, self.width, self.chunk = caller, width, chunk
+        self.should_call = rules.should_call or should_call
+        self.worth_spreading = rules.worth_spreading or worth_spreading
+        self.run_dry_first = rules.run_dry_first
         self.step_s = Average()
         """Time of one step of the rows stepped (whatever their number)."""
         self.wave_s = Average()
@@ -141,7 +142,7 @@ class Schedule:
 
     def spread(self, slots: Slots) -> bool:
         """Run envs out of phase now (``worth_spreading``, for overlapping calls only)."""
-        return RUN_DRY_FIRST and self.caller.concurrency > 1 and worth_spreading(
+        return self.run_dry_first and self.caller.concurrency > 1 and self.worth_spreading(
             self.caller.call_s.value, self.wave_s.value, -(-slots.running() // self.width), self.chunk)
 
     def rows_to_step(self, ready: np.ndarray, queues: Sequence[deque[np.ndarray]], spread: bool) -> np.ndarray:
@@ -154,7 +155,7 @@ class Schedule:
 
     def send_now(self, steps_to_next_dry: int | None, waited_s: float, spread: bool) -> bool:
         """Send the dry rows now, or wait for more to run dry (``should_call``); spreading sends at once."""
-        return spread or should_call(steps_to_next_dry, self.step_s.value, self.caller.budget_s, waited_s)
+        return spread or self.should_call(steps_to_next_dry, self.step_s.value, self.caller.budget_s, waited_s)
 
 
 class Rollout:
@@ -184,7 +185,7 @@ class Rollout:
         """``--delay-steps measured``: each slot's actions of its chunk after the executed ones (committed next)."""
         self.book = EpisodeBook(n, run, source, on_episode, recorder or NoVideos(), trajectories,
                                 self.caller.take_check)
-        self.schedule = Schedule(self.caller, max(1, int(venv.step_width)), run.replan_steps)
+        self.schedule = Schedule(self.caller, max(1, int(venv.step_width)), run.replan_steps, run.schedule)
         self.resets: dict[int, Future] = {}
         """Slots whose reset runs in the background (``venv.reset_one``): RESETTING until it lands."""
         self.ended = np.zeros(n, dtype=bool)
