@@ -270,3 +270,46 @@ assert handlers == {{s: signal.getsignal(s) for s in handlers}}, "signal handler
 """
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
+
+
+def _patched_lerobench_globals(path: Path) -> list[str]:
+    """``monkeypatch.setattr``/``setattr`` calls in ``path`` whose target is a lerobench module or one of its globals."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    ours: set[str] = set()  # names bound to lerobench modules or their globals in this file
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            ours |= {(a.asname or a.name).split(".")[0] for a in node.names if a.name.startswith("lerobench")}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("lerobench"):
+            ours |= {a.asname or a.name for a in node.names}
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and node.args):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if name not in ("setattr", "setitem", "delattr"):
+            continue
+        target = node.args[0]
+        while isinstance(target, ast.Attribute):
+            target = target.value
+        literal = isinstance(target, ast.Constant) and str(target.value).startswith("lerobench")
+        if literal or (isinstance(target, ast.Name) and target.id in ours):
+            found.append(f"{path.name}:{node.lineno}")
+    return found
+
+
+def test_no_test_or_benchmark_patches_a_lerobench_global():
+    """Rules and switches are passed in (``RunSettings``, ``ScheduleRules``, ``share_task``), never patched."""
+    root = PACKAGE.parent
+    found = [hit for folder in ("tests", "benchmarks") for path in sorted((root / folder).rglob("*.py"))
+             for hit in _patched_lerobench_globals(path)]
+    assert found == [], f"lerobench globals patched at {found}"
+
+
+def test_the_patch_finder_sees_a_patch(tmp_path):
+    source = tmp_path / "t.py"
+    source.write_text("import lerobench.rollout.loop as loop\nfrom lerobench.cli import evaluate\n"
+                      "def test(monkeypatch):\n    monkeypatch.setattr(loop, 'x', 1)\n"
+                      "    monkeypatch.setattr(evaluate.console, 'y', 2)\n    monkeypatch.setattr('lerobench.a.b', 3)\n"
+                      "    monkeypatch.setattr(other, 'z', 4)\n")
+    assert _patched_lerobench_globals(source) == ["t.py:4", "t.py:5", "t.py:6"]

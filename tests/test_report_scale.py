@@ -133,14 +133,12 @@ def test_report_output_that_cannot_be_written_is_one_line(tmp_path, where):
         assert target.read_bytes() == before  # nothing overwritten
 
 
-def test_compare_rows_stay_distinct_in_80_columns_with_full_names_in_json(tmp_path, monkeypatch):
+def test_compare_rows_stay_distinct_in_80_columns_with_full_names_in_json(tmp_path):
     """In an 80-column terminal names are shortened to fit (piped output keeps them whole: test_display.py)."""
-    from lerobench.cli import common
-
     a = libero_run(tmp_path / "a", 12)
     b = libero_run(tmp_path / "b", 12, policy="other", flip=1)
-    monkeypatch.setattr(common.console, "_force_terminal", True)  # a terminal, as a user at a shell has
-    result = runner.invoke(app, ["compare", str(a), str(b)], env={"COLUMNS": "80"})
+    # a terminal, as a user at a shell has (rich reads TTY_COMPATIBLE when it prints)
+    result = runner.invoke(app, ["compare", str(a), str(b)], env={"COLUMNS": "80", "TTY_COMPATIBLE": "1"})
     assert result.exit_code == 0, result.output
     rows = [line.split()[0:2] for line in result.output.splitlines() if re.match(r"\s*\d+: ", line)]
     assert [r[0] for r in rows] == [f"{i}:" for i in range(12)]
