@@ -1,20 +1,9 @@
 """Policy calls of one task's rollout: where the next episode comes from, when to call, calls beside the simulation.
 
-Why calls run on a helper thread: an env's simulated time stands still while it waits for its chunk,
-so the envs that still have queued actions can keep stepping while the policy computes (a GPU model
-and torch release the GIL; a remote server runs elsewhere). Only the rows whose queue ran dry are sent,
-so each row is in exactly one call per chunk it executes, and no row's state is touched by a call it is
-not in: per-episode outcomes are those of the one-row-at-a-time schedule whatever the timing.
-
-When to call (``should_call``) trades batch fullness against idle envs. Waiting for the next env to
-run dry costs the waiting rows ``steps * step_s`` of idling; not waiting costs that env a call of its
-own (``call_s`` of policy time, during which the policy cannot serve anyone else). So the dry rows are
-sent now when nothing else can step, or when the next env runs dry later than one call takes:
-policy-bound runs gather rows into full calls, simulation-bound runs never hold envs for a late row.
-When calls may overlap and a call costs about a round of simulation (``worth_spreading``), the rollout runs
-envs out of phase and sends dry rows at once, a call each if need be (gathering them would idle them and
-pull envs back into lockstep). Otherwise one call is in flight at a time, as for any policy: a policy-bound
-run keeps its calls full and few.
+Calls run on a helper thread beside the stepping, only dry rows are sent, and when to send trades batch
+fullness against idle envs (``should_call``; ``worth_spreading`` for overlapping calls): the why and the
+measurements are in docs/policies.md ("Continuous batching"), the one place that explains it. Each row is in
+exactly one call per chunk it executes, so per-episode outcomes do not depend on the timing.
 
 The rollout asks an ``EpisodeSource`` for each slot's next episode: by default the task's episodes in
 index order; a sequential stopping rule (``eval --until``) replaces it with a source that returns None

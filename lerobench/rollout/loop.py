@@ -26,16 +26,8 @@ Each env keeps its own queue of actions from the policy's last chunk. The policy
 observation only when that queue runs dry, so every step tells its env whether the next observation
 will be read (``env_action``); envs render the policy's cameras only then (see ``LazyTaskEnv``).
 
-Continuous batching: the policy is asked only for the rows whose queue ran dry. While a call is in
-flight (on a helper thread, ``inference.PolicyCaller``) the envs with queued actions keep stepping and
-the waiting ones are held (``env_action(..., hold=...)``: their simulated time stands still); rows that
-run dry meanwhile join the next call. ``inference.should_call`` decides when to send. When the policy's calls
-may overlap (``PolicyTraits.concurrent_calls`` > 1) and a call costs about a round of simulation
-(``inference.worth_spreading``), a step runs only as many rows as the vector env steps in parallel
-(``step_width``: its cores), those nearest to running dry: each env runs its chunk out and goes to the
-policy while the others still have actions, so envs fall out of phase and some always step while others
-wait (``run_dry_first``). Only the stepped envs are stepped (``step_within``), so a step costs what its rows
-cost. When the policy dominates, envs stay in phase and the calls stay full.
+Continuous batching (the policy asked only for dry rows, calls beside the stepping, envs out of phase where that
+pays) is explained once, in docs/policies.md ("Continuous batching"); ``Schedule`` below holds its decisions.
 """
 from __future__ import annotations
 
