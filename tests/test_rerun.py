@@ -58,7 +58,7 @@ def test_recordings_hold_every_step(camera_run):
         assert steps == list(range(record["steps"] + 1))  # the first observation, then one per action
         column = {name.split(":")[0]: table.column(name).to_pylist() for name in table.column_names
                   if name.endswith((":scalars", ":blob"))}
-        video_steps = [s for s, v in zip(steps, column["/video/corner2"]) if v is not None]
+        video_steps = [s for s, v in zip(steps, column["/video/corner2"], strict=True) if v is not None]
         assert video_steps == list(range(0, record["steps"] + 1, 8))  # the MP4's frames: 80 Hz / 10 fps
         assert sum(v is not None for v in column["/camera/corner2"]) == record["steps"] + 1
         assert sum(v is not None for v in column["/action"]) == record["steps"]
@@ -82,7 +82,7 @@ def test_video_frames_logged_at_the_step_they_were_rendered(tmp_path):
     assert "/camera/corner2" not in entities  # no policy camera
     steps = table.column("step").to_pylist()
     blobs = table.column("/video/corner2:EncodedImage:blob").to_pylist()
-    logged = [(s, bytes(b[0])) for s, b in zip(steps, blobs) if b is not None]
+    logged = [(s, bytes(b[0])) for s, b in zip(steps, blobs, strict=True) if b is not None]
     assert [s for s, _ in logged] == list(range(0, record["steps"] + 1, 8))
     assert len({b for _, b in logged}) == len(logged)  # every logged image is a fresh render, none repeated
 

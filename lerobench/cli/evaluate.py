@@ -277,7 +277,8 @@ def evaluate(
     log_to: list[str] = typer.Option(
         [], "--log-to", help="Log the finished run to wandb, trackio, mlflow, tensorboard (comma-separated or "
                              "repeated; offline, into the run directory; docs/trackers.md)."),
-    log_step: int = typer.Option(0, "--log-step", help="--log-to: the training step the values are logged at."),
+    log_step: int = typer.Option(0, "--log-step", min=0,
+                                 help="--log-to: the training step the values are logged at (>= 0)."),
     log_project: str = typer.Option("lerobench", "--log-project",
                                     help="--log-to: wandb / trackio project, MLflow experiment."),
 ) -> None:
