@@ -115,6 +115,21 @@ def make_camera_expert(context):
     return expert
 
 
+def make_late_expert(context):
+    """Meta-World's expert from trial 1 on; trial 0 holds still (fails): every episode succeeds within 2 trials."""
+    from lerobench.policies.builtin import make_metaworld_expert
+
+    expert = make_metaworld_expert(context)
+    act = expert.select_action
+
+    def select_action(observation, task_descriptions):
+        actions = np.asarray(act(observation, task_descriptions), dtype=np.float32)
+        return np.where(np.asarray(observation["trial"])[:, None] > 0, actions, 0.0).astype(np.float32)
+
+    expert.select_action = select_action
+    return expert
+
+
 def make_slot_queue_policy(context):
     """A batchable torch policy with per-env action queues keyed by ``row_ids`` (slots when served batched)."""
     import torch

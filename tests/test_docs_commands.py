@@ -27,3 +27,27 @@ def test_ci_runs_the_readme_test_block_line_for_line_and_ends_with_it():
     _, tests = readme_blocks()
     ci = [line for line in (ROOT / ".ci" / "run").read_text().splitlines() if line and not line.startswith("#")]
     assert ci[-len(tests):] == tests
+
+
+def test_trials_docs_give_both_counts_and_they_hold():
+    """pass@k counts attempts from 1, ``success_within_k[].trial`` indexes trials from 0 (41dfc68 documented neither
+    pass@k nor the difference): the documented identity holds on a real aggregate, and both pages state it."""
+    import itertools
+
+    from lerobench.analysis.records import EpisodeRecord
+    from lerobench.analysis.trials import trial_summary
+
+    outcomes = list(itertools.product([False, True], repeat=3))  # every pattern of 3 trials, one episode each
+    records = [EpisodeRecord(task="t", episode=e, trial=k, seed=0, init_state=e, success=ok, success_at_end=ok,
+                             steps=1, return_=0.0, elapsed_s=0.0)
+               for e, pattern in enumerate(outcomes) for k, ok in enumerate(pattern)]
+    block = trial_summary(records, 3)
+    for k in (1, 2, 3):
+        row = block["pass_at_k"][k - 1]
+        assert row["k"] == k and block["success_within_k"][k - 1]["trial"] == k - 1
+        assert row["within_first_k"] == block["success_within_k"][k - 1]["success_rate"]
+    assert block["pass_at_k"][0]["within_first_k"] == block["per_trial"][0]["success_rate"]  # pass@1 = trial 0
+    for page in ("trials.md", "results.md"):
+        text = (ROOT / "docs" / page).read_text()
+        assert "`pass_at_k[k-1].within_first_k` = `success_within_k[k-1].success_rate`" in text, page
+        assert "pass@1" in text and "from 0" in text and "from 1" in text, page

@@ -256,7 +256,7 @@ class EpisodeSink:
                 f"records clipped_action_fraction per task and overall")
         if record.trial == 0:
             self.ledger.add(task.name, record.episode, record.success)
-            self.reporter.episode(task, record)
+        self.reporter.episode(task, record)  # every trial: the progress shows what the trials did
         if complete:
             self.task_finished(task)
 
