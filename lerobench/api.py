@@ -193,7 +193,7 @@ def evaluate(
         check_trackers(log_to, flag="log_to")
         store = _store(log_dir, output is None)
         check_store(store if store is not None else Path(str(output)))
-    chosen = load_suite(str(suite)).select_tasks(list(tasks) if tasks is not None else None)
+    chosen = load_suite(str(suite)).select_tasks(list(tasks) if tasks is not None else None, flag="tasks=")
     in_memory = not isinstance(policy, str)
     spec = policy if not in_memory else (policy_name or f"python:{type(policy).__module__}.{type(policy).__qualname__}")
     scratch = Path(tempfile.mkdtemp(prefix="lerobench-")) if output is None else None

@@ -317,6 +317,25 @@ def make_mlp(context):
     return MLP()
 
 
+def make_position_dependent(context):
+    """make_mlp whose rows move by 1e-7 x their position in calls of a width that is not 1 or a multiple of 8: what
+    CPU kernels were measured to do (policies/width.py), made deterministic so a test can rely on it."""
+    import torch
+
+    mlp = make_mlp(context)
+    plain = mlp.select_action
+
+    def select_action(observation, task_descriptions):
+        out = plain(observation, task_descriptions)
+        n = out.shape[0]
+        if n == 1 or n % 8 == 0:
+            return out
+        return out + 1e-7 * torch.arange(n, dtype=out.dtype, device=out.device)[:, None]
+
+    mlp.select_action = select_action
+    return mlp
+
+
 def make_batch_norm(context):
     """An MLP that normalises over the batch (BatchNorm statistics of the call): a row depends on its neighbours."""
     import torch

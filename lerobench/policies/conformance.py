@@ -30,13 +30,11 @@ import numpy as np
 from lerobench.envs.base import env_action, episode_seed
 from lerobench.policies.base import Policy, observation_needs, policy_numerics, policy_traits
 from lerobench.policies.invariance import as_actions, concat_rows, max_difference, neighbour_rows
-from lerobench.policies.width import take_rows
+from lerobench.policies.width import keeps_positions, take_rows, width_advice
 
 PASS, FAIL, WARN, INFO = "pass", "fail", "warn", "info"
 BATCH_HINT = ("a row's action depends on the other rows of the call: does it normalise over the batch (BatchNorm "
               "in train mode, statistics of the call)? Compute each row from its own inputs")
-SHAPE_HINT = ("a row's bits depend on the call's shape: pad calls to a fixed width (torch policies: --call-width "
-              ">= 1, the default) or compute rows one at a time")
 
 
 @dataclass(frozen=True)
@@ -141,8 +139,9 @@ def run_checks(spec: str, plan: Any, policy: Policy, task: Any, episodes: int = 
                                "same rows twice: identical bits" if d == 0 else
                                f"same rows twice differ by up to {d:.3g}: a random stream outside row_generators, "
                                "or state not reset", d))
-    report.checks.append(_invariance(policy, starts, base, width, descriptions))
-    report.checks.append(_isolation(policy, starts, base, descriptions))
+    padded = (numerics or {}).get("call_width") if numerics else None
+    report.checks.append(_invariance(policy, starts, base, width, descriptions, padded))
+    report.checks.append(_isolation(policy, starts, base, descriptions, padded))
     report.checks.append(_noise(policy, starts, base, descriptions))
     report.checks.append(_reset(policy, rows, base, batch, descriptions))
     report.latency, report.suggestion = _latency(policy, starts, width, descriptions, plan)
@@ -162,8 +161,28 @@ def _validity(out: np.ndarray, n: int, action_dim: int) -> Check:
     return Check("actions", PASS, f"{shape}, finite, inside [-1, 1]")
 
 
+def _positions(policy: Policy, row: dict[str, Any], width: int, descriptions: dict[str, str]) -> float:
+    """The same row at every position of one ``width``-row call: how far its outputs are apart (0: not at all).
+
+    Every input is equal, so any difference comes from the row's position in the call alone.
+    """
+    out = _call(policy, _stack([row] * max(width, 2)), descriptions)
+    return max(max_difference(out[i], out[0]) for i in range(1, len(out)))
+
+
+def _shape_hint(policy: Policy, starts: list[dict[str, Any]], padded: int | None,
+                descriptions: dict[str, str]) -> str:
+    """What a small difference between calls means here: the position in the call, measured, or the call's shape."""
+    if padded is not None and padded > 1 and not keeps_positions(padded):
+        moved = _positions(policy, starts[0], padded, descriptions)
+        if moved > 0:
+            return (f"measured here, the same row in all {padded} positions of a call gives outputs up to {moved:.3g} "
+                    f"apart; {width_advice(padded)}")
+    return f"a row's bits depend on the call's shape: {width_advice(padded)}"
+
+
 def _invariance(policy: Policy, starts: list[dict[str, Any]], base: np.ndarray, width: int,
-                descriptions: dict[str, str]) -> Check:
+                descriptions: dict[str, str], padded: int | None = None) -> Check:
     """Each row alone, all rows reversed, and all rows among neighbours beyond 2W rows (split calls)."""
     n = len(starts)
     worst = 0.0
@@ -177,11 +196,12 @@ def _invariance(policy: Policy, starts: list[dict[str, Any]], base: np.ndarray, 
     worst = max(worst, max_difference(wide, base))
     if worst == 0:
         return Check("batch-invariant", PASS, f"1, {n} and {2 * width + 1} rows, reversed: identical bits", 0.0)
-    hint = SHAPE_HINT if worst < 1e-4 else BATCH_HINT
+    hint = _shape_hint(policy, starts, padded, descriptions) if worst < 1e-4 else BATCH_HINT
     return Check("batch-invariant", FAIL, f"a row differs by up to {worst:.3g} between calls: {hint}", worst)
 
 
-def _isolation(policy: Policy, starts: list[dict[str, Any]], base: np.ndarray, descriptions: dict[str, str]) -> Check:
+def _isolation(policy: Policy, starts: list[dict[str, Any]], base: np.ndarray, descriptions: dict[str, str],
+               padded: int | None = None) -> Check:
     obs, tasks = _stack(starts)
     other = neighbour_rows(obs, tasks, len(starts), salt=11)
     for key in ("slot", "episode", "episode_seed"):  # same identity as the real rows: only their inputs differ
@@ -201,7 +221,8 @@ def _isolation(policy: Policy, starts: list[dict[str, Any]], base: np.ndarray, d
         return Check("row isolation", INFO, "one row only: nothing to change beside it")
     return Check("row isolation", PASS if d == 0 else FAIL,
                  "changing the other rows leaves row 0 unchanged" if d == 0 else
-                 f"changing the other rows moves row 0 by {d:.3g}: {BATCH_HINT if d >= 1e-4 else SHAPE_HINT}", d)
+                 f"changing the other rows moves row 0 by {d:.3g}: "
+                 f"{BATCH_HINT if d >= 1e-4 else _shape_hint(policy, starts, padded, descriptions)}", d)
 
 
 def _noise(policy: Policy, starts: list[dict[str, Any]], base: np.ndarray, descriptions: dict[str, str]) -> Check:
