@@ -336,6 +336,36 @@ def make_position_dependent(context):
     return mlp
 
 
+def make_position_keyed_smoother(context):
+    """docs/policies.md's SmoothedMLP as of 41dfc68: the last action kept by the row's position in the call, against
+    the page's own rule (key per-env state by ``row_ids``)."""
+    import torch
+    from torch import nn
+
+    class SmoothedMLP(nn.Module):
+        observation_needs = ObservationNeeds()
+
+        def __init__(self, state_dim, action_dim):
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(state_dim, 64), nn.ReLU(), nn.Linear(64, action_dim))
+            self._last = None
+
+        def reset(self):
+            self._last = None
+
+        def select_action(self, observation, task_descriptions):
+            state = observation["state"]
+            action = torch.tanh(self.net(state))
+            start = torch.as_tensor(observation["episode_start"], device=state.device)
+            if self._last is not None and self._last.shape == action.shape:
+                action = torch.where(start[:, None], action, 0.5 * action + 0.5 * self._last)
+            self._last = action
+            return action
+
+    torch.manual_seed(context.seed)
+    return SmoothedMLP(context.state_dim, context.action_dim)
+
+
 def make_batch_norm(context):
     """An MLP that normalises over the batch (BatchNorm statistics of the call): a row depends on its neighbours."""
     import torch

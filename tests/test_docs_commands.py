@@ -3,6 +3,8 @@
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).parent.parent
 
 
@@ -51,3 +53,34 @@ def test_trials_docs_give_both_counts_and_they_hold():
         text = (ROOT / "docs" / page).read_text()
         assert "`pass_at_k[k-1].within_first_k` = `success_within_k[k-1].success_rate`" in text, page
         assert "pass@1" in text and "from 0" in text and "from 1" in text, page
+
+
+def _docs_torch_example():
+    text = (ROOT / "docs" / "policies.md").read_text()
+    return re.search(r"```python\n(# my_torch_policy\.py — run with: .*?)```", text, re.S)[1]
+
+
+@pytest.mark.sim
+def test_docs_torch_example_keys_state_by_row_and_check_policy_catches_position_keys(tmp_path, monkeypatch):
+    """docs/policies.md's SmoothedMLP kept its state by row position (41dfc68), against the page's rule; now it
+    keys by ``row_ids`` and passes check-policy, whose "state per row" check fails the old one."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from lerobench.cli import app
+
+    pytest.importorskip("torch")
+    pytest.importorskip("metaworld")
+    (tmp_path / "my_torch_policy.py").write_text(_docs_torch_example())
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def check(policy):
+        done = CliRunner().invoke(app, ["check-policy", "--policy", policy, "--suite", "smoke", "--json"])
+        return done.exit_code, {c["name"]: c for c in json.loads(done.stdout)["checks"]}
+
+    code, checks = check("my_torch_policy:make_policy")
+    assert code == 0 and checks["state per row"]["status"] == "pass", checks
+    code, checks = check("fixture_policies:make_position_keyed_smoother")
+    assert code == 1 and checks["state per row"]["status"] == "fail", checks
+    assert "state is kept by position in the call; key it by row_ids(observation)" in checks["state per row"]["detail"]

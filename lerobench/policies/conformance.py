@@ -11,6 +11,8 @@ each) the policy is asked the same rows in many ways. A benchmark's numbers are 
   BatchNorm in train mode, fails here with a difference of the size of the actions);
 - **noise keyed per episode** (stochastic policies): another episode draws other noise, the same one the same;
 - **reset**: after ``reset()`` the first rows give what they gave a fresh policy;
+- **state keyed by row**: a second call with the rows in another order gives each episode the same action (state
+  kept by position in the call, not by ``row_ids``, fails: with continuous batching a call's rows change);
 - **valid**: the declared shape, finite, inside the action space [-1, 1].
 
 Latency and memory per call are measured at 1 .. 2W rows and turned into a suggested ``--batch-size``.
@@ -144,6 +146,7 @@ def run_checks(spec: str, plan: Any, policy: Policy, task: Any, episodes: int = 
     report.checks.append(_isolation(policy, starts, base, descriptions, padded))
     report.checks.append(_noise(policy, starts, base, descriptions))
     report.checks.append(_reset(policy, rows, base, batch, descriptions))
+    report.checks.append(_row_state(policy, rows, descriptions))
     report.latency, report.suggestion = _latency(policy, starts, width, descriptions, plan)
     return report
 
@@ -256,6 +259,33 @@ def _reset(policy: Policy, rows: list[dict[str, Any]], base: np.ndarray, batch: 
                  "after later steps, reset() (and a copy's reset) gives the fresh policy's actions" if worst == 0 else
                  f"after reset() the first rows differ by up to {worst:.3g}: reset() must forget every episode's "
                  "state (or key state by row_ids and reset it at episode_start)", worst)
+
+
+def _row_state(policy: Policy, rows: list[dict[str, Any]], descriptions: dict[str, str]) -> Check:
+    """Every episode's first and second step in two calls; then again with the second call's rows reversed.
+
+    Why: the rollout sends only the rows that need an action, so an env's row moves within the call from one call
+    to the next. A policy that keeps state by position (``self._last`` of the previous call's shape) hands an
+    episode another episode's state: its numbers then depend on timing. Keyed by ``row_ids`` each episode gets
+    its own, whatever the order.
+    """
+    first = [r for r in rows if r["call"][0] == 0]
+    second = [r for r in rows if r["call"][0] == 1]
+    if len(second) < 2:
+        return Check("state per row", INFO, "fewer than 2 episodes with a second step (--steps 1): not checked")
+    outs = []
+    for order in (second, second[::-1]):
+        policy.reset()
+        for step in (first, order):  # two calls, the state of the first kept for the second
+            obs, tasks = _stack(step)
+            out = policy.select_action(obs, [descriptions.get(t, t) for t in tasks])
+        outs.append(as_actions(out))
+    policy.reset()
+    d = max_difference(outs[1][::-1], outs[0])
+    return Check("state per row", PASS if d == 0 else FAIL,
+                 "the rows of a second call reordered: each episode gets the same action" if d == 0 else
+                 f"the rows of a second call reordered change an episode's action by up to {d:.3g}: state is kept "
+                 "by position in the call; key it by row_ids(observation) (docs/policies.md#per-episode-state)", d)
 
 
 def _cuda_peak_reset(policy: Policy) -> Any:
