@@ -52,7 +52,10 @@ def log_wandb(log: RunLog) -> str:
     own = wandb.run is None
     if own:
         where = Path(os.environ.get("WANDB_DIR") or log.store)
-        settings = wandb.Settings(silent=True, console="off", x_disable_stats=True)
+        where.mkdir(parents=True, exist_ok=True)
+        # disable_git: wandb looks for a git repository at its `dir` and warns "git root ... does not exist" for a
+        # store not made yet; the run's provenance (results.json) already says what ran.
+        settings = wandb.Settings(silent=True, console="off", x_disable_stats=True, disable_git=True)
         run = wandb.init(project=log.project, name=log.run_name, dir=str(where), config=log.identity,
                          mode=os.environ.get("WANDB_MODE", "offline"), settings=settings, reinit="create_new")
     else:
