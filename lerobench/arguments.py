@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import numbers
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lerobench.errors import ConfigError
+from lerobench.errors import ConfigError, unknown
 from lerobench.plan.planner import MAX_SEED
 
 INTS: dict[str, tuple[int, bool]] = {
@@ -75,10 +76,29 @@ def check_arguments(args: dict[str, Any]) -> dict[str, Any]:
     fps = args["video_fps"]
     if not isinstance(fps, numbers.Real) or isinstance(fps, bool) or not fps > 0:
         raise ConfigError(f"lerobench.evaluate: video_fps must be a number > 0, got {_type_name(fps)}")
+    _check_choices(args)
     if args["resume"] and args["output"] is None:
         raise ConfigError("lerobench.evaluate: resume=True needs output= (the run directory to continue)")
     return {**args, "tasks": _names("tasks", args["tasks"], allow_int=True),
             "log_to": _names("log_to", args["log_to"]) or ()}
+
+
+def _check_choices(args: dict[str, Any]) -> None:
+    """The string settings whose values are a fixed set, and ``video_size``'s gap, in the API's words."""
+    from lerobench.output.trajectories import RECORD_MODES
+    from lerobench.plan.planner import EXECUTORS
+
+    if args["record"] not in RECORD_MODES:
+        raise ConfigError(f"lerobench.evaluate: record must be one of {', '.join(map(repr, RECORD_MODES))}, "
+                          f"got {args['record']!r}")
+    if not re.fullmatch(r"cpu|auto|cuda(:\d+)?", args["device"]):
+        raise ConfigError("lerobench.evaluate: device must be 'cpu', 'cuda', 'cuda:N' or 'auto', "
+                          f"got {args['device']!r}")
+    if args["executor"] not in EXECUTORS:
+        raise unknown("executor", args["executor"], EXECUTORS, "(lerobench.evaluate: executor=)")
+    if 0 < args["video_size"] < 16:
+        raise ConfigError(f"lerobench.evaluate: video_size must be 0 (the protocol's image size) or at least 16, "
+                          f"got {args['video_size']}")
 
 
 def _names(name: str, value: Any, allow_int: bool = False) -> tuple[str, ...] | None:

@@ -31,6 +31,9 @@ BAD = [
     ({"project": 3}, "project must be a string, got 3 (int)"),
     ({"tasks": 1.0}, "tasks must be a string or a list of names or indices"),
     ({"log_to": ["tensorboard", 3]}, "log_to holds 3 (int)"),
+    ({"record": "bad"}, "record must be one of 'none', 'success', 'all', got 'bad'"),
+    ({"device": "gpu"}, "device must be 'cpu', 'cuda', 'cuda:N' or 'auto', got 'gpu'"),
+    ({"video_size": 3}, "video_size must be 0 (the protocol's image size) or at least 16, got 3"),
     ({"resume": True}, "resume=True needs output= (the run directory to continue)"),
     ({"output": "{afile}"}, "output {afile} is a file, not a run directory"),
     ({"log_to": "tensorboard", "log_dir": "{afile}"}, "log_dir {afile} is a file, not a directory"),
@@ -52,11 +55,18 @@ def test_a_bad_argument_is_named_before_anything_runs(kwargs, message, afile, tm
 
 
 def test_an_unknown_tracker_names_log_to(tmp_path):
-    pytest.importorskip("tensorboardX")
     from lerobench.errors import UnknownNameError
 
     with pytest.raises(UnknownNameError, match=r"unknown tracker 'tensorbord' \(log_to\)\. Did you mean"):
         lerobench.evaluate("metaworld-expert", "smoke", log_to="tensorbord", output=tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_unknown_executor_names_executor(tmp_path):
+    from lerobench.errors import UnknownNameError
+
+    with pytest.raises(UnknownNameError, match=r"unknown executor 'vectr' \(lerobench.evaluate: executor=\)\. Did"):
+        lerobench.evaluate("metaworld-expert", "smoke", executor="vectr", output=tmp_path / "run")
     assert not (tmp_path / "run").exists()
 
 
