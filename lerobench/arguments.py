@@ -118,7 +118,7 @@ def _names(name: str, value: Any, allow_int: bool = False) -> tuple[str, ...] | 
         if not (isinstance(item, str) or (allow_int and _is_int(item))):
             raise ConfigError(f"lerobench.evaluate: {name} holds {_type_name(item)}; expected "
                               f"{'task names or indices' if allow_int else 'names'}")
-    return tuple(s for s in (str(i).strip() for i in items) if s)
+    return tuple(dict.fromkeys(s for s in (str(i).strip() for i in items) if s))  # in order, without repeats
 
 
 def check_store(log_dir: Path) -> None:

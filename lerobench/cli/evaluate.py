@@ -137,6 +137,13 @@ PROGRESS_INTERVAL_S = 30.0
 """Default seconds between plain progress lines when stdout is not a terminal (``--progress-interval``)."""
 
 
+class _Discard(io.TextIOBase):
+    """A text file that keeps nothing: where a log's live display draws."""
+
+    def write(self, text: str) -> int:  # noqa: D102
+        return len(text)
+
+
 class LogReporter(RichReporter):
     """Progress for a log file, a pipe or CI: plain, self-contained lines every ``interval`` s and at each task's end.
 
@@ -151,7 +158,7 @@ class LogReporter(RichReporter):
 
         # The live display draws into a console that discards it: rich prints a live display's last frame when it
         # stops, and on a file that was the bars cut at the terminal width ("73 env-st…"). Lines go to `console`.
-        super().__init__(total_episodes, suite, trials, display=Console(file=io.StringIO(), width=200))
+        super().__init__(total_episodes, suite, trials, display=Console(file=_Discard(), width=200))
         self.interval = interval
         self._suite = suite
         self._done_now = 0
