@@ -181,7 +181,7 @@ def evaluate(
 
     args = check_arguments(locals())  # every argument's type and range, named, before anything runs
     tasks, log_to = args["tasks"], args["log_to"]
-    declared = given({**args, "tasks": tasks})  # the settings declared once in plan/options.py
+    declared = given(args)  # the settings declared once in plan/options.py
     from lerobench.execution.runner import Evaluation, RunSettings
     from lerobench.suite.registry import load_suite
 

@@ -86,12 +86,12 @@ class RichReporter:
         return True
 
     def _solved(self, task: str | None = None) -> str:
-        """``3 solved``; with trials, what they did: ``trial 0: 0 solved, within 3 trials: 2``."""
+        """``3 solved``; with trials, both counts, short for the bars' info column: ``t0 0 solved, ≤3: 2``."""
         if task is None:
             first, within = self._all_successes, sum(len(v) for v in self._within.values())
         else:
             first, within = self._successes.get(task, 0), len(self._within.get(task, ()))
-        return f"{first} solved" if self.trials <= 1 else f"trial 0: {first} solved, within {self.trials}: {within}"
+        return f"{first} solved" if self.trials <= 1 else f"t0 {first} solved, ≤{self.trials}: {within}"
 
     def resumed(self, records: Any) -> None:
         """Count the episodes a ``--resume`` keeps, so the suite bar and the solved counts cover the whole run."""
