@@ -24,6 +24,7 @@ from lerobench.cli.common import (
     headline_rates,
     interrupts_keep_results,
     plural,
+    rate_text,
     task_names,
 )
 from lerobench.errors import LerobenchError
@@ -130,7 +131,11 @@ class RichReporter:
         with self._lock:
             errors = summary.get("n_errors", 0)
             extra = f", {errors} errors" if errors else ""
-            self.progress.update(self._bars[task.name], info=f"{headline_rates(summary, self.trials)}{extra}")
+            rate = rate_text(summary.get("success_rate"))
+            within = summary.get("success_within_k") or []
+            if self.trials > 1 and within:  # both, short enough for the info column (the log says them in words)
+                rate = f"{rate} t0, {rate_text(within[-1]['success_rate'])} ≤{self.trials}"
+            self.progress.update(self._bars[task.name], info=f"{rate}{extra}")
 
 
 PROGRESS_INTERVAL_S = 30.0
