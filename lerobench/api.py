@@ -186,7 +186,7 @@ def evaluate(
     from lerobench.suite.registry import load_suite
 
     if output is not None:
-        check_output(Path(output))
+        check_output(Path(output), resume)
     if log_to:
         from lerobench.trackers import check_trackers
 

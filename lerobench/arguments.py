@@ -136,7 +136,16 @@ def check_store(log_dir: Path) -> None:
                           "for this user)")
 
 
-def check_output(output: Path) -> None:
-    """Refuse an ``output`` that is a file (the run directory is made later, by the planner)."""
+def check_output(output: Path, resume: bool) -> None:
+    """Refuse an ``output`` that is a file, or that holds a run when ``resume`` is False (said with ``resume=True``).
+
+    The run directory itself is made later; the sink would refuse the second case too, in the CLI's words.
+    """
+    from lerobench.analysis.results import EPISODES_FILE
+
     if output.exists() and not output.is_dir():
         raise ConfigError(f"lerobench.evaluate: output {output} is a file, not a run directory")
+    episodes = output / EPISODES_FILE
+    if not resume and episodes.is_file() and episodes.stat().st_size > 0:
+        raise ConfigError(f"lerobench.evaluate: {episodes} already holds episodes: pass resume=True to continue "
+                          "that run, or another output=")

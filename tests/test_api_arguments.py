@@ -62,6 +62,16 @@ def test_an_unknown_tracker_names_log_to(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+def test_an_output_holding_a_run_is_refused_in_the_apis_words(tmp_path):
+    """41dfc68: "pass --resume to continue that run, or choose another --output" from the Python API."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "episodes.jsonl").write_text('{"task": "reach-v3", "episode": 0}\n')
+    with pytest.raises(ConfigError, match=r"already holds episodes: pass resume=True to continue that run, or "
+                                          r"another output=$"):
+        lerobench.evaluate("metaworld-expert", "smoke", output=run)
+
+
 def test_an_unknown_executor_names_executor(tmp_path):
     from lerobench.errors import UnknownNameError
 
