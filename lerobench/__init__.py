@@ -8,12 +8,12 @@ from typing import Any
 
 from lerobench._version import __version__
 
-__all__ = ["Results", "TaskResult", "__version__", "evaluate"]
+__all__ = ["Results", "TaskResult", "TrackerWarning", "__version__", "evaluate"]
 
 
 def __getattr__(name: str) -> Any:
-    """``lerobench.evaluate`` / ``Results`` / ``TaskResult`` from ``lerobench.api``, imported on first use."""
-    if name in ("evaluate", "Results", "TaskResult"):
+    """``evaluate``, ``Results``, ``TaskResult``, ``TrackerWarning`` from ``lerobench.api``, imported on first use."""
+    if name in ("evaluate", "Results", "TaskResult", "TrackerWarning"):
         from lerobench import api
 
         return getattr(api, name)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import tempfile
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +64,9 @@ class Results:
     """Overall pass@k for multi-trial runs (``results.json`` ``overall.pass_at_k``)."""
     logged: dict[str, Any] = field(default_factory=dict)
     """Where each tracker of ``log_to`` wrote (tracker -> location)."""
+    log_errors: dict[str, str] = field(default_factory=dict)
+    """Trackers of ``log_to`` that failed after the evaluation (tracker -> why); also warned as a
+    ``TrackerWarning``. The results are whole either way."""
 
     def task(self, name: str) -> TaskResult:
         """The result of task ``name``."""
@@ -73,7 +77,7 @@ class Results:
 
     @classmethod
     def from_document(cls, document: dict[str, Any], records: Sequence[EpisodeRecord], run_dir: Path | None,
-                      logged: dict[str, Any] | None = None) -> Results:
+                      logged: dict[str, Any] | None = None, log_errors: dict[str, str] | None = None) -> Results:
         """Build from a ``results.json`` document and the run's episode records."""
         o = document["overall"]
         tasks = tuple(TaskResult(task=t["task"], n_episodes=t["n_episodes"], successes=t["successes"],
@@ -83,7 +87,12 @@ class Results:
                    ci95=tuple(o["ci95"]), n_episodes=o["n_episodes"], successes=o["successes"],
                    n_errors=o.get("n_errors", 0), tasks=tasks, episodes=tuple(records),
                    env_steps_per_s=o.get("env_steps_per_s"), eval_s=o["eval_s"], run_dir=run_dir,
-                   document=document, pass_at_k=tuple(o.get("pass_at_k", ())), logged=dict(logged or {}))
+                   document=document, pass_at_k=tuple(o.get("pass_at_k", ())), logged=dict(logged or {}),
+                   log_errors=dict(log_errors or {}))
+
+
+class TrackerWarning(UserWarning):
+    """A tracker of ``log_to`` failed after the evaluation; ``Results.log_errors`` says which and why."""
 
 
 def evaluate(
@@ -112,7 +121,7 @@ def evaluate(
     resume: bool = default("resume"),
     record: str = default("record"),
     output: str | Path | None = None,
-    log_to: Sequence[str] = (),
+    log_to: str | Sequence[str] = (),
     step: int | None = None,
     project: str = "lerobench",
     log_dir: str | Path | None = None,
@@ -152,8 +161,10 @@ def evaluate(
         resume: Continue the run in ``output``.
         record: Rollout recording to HDF5: none, success or all (``--record``).
         output: The run directory to write (as ``--output``); None: a temporary directory removed on return.
-        log_to: Experiment trackers to log the results to (``wandb``, ``trackio``, ``mlflow``, ``tensorboard``).
-        step: The training step the trackers log at.
+        log_to: Experiment trackers to log the results to (``wandb``, ``trackio``, ``mlflow``, ``tensorboard``):
+            a list, or the CLI's comma-separated string. A tracker that fails after the evaluation does not lose
+            it: the results come back with ``log_errors`` set and a ``TrackerWarning``.
+        step: The training step the trackers log at (an int >= 0; None: 0).
         project: The trackers' project name.
         log_dir: Where the trackers' offline stores go (``wandb/``, ``trackio/``, ``mlruns/``, ``tensorboard/``).
             None: the run directory, or ``./lerobench-logs`` with ``output=None`` (whose directory is removed on
@@ -168,18 +179,26 @@ def evaluate(
         the run directory (None with ``output=None``).
 
     Raises:
-        LerobenchError: a setting, the suite, the policy or the simulator refused the run (one-line message).
+        LerobenchError: an argument (named, before anything runs), the suite, the policy or the simulator refused
+            the run (one-line message).
     """
-    declared = given(locals())  # the settings declared once in plan/options.py
+    from lerobench.arguments import check_arguments, check_output, check_store
+
+    args = check_arguments(locals())  # every argument's type and range, named, before anything runs
+    tasks, log_to = args["tasks"], args["log_to"]
+    declared = given(args)  # the settings declared once in plan/options.py
     from lerobench.execution.runner import Evaluation, RunSettings
     from lerobench.suite.registry import load_suite
 
+    if output is not None:
+        check_output(Path(output), resume)
     if log_to:
         from lerobench.trackers import check_trackers
 
-        check_trackers(list(log_to))
-    names = tasks.split(",") if isinstance(tasks, str) else tasks
-    chosen = load_suite(str(suite)).select_tasks([str(t).strip() for t in names] if names is not None else None)
+        check_trackers(log_to, flag="log_to")
+        store = _store(log_dir, output is None)
+        check_store(store if store is not None else Path(str(output)))
+    chosen = load_suite(str(suite)).select_tasks([str(t) for t in tasks] if tasks is not None else None, flag="tasks=")
     in_memory = not isinstance(policy, str)
     spec = policy if not in_memory else (policy_name or f"python:{type(policy).__module__}.{type(policy).__qualname__}")
     scratch = Path(tempfile.mkdtemp(prefix="lerobench-")) if output is None else None
@@ -192,27 +211,42 @@ def evaluate(
             evaluation = Evaluation(settings, policy=obj)
             document = evaluation.run()
             records = _records(evaluation.s.output)
-        logged = _log(document, evaluation.s.output, log_to, step, project, log_dir, chosen.name if scratch else None)
-        return Results.from_document(document, records, None if scratch else evaluation.s.output, logged)
+        logged, failed = _log(document, evaluation.s.output, log_to, step, project, log_dir,
+                              chosen.name if scratch else None)
+        if failed:
+            warnings.warn(TrackerWarning(f"lerobench.evaluate: the evaluation finished but could not be logged to "
+                                         f"{'; '.join(f'{k}: {v}' for k, v in failed.items())} (Results.log_errors)"),
+                          stacklevel=2)
+        return Results.from_document(document, records, None if scratch else evaluation.s.output, logged, failed)
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
 
 
+def _store(log_dir: str | Path | None, scratch: bool) -> Path | None:
+    """Where the trackers' stores go: ``log_dir``, else ``LOG_DIR`` for a temporary run, else the run directory."""
+    if log_dir is not None:
+        return Path(log_dir).resolve()
+    return Path(LOG_DIR).resolve() if scratch else None
+
+
 def _log(document: dict[str, Any], run_dir: Path, log_to: Sequence[str], step: int | None, project: str,
-         log_dir: str | Path | None, scratch_name: str | None) -> dict[str, Any]:
-    """Log the results to ``log_to``'s trackers; return where each went.
+         log_dir: str | Path | None, scratch_name: str | None) -> tuple[dict[str, Any], dict[str, str]]:
+    """Log the results to ``log_to``'s trackers; return where each went and why any failed (never raise).
 
     A temporary run's stores go to ``LOG_DIR`` and its runs are named ``scratch_name`` (the suite), so a training
-    loop's evaluations gather in one place.
+    loop's evaluations gather in one place; its media are logged only as copies the stores keep.
     """
     if not log_to:
-        return {}
-    from lerobench.trackers import log_run
+        return {}, {}
+    from lerobench.trackers import log_each
 
     scratch = scratch_name is not None
-    store = Path(log_dir).resolve() if log_dir is not None else (Path(LOG_DIR).resolve() if scratch else None)
-    return log_run(document, run_dir, list(log_to), step=step, project=project, store=store, run_name=scratch_name)
+    try:
+        return log_each(document, run_dir, list(log_to), step=step, project=project, store=_store(log_dir, scratch),
+                        run_name=scratch_name, temporary=scratch)
+    except Exception as exc:  # noqa: BLE001 - the evaluation is done: reported with the results, never lost
+        return {}, {name: f"{type(exc).__name__}: {exc}" for name in log_to}
 
 
 def _records(run_dir: Path) -> list[EpisodeRecord]:

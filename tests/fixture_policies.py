@@ -117,6 +117,21 @@ def make_camera_expert(context):
     return expert
 
 
+def make_late_expert(context):
+    """Meta-World's expert from trial 1 on; trial 0 holds still (fails): every episode succeeds within 2 trials."""
+    from lerobench.policies.builtin import make_metaworld_expert
+
+    expert = make_metaworld_expert(context)
+    act = expert.select_action
+
+    def select_action(observation, task_descriptions):
+        actions = np.asarray(act(observation, task_descriptions), dtype=np.float32)
+        return np.where(np.asarray(observation["trial"])[:, None] > 0, actions, 0.0).astype(np.float32)
+
+    expert.select_action = select_action
+    return expert
+
+
 def make_slot_queue_policy(context):
     """A batchable torch policy with per-env action queues keyed by ``row_ids`` (slots when served batched)."""
     import torch
@@ -302,6 +317,55 @@ def make_mlp(context):
             return self.net(observation["state"])
 
     return MLP()
+
+
+def make_position_dependent(context):
+    """make_mlp whose rows move by 1e-7 x their position in calls of a width that is not 1 or a multiple of 8: what
+    CPU kernels were measured to do (policies/width.py), made deterministic so a test can rely on it."""
+    import torch
+
+    mlp = make_mlp(context)
+    plain = mlp.select_action
+
+    def select_action(observation, task_descriptions):
+        out = plain(observation, task_descriptions)
+        n = out.shape[0]
+        if n == 1 or n % 8 == 0:
+            return out
+        return out + 1e-7 * torch.arange(n, dtype=out.dtype, device=out.device)[:, None]
+
+    mlp.select_action = select_action
+    return mlp
+
+
+def make_position_keyed_smoother(context):
+    """docs/policies.md's SmoothedMLP as of 41dfc68: the last action kept by the row's position in the call, against
+    the page's own rule (key per-env state by ``row_ids``)."""
+    import torch
+    from torch import nn
+
+    class SmoothedMLP(nn.Module):
+        observation_needs = ObservationNeeds()
+
+        def __init__(self, state_dim, action_dim):
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(state_dim, 64), nn.ReLU(), nn.Linear(64, action_dim))
+            self._last = None
+
+        def reset(self):
+            self._last = None
+
+        def select_action(self, observation, task_descriptions):
+            state = observation["state"]
+            action = torch.tanh(self.net(state))
+            start = torch.as_tensor(observation["episode_start"], device=state.device)
+            if self._last is not None and self._last.shape == action.shape:
+                action = torch.where(start[:, None], action, 0.5 * action + 0.5 * self._last)
+            self._last = action
+            return action
+
+    torch.manual_seed(context.seed)
+    return SmoothedMLP(context.state_dim, context.action_dim)
 
 
 def make_batch_norm(context):

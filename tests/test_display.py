@@ -102,3 +102,32 @@ def test_readme_says_what_the_report_holds(real_runs, tmp_path):
     line = next(i for i, text in enumerate(readme.splitlines()) if text.startswith("lerobench report"))
     claim = " ".join(readme.splitlines()[line:line + 2])
     assert "self-contained" not in claim and "linked" in claim
+
+
+@pytest.mark.sim
+def test_a_piped_trials_run_reads_as_a_log_of_what_the_trials_did(tmp_path):
+    """`eval --trials 2 > log`: every episode fails trial 0 and succeeds at trial 1 (the expert from trial 1 on).
+    Progress and task lines say both rates (41dfc68: "0.0% success" only), and the end of the run is plain whole
+    lines: no live bars cut at the width ("73 env-st…"), the summary's notes unwrapped."""
+    pytest.importorskip("metaworld")
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env["PYTHONPATH"] = os.pathsep.join([str(TESTS.parent), str(TESTS)])
+    log = tmp_path / "eval.log"
+    with log.open("w") as out:
+        done = subprocess.run([sys.executable, "-m", "lerobench", "eval", "--suite", "smoke", "--tasks", "reach-v3",
+                               "--policy", "fixture_policies:make_late_expert", "--trials", "2", "--episodes", "2",
+                               "--videos", "0", "--max-steps", "80", "--progress-interval", "60",
+                               "-o", str(tmp_path / "run")], stdout=out, stderr=subprocess.STDOUT, env=env, timeout=300)
+    text = log.read_text()
+    assert done.returncode == 0, text
+    lines = text.splitlines()
+    assert any(line.endswith("task reach-v3 finished: 2 episodes x 2 trials, 0.0% success at trial 0, "
+                             "100.0% within 2 trials") for line in lines), text
+    assert any("progress smoke: 2/2 episodes (100%), trial 0: 0 solved (0.0%), within 2 trials: 2 (100.0%)" in line
+               for line in lines), text
+    assert "overall: 0.0% success at trial 0, 100.0% within 2 trials" in lines
+    assert not any(line.rstrip().endswith("…") for line in lines), text  # nothing cut
+    assert not any("env-st" in line and "━" in line for line in lines), text  # no live bars at the end
+    note = next(line for line in lines if line.startswith("success/CI/errors: trial 0"))
+    assert note.endswith("results.json also has the unbiased estimator over all trials)")  # one whole line
+    assert "pass@k = success_within_k[k-1]" in note

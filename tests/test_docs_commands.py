@@ -7,6 +7,8 @@ the tests need and run them (``scripts/test.sh``). ``.ci/run`` ends with exactly
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).parent.parent
 
 
@@ -39,3 +41,58 @@ def test_the_test_script_installs_lints_types_and_runs_every_test():
     steps = [line for line in script if line and not line.startswith(("#", " ", "if", "fi", "set", "cd"))]
     assert steps[-3:] == ["ruff check lerobench tests benchmarks", "mypy", 'MUJOCO_GL=egl python -m pytest -q "$@"']
     assert any(s.startswith("pip install -q -e \".[metaworld,libero,dev]\"") for s in steps)
+
+
+def test_trials_docs_give_both_counts_and_they_hold():
+    """pass@k counts attempts from 1, ``success_within_k[].trial`` indexes trials from 0 (41dfc68 documented neither
+    pass@k nor the difference): the documented identity holds on a real aggregate, and both pages state it."""
+    import itertools
+
+    from lerobench.core.records import EpisodeRecord
+    from lerobench.core.trials import trial_summary
+
+    outcomes = list(itertools.product([False, True], repeat=3))  # every pattern of 3 trials, one episode each
+    records = [EpisodeRecord(task="t", episode=e, trial=k, seed=0, init_state=e, success=ok, success_at_end=ok,
+                             steps=1, return_=0.0, elapsed_s=0.0)
+               for e, pattern in enumerate(outcomes) for k, ok in enumerate(pattern)]
+    block = trial_summary(records, 3)
+    for k in (1, 2, 3):
+        row = block["pass_at_k"][k - 1]
+        assert row["k"] == k and block["success_within_k"][k - 1]["trial"] == k - 1
+        assert row["within_first_k"] == block["success_within_k"][k - 1]["success_rate"]
+    assert block["pass_at_k"][0]["within_first_k"] == block["per_trial"][0]["success_rate"]  # pass@1 = trial 0
+    for page in ("trials.md", "results.md"):
+        text = (ROOT / "docs" / page).read_text()
+        assert "`pass_at_k[k-1].within_first_k` = `success_within_k[k-1].success_rate`" in text, page
+        assert "pass@1" in text and "from 0" in text and "from 1" in text, page
+
+
+def _docs_torch_example():
+    text = (ROOT / "docs" / "policies.md").read_text()
+    return re.search(r"```python\n(# my_torch_policy\.py — run with: .*?)```", text, re.S)[1]
+
+
+@pytest.mark.sim
+def test_docs_torch_example_keys_state_by_row_and_check_policy_catches_position_keys(tmp_path, monkeypatch):
+    """docs/policies.md's SmoothedMLP kept its state by row position (41dfc68), against the page's rule; now it
+    keys by ``row_ids`` and passes check-policy, whose "state per row" check fails the old one."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from lerobench.cli import app
+
+    pytest.importorskip("torch")
+    pytest.importorskip("metaworld")
+    (tmp_path / "my_torch_policy.py").write_text(_docs_torch_example())
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def check(policy):
+        done = CliRunner().invoke(app, ["check-policy", "--policy", policy, "--suite", "smoke", "--json"])
+        return done.exit_code, {c["name"]: c for c in json.loads(done.stdout)["checks"]}
+
+    code, checks = check("my_torch_policy:make_policy")
+    assert code == 0 and checks["state per row"]["status"] == "pass", checks
+    code, checks = check("fixture_policies:make_position_keyed_smoother")
+    assert code == 1 and checks["state per row"]["status"] == "fail", checks
+    assert "state is kept by position in the call; key it by row_ids(observation)" in checks["state per row"]["detail"]

@@ -73,3 +73,28 @@ def test_eval_that_renders_nothing_needs_no_renderer(tmp_path):
     done = _eval(tmp_path, None, "--videos", "0", "--output", str(out))
     assert done.returncode == 0, done.stderr
     assert json.loads((out / "results.json").read_text())["complete"]
+
+
+@pytest.mark.slow
+def test_doctor_without_mujoco_gl_gives_one_verdict_and_the_fix(tmp_path):
+    """MUJOCO_GL unset: 41dfc68 failed the render check yet passed LIBERO's golden image check (robosuite picks a GL
+    of its own) and reported Meta-World's as a libc++abi crash. Now the golden checks compare the state only and
+    say why, and the one error line gives the fix."""
+    pytest.importorskip("metaworld")
+    env = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "DISPLAY", "PYOPENGL_PLATFORM")}
+    env.update({"PYTHONPATH": str(ROOT), "LEROBENCH_CACHE_DIR": str(tmp_path / "cache")})
+    done = subprocess.run([sys.executable, "-m", "lerobench", "doctor", "--json"], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: offscreen render: MUJOCO_GL unset"), done.stderr
+    assert lines[0].endswith("fix: export MUJOCO_GL=egl (GPU or Mesa EGL), then run doctor again")
+    checks = {c["name"]: c for c in json.loads(done.stdout)["checks"]}
+    golden = [c for name, c in checks.items() if name.endswith("golden state")]
+    assert golden and "libc++abi" not in done.stdout
+    for check in golden:
+        if check["status"] == "missing":
+            continue
+        assert check["status"] == "warn", check  # never "ok" with the image unchecked
+        assert check["value"].startswith("state matches the pinned stack")
+        assert "image not checked: offscreen rendering fails here" in check["value"], check

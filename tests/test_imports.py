@@ -168,6 +168,7 @@ LAYERS = (
     ("lerobench.rollout",),
     ("lerobench.execution",),
     ("lerobench.analysis", "lerobench.trackers"),
+    ("lerobench.arguments",),
     ("lerobench.api", "lerobench.doctor"),
     ("lerobench.cli",),
     ("lerobench", "lerobench.__main__"),
@@ -273,7 +274,7 @@ assert handlers == {{s: signal.getsignal(s) for s in handlers}}, "signal handler
 
 
 def _patched_lerobench_globals(path: Path) -> list[str]:
-    """``monkeypatch.setattr``/``setattr`` calls in ``path`` whose target is a lerobench module or one of its globals."""
+    """``monkeypatch.setattr``/``setattr`` calls in ``path`` targeting a lerobench module or one of its globals."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     ours: set[str] = set()  # names bound to lerobench modules or their globals in this file
     for node in ast.walk(tree):

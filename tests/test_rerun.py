@@ -58,7 +58,8 @@ def test_recordings_hold_every_step(camera_run):
         assert steps == list(range(record["steps"] + 1))  # the first observation, then one per action
         column = {name.split(":")[0]: table.column(name).to_pylist() for name in table.column_names
                   if name.endswith((":scalars", ":blob"))}
-        assert sum(v is not None for v in column["/video/corner2"]) == record["steps"] + 1
+        video_steps = [s for s, v in zip(steps, column["/video/corner2"], strict=True) if v is not None]
+        assert video_steps == list(range(0, record["steps"] + 1, 8))  # the MP4's frames: 80 Hz / 10 fps
         assert sum(v is not None for v in column["/camera/corner2"]) == record["steps"] + 1
         assert sum(v is not None for v in column["/action"]) == record["steps"]
         assert all(len(s) == 39 for s in column["/state"])
@@ -66,6 +67,24 @@ def test_recordings_hold_every_step(camera_run):
         rewards = [v[0] for v in column["/reward"][1:]]
         assert sum(rewards) == pytest.approx(record["return"], rel=1e-5)
         assert np.isfinite(rewards).all()
+
+
+def test_video_frames_logged_at_the_step_they_were_rendered(tmp_path):
+    """The expert reads no camera: the video camera renders at steps 0, 8, 16... only, and each image is logged
+    once, at its own step (41dfc68 logged the repeated last render under every step: 7 distinct of 41)."""
+    pytest.importorskip("metaworld")
+    pytest.importorskip("rerun")
+    out = tmp_path / "run"
+    result = _eval(tmp_path, "--episodes", "1", "--max-steps", "40", "--videos", "1", "--rerun", "--output", str(out))
+    assert result.exit_code == 0, result.output
+    record = json.loads((out / "episodes.jsonl").read_text().splitlines()[0])
+    entities, table = _table(out / "rerun" / "reach-v3" / "episode_0.rrd")
+    assert "/camera/corner2" not in entities  # no policy camera
+    steps = table.column("step").to_pylist()
+    blobs = table.column("/video/corner2:EncodedImage:blob").to_pylist()
+    logged = [(s, bytes(b[0])) for s, b in zip(steps, blobs, strict=True) if b is not None]
+    assert [s for s, _ in logged] == list(range(0, record["steps"] + 1, 8))
+    assert len({b for _, b in logged}) == len(logged)  # every logged image is a fresh render, none repeated
 
 
 def test_report_links_the_recordings(camera_run, tmp_path):

@@ -157,6 +157,47 @@ def test_tensorboard_events_hold_results(logged_run):
     assert "lerobench/config/text_summary" in events.Tags()["tensors"]
 
 
+def reading_back_blocks() -> dict[str, str]:
+    """docs/trackers.md's "Reading the stores back" code blocks, by the package each imports first."""
+    text = (_REPO / "docs" / "trackers.md").read_text()
+    section = text[text.index("### Reading the stores back"):text.index("MLflow 3 keeps its file store")]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    return {name: next(b for b in blocks if name in b) for name in ("tensorboard", "mlflow", "sqlite3")}
+
+
+def run_reading_block(code: str, run_dir: Path, project: str, capsys) -> list:
+    """Run a docs block as written, on ``run_dir``; what it printed, parsed."""
+    first, rest = code.split("\n", 1)
+    assert first.startswith(("run_dir = ", "run_dir, project = ")), first
+    capsys.readouterr()
+    exec(rest, {"run_dir": str(run_dir), "project": project})  # noqa: S102 - the documented snippet itself
+    return eval(capsys.readouterr().out)  # noqa: S307 - a printed list of (step, value)
+
+
+def test_the_documented_reading_back_blocks_read_the_stores(logged_run, capsys, monkeypatch):
+    """docs/trackers.md says how to read each store back (41dfc68 did not: mlflow.search_runs needs pandas,
+    the file store MLFLOW_ALLOW_FILE_STORE); its TensorBoard and MLflow blocks, as written, give the logged rate."""
+    out, results = logged_run
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)  # the block sets it; undone after the test
+    blocks = reading_back_blocks()
+    rate = results["overall"]["success_rate"]
+    assert run_reading_block(blocks["tensorboard"], out, "lerobench-test", capsys) == [(STEP, pytest.approx(rate))]
+    assert run_reading_block(blocks["mlflow"], out, "lerobench-test", capsys) == [(STEP, pytest.approx(rate))]
+    assert "import pandas" not in blocks["mlflow"] and "search_runs(" in blocks["mlflow"]
+
+
+def test_wandb_into_a_store_not_made_yet_prints_no_git_noise(logged_run, tmp_path, capfd):
+    """41dfc68: "wandb: WARNING git root <store> does not exist" on stderr when the store did not exist yet."""
+    from lerobench.trackers import log_run
+
+    out, results = logged_run
+    store = tmp_path / "new" / "store"
+    written = log_run(results, out, ["wandb"], step=STEP, store=store)
+    captured = capfd.readouterr()
+    assert "git root" not in captured.out + captured.err and "wandb:" not in captured.err
+    assert written["wandb"].startswith(str(store / "wandb" / "offline-run-"))
+
+
 def test_unknown_tracker_is_one_line_before_the_run(tmp_path):
     from typer.testing import CliRunner
 
@@ -403,6 +444,12 @@ def trackio_run(trackio_overlay, tmp_path_factory):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert f"logged to trackio: {out / 'trackio'} (project lerobench-test, run run)" in proc.stdout
     return out, json.loads((out / "results.json").read_text())
+
+
+def test_the_documented_trackio_block_reads_its_store(trackio_run, capsys):
+    out, results = trackio_run
+    rows = run_reading_block(reading_back_blocks()["sqlite3"], out, "lerobench-test", capsys)
+    assert rows == [(3, pytest.approx(results["overall"]["success_rate"]))]
 
 
 def test_trackio_store_holds_results(trackio_run):

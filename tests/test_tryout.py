@@ -148,7 +148,8 @@ def test_resumed_progress_counts_the_whole_run_and_fits_80_columns(monkeypatch):
     from lerobench.suite.registry import load_suite
 
     suite = load_suite("libero_90")
-    monkeypatch.setattr(evaluate, "console", Console(width=80, force_terminal=False))
+    monkeypatch.setenv("COLUMNS", "80")  # an 80-column terminal: rich reads it whenever it measures
+    assert evaluate.console.width == 80
     reporter = evaluate.RichReporter(90 * 50, suite.name)
 
     def record(task, episode, success):

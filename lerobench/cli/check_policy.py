@@ -42,7 +42,7 @@ def check_policy(
     from lerobench.suite.registry import load_suite
 
     try:
-        s = load_suite(suite).select_tasks([task] if task else None)
+        s = load_suite(suite).select_tasks([task] if task else None, flag="--task")
         settings = RunSettings(suite=s, policy=policy, output=Path("."), protocol=protocol, seed=seed,
                                device=device, call_width=call_width, max_steps=max(steps + 1, 2), videos=0)
         plan = make_plan(settings)

@@ -115,6 +115,19 @@ def rate_text(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
 
+def headline_rates(block: dict[str, Any], trials: int) -> str:
+    """A results block's rate as a headline: ``62.5% success``; with trials, trial 0's and within K trials'.
+
+    Why both: with ``--trials`` the ``success_rate`` is trial 0's (comparable with 1-trial runs), and printing it
+    alone read "0.0% success" for a run whose every episode succeeded by its last trial.
+    """
+    first = f"{rate_text(block.get('success_rate'))} success"
+    within = block.get("success_within_k") or []
+    if trials <= 1 or not within:
+        return first
+    return f"{first} at trial 0, {rate_text(within[-1]['success_rate'])} within {trials} trials"
+
+
 def plural(n: int, noun: str) -> str:
     """``1 episode``, ``2 episodes``."""
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import sys
 import threading
 import time
@@ -20,6 +21,7 @@ from lerobench.cli.common import (
     elide_middle,
     err_console,
     fail,
+    headline_rates,
     interrupts_keep_results,
     plural,
     rate_text,
@@ -37,7 +39,7 @@ class RichReporter:
     other columns leave, and the counts column is cut rather than wrapped.
     """
 
-    def __init__(self, total_episodes: int, suite: str):
+    def __init__(self, total_episodes: int, suite: str, trials: int = 1, display: Any = None):
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -59,38 +61,56 @@ class RichReporter:
             TextColumn("[bold]{task.description}", table_column=Column(no_wrap=True)),
             BarColumn(bar_width=10 if narrow else 30), MofNCompleteColumn(), *times,
             TextColumn("{task.fields[info]}", table_column=Column(no_wrap=True, overflow="ellipsis", max_width=info)),
-            console=console, transient=False,
+            console=display or console, transient=False,
         )
         self.suite_bar = self.progress.add_task(escape(elide_middle(suite, self._name_width)), total=total_episodes,
                                                 info="")
+        self.trials = trials
         self._credited: dict[str, int] = {}
         self._bars: dict[str, Any] = {}
         self._successes: dict[str, int] = {}
+        self._within: dict[str, set[int]] = {}
+        """Per task, the episodes solved at any trial so far (``--trials`` > 1)."""
         self._steps = 0
         self._t0 = time.perf_counter()
         self._lock = threading.Lock()
         self._all_successes = 0
 
+    def _count(self, record: Any) -> bool:
+        """Count one trial's record (under the lock); True for trial 0, which moves the bars."""
+        if record.success:
+            self._within.setdefault(record.task, set()).add(record.episode)
+        if record.trial != 0:
+            return False
+        self._successes[record.task] = self._successes.get(record.task, 0) + int(record.success)
+        self._all_successes += int(record.success)
+        return True
+
+    def _solved(self, task: str | None = None) -> str:
+        """``3 solved``; with trials, both counts, short for the bars' info column: ``t0 0 solved, ≤3: 2``."""
+        if task is None:
+            first, within = self._all_successes, sum(len(v) for v in self._within.values())
+        else:
+            first, within = self._successes.get(task, 0), len(self._within.get(task, ()))
+        return f"{first} solved" if self.trials <= 1 else f"t0 {first} solved, ≤{self.trials}: {within}"
+
     def resumed(self, records: Any) -> None:
         """Count the episodes a ``--resume`` keeps, so the suite bar and the solved counts cover the whole run."""
         with self._lock:
             for r in records:
-                if r.trial == 0:
+                if self._count(r):
                     self._credited[r.task] = self._credited.get(r.task, 0) + 1
-                    self._successes[r.task] = self._successes.get(r.task, 0) + int(r.success)
-                    self._all_successes += int(r.success)
-            self.progress.update(self.suite_bar, advance=sum(self._credited.values()),
-                                 info=f"{self._all_successes} solved")
+            self.progress.update(self.suite_bar, advance=sum(self._credited.values()), info=self._solved())
 
     def message(self, text: str) -> None:  # noqa: D102
-        self.progress.console.print(f"[dim]{escape(text)}[/]", highlight=False, soft_wrap=True)  # one line in logs
+        console.print(f"[dim]{escape(text)}[/]", highlight=False, soft_wrap=True)  # one line in logs
 
     def task_started(self, task: Any, total: int, done: int) -> None:  # noqa: D102
         with self._lock:
-            solved = self._successes.setdefault(task.name, 0)
+            self._successes.setdefault(task.name, 0)
             label = escape(elide_middle(task.name, self._name_width - 2))
             self._bars[task.name] = self.progress.add_task(f"  {label}", total=total, completed=done,
-                                                           info=f"{solved} solved" if done else "")
+                                                           info=self._solved(task.name) if done else "")
             self.progress.update(self.suite_bar, advance=max(0, done - self._credited.get(task.name, 0)))
             self._credited[task.name] = max(done, self._credited.get(task.name, 0))
 
@@ -98,25 +118,35 @@ class RichReporter:
         with self._lock:
             self._steps += n
 
-    def episode(self, task: Any, record: Any) -> None:  # noqa: D102
+    def episode(self, task: Any, record: Any) -> None:
+        """A trial ended (every trial is reported, trial 0 first): trial 0 moves the bars, any trial may solve."""
         with self._lock:
-            self._successes[task.name] += int(record.success)
-            self._all_successes += int(record.success)
+            advance = int(self._count(record))
             rate = self._steps / max(1e-9, time.perf_counter() - self._t0)
             bar = self._bars[task.name]
-            self.progress.update(bar, advance=1, info=f"{self._successes[task.name]} solved")
-            self.progress.update(self.suite_bar, advance=1,
-                                 info=f"{self._all_successes} solved, {rate:,.0f} env-steps/s")
+            self.progress.update(bar, advance=advance, info=self._solved(task.name))
+            self.progress.update(self.suite_bar, advance=advance, info=f"{self._solved()}, {rate:,.0f} env-steps/s")
 
     def task_finished(self, task: Any, summary: dict[str, Any]) -> None:  # noqa: D102
         with self._lock:
             errors = summary.get("n_errors", 0)
             extra = f", {errors} errors" if errors else ""
-            self.progress.update(self._bars[task.name], info=f"{rate_text(summary.get('success_rate'))}{extra}")
+            rate = rate_text(summary.get("success_rate"))
+            within = summary.get("success_within_k") or []
+            if self.trials > 1 and within:  # both, short enough for the info column (the log says them in words)
+                rate = f"{rate} t0, {rate_text(within[-1]['success_rate'])} ≤{self.trials}"
+            self.progress.update(self._bars[task.name], info=f"{rate}{extra}")
 
 
 PROGRESS_INTERVAL_S = 30.0
 """Default seconds between plain progress lines when stdout is not a terminal (``--progress-interval``)."""
+
+
+class _Discard(io.StringIO):
+    """A text file that keeps nothing: where a log's live display draws."""
+
+    def write(self, text: str) -> int:  # noqa: D102
+        return len(text)
 
 
 class LogReporter(RichReporter):
@@ -128,8 +158,12 @@ class LogReporter(RichReporter):
     (``with reporter.progress``); the ETA uses the pace since the first episode ended, not start-up.
     """
 
-    def __init__(self, total_episodes: int, suite: str, interval: float = PROGRESS_INTERVAL_S):
-        super().__init__(total_episodes, suite)
+    def __init__(self, total_episodes: int, suite: str, interval: float = PROGRESS_INTERVAL_S, trials: int = 1):
+        from rich.console import Console
+
+        # The live display draws into a console that discards it: rich prints a live display's last frame when it
+        # stops, and on a file that was the bars cut at the terminal width ("73 env-st…"). Lines go to `console`.
+        super().__init__(total_episodes, suite, trials, display=Console(file=_Discard(), width=200))
         self.interval = interval
         self._suite = suite
         self._done_now = 0
@@ -151,8 +185,7 @@ class LogReporter(RichReporter):
 
     def _log(self, text: str) -> None:
         if self.progress.live.is_started:
-            self.progress.console.print(f"{datetime.now():%H:%M:%S} {text}", highlight=False, markup=False,
-                                        soft_wrap=True)
+            console.print(f"{datetime.now():%H:%M:%S} {text}", highlight=False, markup=False, soft_wrap=True)
 
     def line(self) -> str:
         """The whole run's progress now, in one line."""
@@ -164,13 +197,21 @@ class LogReporter(RichReporter):
             pace = ((time.perf_counter() - self._first_end) / (self._done_now - 1)
                     if self._first_end is not None and self._done_now > 1 else None)
             solved = self._all_successes
+            within = sum(len(v) for v in self._within.values())
         eta = "-" if pace is None or pace <= 0 else _clock(pace * max(0, total - done))
-        share = f" ({100 * solved / done:.1f}%)" if done else ""
+
+        def share(n: int) -> str:
+            return f" ({100 * n / done:.1f}%)" if done else ""
+
+        solved_text = (f"{solved} solved{share(solved)}" if self.trials <= 1 else
+                       f"trial 0: {solved} solved{share(solved)}, within {self.trials} trials: {within}{share(within)}")
         return (f"progress {self._suite}: {done}/{total} episodes ({100 * done / max(1, total):.0f}%), "
-                f"{solved} solved{share}, {rate:,.0f} env-steps/s, elapsed {_clock(elapsed)}, ETA {eta}")
+                f"{solved_text}, {rate:,.0f} env-steps/s, elapsed {_clock(elapsed)}, ETA {eta}")
 
     def episode(self, task: Any, record: Any) -> None:  # noqa: D102
         super().episode(task, record)
+        if record.trial != 0:
+            return
         with self._lock:
             self._done_now += 1
             if self._first_end is None:
@@ -179,8 +220,9 @@ class LogReporter(RichReporter):
     def task_finished(self, task: Any, summary: dict[str, Any]) -> None:  # noqa: D102
         super().task_finished(task, summary)
         errors = summary.get("n_errors", 0)
-        self._log(f"task {task.name} finished: {summary.get('n_episodes', 0)} episodes, "
-                  f"{rate_text(summary.get('success_rate'))} success" + (f", {errors} errors" if errors else ""))
+        trials = f" x {self.trials} trials" if self.trials > 1 else ""
+        self._log(f"task {task.name} finished: {summary.get('n_episodes', 0)} episodes{trials}, "
+                  f"{headline_rates(summary, self.trials)}" + (f", {errors} errors" if errors else ""))
         self._log(self.line())
 
 
@@ -190,11 +232,12 @@ def _clock(seconds: float) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
-def reporter_for(total_episodes: int, suite: str, interval: float = PROGRESS_INTERVAL_S) -> RichReporter:
+def reporter_for(total_episodes: int, suite: str, interval: float = PROGRESS_INTERVAL_S,
+                 trials: int = 1) -> RichReporter:
     """Live bars in a terminal; plain lines every ``interval`` s where stdout is a file or a pipe."""
     if console.is_terminal:
-        return RichReporter(total_episodes, suite)
-    return LogReporter(total_episodes, suite, interval)
+        return RichReporter(total_episodes, suite, trials)
+    return LogReporter(total_episodes, suite, interval, trials)
 
 
 def _log(results: dict[str, Any], out: Path, trackers: tuple[str, ...], step: int, project: str) -> None:
@@ -286,7 +329,8 @@ def evaluate(
     log_to: list[str] = typer.Option(
         [], "--log-to", help="Log the finished run to wandb, trackio, mlflow, tensorboard (comma-separated or "
                              "repeated; offline, into the run directory; docs/trackers.md)."),
-    log_step: int = typer.Option(0, "--log-step", help="--log-to: the training step the values are logged at."),
+    log_step: int = typer.Option(0, "--log-step", min=0,
+                                 help="--log-to: the training step the values are logged at (>= 0)."),
     log_project: str = typer.Option("lerobench", "--log-project",
                                     help="--log-to: wandb / trackio project, MLflow experiment."),
 ) -> None:
@@ -315,7 +359,8 @@ def evaluate(
             settings = evaluation.s  # as planned (--versus sets the episode count)
             out = settings.output  # a default name taken in the same second: the next free one
             units = shard_units([t.name for t in s.tasks], settings.episodes_per_task, settings.shard)
-            reporter = evaluation.reporter = reporter_for(len(units), s.name, progress_interval)
+            reporter = evaluation.reporter = reporter_for(len(units), s.name, progress_interval,
+                                                          settings.trials_per_episode)
             _announce(evaluation, len(units))
             reporter.resumed(evaluation.previous)
             with reporter.progress:

@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.table import Table
 
-from lerobench.cli.common import console, plural, print_names_table, rate_text
+from lerobench.cli.common import console, headline_rates, plural, print_names_table, rate_text
 from lerobench.plan.stopping import FIXED_N_NOTE, stopping_line
 from lerobench.stats.intervals import percent_interval
 
@@ -47,9 +47,11 @@ def print_summary(results: dict[str, Any], output: Path, merged_from: int = 0) -
                   percent_interval((lo, hi)), str(o["n_errors"]), "", *_trial_cells(o, trials))
     print_names_table(table)
     if trials > 1:
+        console.print(f"overall: {headline_rates(o, trials)}", highlight=False, soft_wrap=True)
         console.print("success/CI/errors: trial 0 (comparable with 1-trial runs); Δk = rate(trial k) − rate(trial 0) "
-                      "in percentage points, paired exact McNemar p; pass@k = success within the first k trials "
-                      "(results.json also has the unbiased estimator over all trials)", highlight=False)
+                      "in percentage points, paired exact McNemar p; pass@k = success within the first k trials, k "
+                      "counted from 1 (pass@k = success_within_k[k-1], whose trial counts from 0; results.json also "
+                      "has the unbiased estimator over all trials)", highlight=False, markup=False, soft_wrap=True)
     stopping = results.get("stopping")
     if stopping:
         console.print(stopping_line(stopping), highlight=False, soft_wrap=True)

@@ -291,11 +291,14 @@ def offscreen_render() -> dict[str, Any]:
     return _run_child("--render-probe")
 
 
-def fingerprint(backend: str, packages: tuple[str, ...], use_cache: bool = True) -> dict[str, Any]:
+def fingerprint(backend: str, packages: tuple[str, ...], use_cache: bool = True,
+                no_render: str | None = None) -> dict[str, Any]:
     """The simulator fingerprint of ``backend`` on this machine: versions, renderer and the golden check.
 
     ``golden.status`` is ``pass``, ``drifted`` (the stack does not reproduce the stored first observations, or
     the check could not run: ``reason`` says which) or ``unchecked`` (the backend ships no golden file).
+    ``no_render``: why images are not to be rendered (``doctor`` after its render check failed): only the state
+    is checked, ``render_error`` says why, nothing is cached (a render with a working GL would check more).
     """
     versions = package_versions(packages)
     path = golden_path(backend)
@@ -308,13 +311,20 @@ def fingerprint(backend: str, packages: tuple[str, ...], use_cache: bool = True)
     cached = cache_dir() / f"golden-{backend}-{_cache_key(backend, versions, reference)}.json"
     started = time.perf_counter()
     result = None
-    if use_cache and cached.is_file():
+    if use_cache and no_render is None and cached.is_file():
         try:
             result = json.loads(cached.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             result = None
     from_cache = result is not None
-    if result is None:
+    if result is None and no_render is not None:
+        try:
+            result = _run_child(backend, "--state-only")
+            result["render_error"] = no_render
+        except SimulatorCheckError as exc:
+            result = {"status": "drifted", "reason": f"the check could not run: {exc}", "cases": [],
+                      "renderer": {"MUJOCO_GL": os.environ.get("MUJOCO_GL")}}
+    elif result is None:
         try:
             result = _run_child(backend)
         except SimulatorCheckError as exc:

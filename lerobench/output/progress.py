@@ -21,7 +21,7 @@ class Reporter(Protocol):
         """``n`` env steps were taken."""
 
     def episode(self, task: TaskSpec, record: EpisodeRecord) -> None:
-        """An episode finished."""
+        """An episode's trial finished: every trial is reported (``record.trial``; trial 0 is the episode's rate)."""
 
     def task_finished(self, task: TaskSpec, summary: dict[str, Any]) -> None:
         """A task is complete."""

@@ -8,9 +8,14 @@ episode ends normally, so an interrupted run never leaves a recording that looks
 an error has its partial file deleted, like its video.
 
 Timeline ``step``: step 0 is the first observation, step t the observation after t actions. At step t the
-recording holds that observation (``state``, ``camera/<name>`` for the policy's cameras, ``video/<camera>``), the
-action chosen from it (``action``) and the reward and success of the step that led to it (``reward``,
-``success``; from step 1).
+recording holds that observation (``state``, ``camera/<name>`` for the policy's cameras), the action chosen from it
+(``action``) and the reward and success of the step that led to it (``reward``, ``success``; from step 1).
+
+Every image is logged at the step it was rendered, never again under a later step: the policy's cameras at every
+step (``--rerun`` renders them at every step), the video camera at the video's frames only (steps 0, k, 2k... with
+k = ``RunPlan.video_every``, the steps the env renders it at; the MP4 holds the same frames). Between two video
+frames the viewer shows the last one, at its own step on the timeline. Logging the frame the rollout hands on at
+every step (the env repeats its last render between video steps) put a stale image under up to k-1 later steps.
 """
 
 from __future__ import annotations
@@ -45,18 +50,25 @@ def rrd_path(task: str, episode: int, trial: int | None) -> str:
 class RrdEpisode:
     """One episode's recording; its methods only queue work for the writer thread."""
 
-    def __init__(self, writer: RrdWriter, path: Path, camera: str | None, name: str):
+    def __init__(self, writer: RrdWriter, path: Path, camera: str | None, name: str, every: int = 1):
         self.path = path
         self.partial = path.with_name(f".{path.stem}.partial.rrd")
         self._writer = writer
         self._camera = camera or "camera"
         self._name = name
         self._stream: Any = None
-        self._frames = 0
+        self._every = every
+        self._seen = 0
 
     def add(self, frame: np.ndarray) -> None:
-        """Queue a video-camera frame (copied: the env reuses its buffer)."""
-        self._writer.put((self, "frame", np.array(frame, copy=True)))
+        """Take the video camera's frame of the next step; queue it (a copy: the env reuses its buffer) if rendered.
+
+        The rollout hands one frame per step; only steps 0, k, 2k... (``every``) were rendered at that step, the
+        others repeat the last render and are dropped here, as the MP4 drops them.
+        """
+        step, self._seen = self._seen, self._seen + 1
+        if step % self._every == 0:
+            self._writer.put((self, "frame", (step, np.array(frame, copy=True))))
 
     def complete(self, trajectory: Trajectory, summary: dict[str, Any]) -> None:
         """Queue the episode's per-step data; the file is finished and renamed after it."""
@@ -76,13 +88,12 @@ class RrdEpisode:
             self._stream.save(str(self.partial))
         return self._stream
 
-    def _frame(self, frame: np.ndarray) -> None:
+    def _frame(self, step: int, frame: np.ndarray) -> None:
         import rerun as rr
 
         stream = self._open()
-        stream.set_time("step", sequence=self._frames)
+        stream.set_time("step", sequence=step)
         stream.log(f"video/{self._camera}", rr.Image(frame).compress(jpeg_quality=JPEG_QUALITY))
-        self._frames += 1
 
     def _end(self, trajectory: Trajectory, summary: dict[str, Any]) -> None:
         import rerun as rr
@@ -132,10 +143,10 @@ class RrdWriter:
         """Queue work; blocks while the queue is full (a dead writer thread raises instead)."""
         put_while_alive(self._queue, item, self._thread, "Rerun writer")
 
-    def start(self, task: str, episode: int, trial: int | None, camera: str | None) -> RrdEpisode:
-        """Open the recording of (task, episode, trial)."""
+    def start(self, task: str, episode: int, trial: int | None, camera: str | None, every: int = 1) -> RrdEpisode:
+        """Open the recording of (task, episode, trial); its video camera is rendered every ``every`` steps."""
         path = self.output / rrd_path(task, episode, trial)
-        return RrdEpisode(self, path, camera, f"{task}/{path.stem}")
+        return RrdEpisode(self, path, camera, f"{task}/{path.stem}", every)
 
     def park(self, task: str, episode: int, trial: int, recording: RrdEpisode) -> None:
         """Hold a recording whose frames are done until its trajectory arrives (``take``)."""
@@ -152,7 +163,7 @@ class RrdWriter:
             recording, op, payload = item
             try:
                 if op == "frame":
-                    recording._frame(payload)
+                    recording._frame(*payload)
                 elif op == "end":
                     recording._end(*payload)
                 else:
@@ -213,7 +224,7 @@ class RrdTaskVideos:
 
     def start(self, task: str, episode: int, trial: int | None = None) -> _TeeRecording:
         """Open the episode's video and its recording."""
-        rrd = self._writer.start(task, episode, trial, self.camera)
+        rrd = self._writer.start(task, episode, trial, self.camera, self._videos.every)
         return _TeeRecording(self._videos.start(task, episode, trial), rrd, self._writer, (task, episode, trial or 0))
 
 

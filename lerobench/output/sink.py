@@ -39,6 +39,7 @@ from lerobench.output.videos import NullVideoEncoder, VideoEncoder
 from lerobench.plan.planner import EXTENT, RunPlan, WorkUnit
 from lerobench.plan.stopping import Ledger, NoStopping
 from lerobench.policies.invariance import with_checks
+from lerobench.policies.width import keeps_positions, width_advice
 from lerobench.suite.config import TaskSpec
 
 TRACEBACK_FILE = "traceback.txt"
@@ -257,7 +258,7 @@ class EpisodeSink:
                 f"records clipped_action_fraction per task and overall")
         if record.trial == 0:
             self.ledger.add(task.name, record.episode, record.success)
-            self.reporter.episode(task, record)
+        self.reporter.episode(task, record)  # every trial: the progress shows what the trials did
         if complete:
             self.task_finished(task)
 
@@ -267,10 +268,16 @@ class EpisodeSink:
         if not check or check.get("status") != "failed" or self._warned_check:
             return
         self._warned_check = True
+        width = (self.plan.policy_facts or {}).get("call_width")
+        reason = check.get("reason")
+        if width is not None and width > 1 and not keeps_positions(width) and check.get("max_abs_diff"):
+            reason = (f"a row's action changed by up to {check['max_abs_diff']:.3g} with other rows beside it; "
+                      f"{width_advice(width)}")  # the cause at this width, not the probe's list of guesses
         self.reporter.message(
-            f"warning: batch invariance failed on task {task.name!r} ({check.get('reason')}): this run's "
-            "per-episode numbers depend on --batch-size, executor and timing; run `lerobench check-policy` "
-            "on this policy and see docs/policies.md#batch-invariance")
+            f"warning: batch invariance failed on task {task.name!r} ({reason}): this run's "
+            "per-episode numbers depend on --batch-size, executor and timing; run `lerobench check-policy"
+            + (f" --call-width {width}" if width is not None else "") + "` on this policy to measure it "
+            "and see docs/policies.md#batch-invariance")
 
     def wants(self, task: str, episode: int) -> bool:
         """Whether episode ``episode`` of ``task`` is still worth starting (False once ``--until`` decided it)."""

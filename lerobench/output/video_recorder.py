@@ -61,7 +61,7 @@ class TaskVideos:
         self._count = count
         self._fps = fps
         self._task = task
-        self._every = every
+        self.every = every
 
     def wants(self, episode: int) -> bool:
         """Only the first ``count`` episodes of the task are recorded."""
@@ -72,7 +72,7 @@ class TaskVideos:
         folder = self._output / "videos" / task
         folder.mkdir(parents=True, exist_ok=True)
         handle = self._encoder.start(folder / f"{video_stem(episode, trial)}.mp4", self._fps)
-        return EpisodeRecording(handle, self._output, task, episode, trial, self._every)
+        return EpisodeRecording(handle, self._output, task, episode, trial, self.every)
 
 
 def video_stem(episode: int, trial: int | None) -> str:

@@ -11,6 +11,8 @@ each) the policy is asked the same rows in many ways. A benchmark's numbers are 
   BatchNorm in train mode, fails here with a difference of the size of the actions);
 - **noise keyed per episode** (stochastic policies): another episode draws other noise, the same one the same;
 - **reset**: after ``reset()`` the first rows give what they gave a fresh policy;
+- **state keyed by row**: a second call with the rows in another order gives each episode the same action (state
+  kept by position in the call, not by ``row_ids``, fails: with continuous batching a call's rows change);
 - **valid**: the declared shape, finite, inside the action space [-1, 1].
 
 Latency and memory per call are measured at 1 .. 2W rows and turned into a suggested ``--batch-size``.
@@ -30,13 +32,11 @@ import numpy as np
 from lerobench.envs.base import env_action, episode_seed
 from lerobench.policies.base import Policy, observation_needs, policy_numerics, policy_traits
 from lerobench.policies.invariance import as_actions, concat_rows, max_difference, neighbour_rows
-from lerobench.policies.width import take_rows
+from lerobench.policies.width import keeps_positions, take_rows, width_advice
 
 PASS, FAIL, WARN, INFO = "pass", "fail", "warn", "info"
 BATCH_HINT = ("a row's action depends on the other rows of the call: does it normalise over the batch (BatchNorm "
               "in train mode, statistics of the call)? Compute each row from its own inputs")
-SHAPE_HINT = ("a row's bits depend on the call's shape: pad calls to a fixed width (torch policies: --call-width "
-              ">= 1, the default) or compute rows one at a time")
 
 
 @dataclass(frozen=True)
@@ -141,10 +141,12 @@ def run_checks(spec: str, plan: Any, policy: Policy, task: Any, episodes: int = 
                                "same rows twice: identical bits" if d == 0 else
                                f"same rows twice differ by up to {d:.3g}: a random stream outside row_generators, "
                                "or state not reset", d))
-    report.checks.append(_invariance(policy, starts, base, width, descriptions))
-    report.checks.append(_isolation(policy, starts, base, descriptions))
+    padded = (numerics or {}).get("call_width") if numerics else None
+    report.checks.append(_invariance(policy, starts, base, width, descriptions, padded))
+    report.checks.append(_isolation(policy, starts, base, descriptions, padded))
     report.checks.append(_noise(policy, starts, base, descriptions))
     report.checks.append(_reset(policy, rows, base, batch, descriptions))
+    report.checks.append(_row_state(policy, rows, descriptions))
     report.latency, report.suggestion = _latency(policy, starts, width, descriptions, plan)
     return report
 
@@ -162,8 +164,28 @@ def _validity(out: np.ndarray, n: int, action_dim: int) -> Check:
     return Check("actions", PASS, f"{shape}, finite, inside [-1, 1]")
 
 
+def _positions(policy: Policy, row: dict[str, Any], width: int, descriptions: dict[str, str]) -> float:
+    """The same row at every position of one ``width``-row call: how far its outputs are apart (0: not at all).
+
+    Every input is equal, so any difference comes from the row's position in the call alone.
+    """
+    out = _call(policy, _stack([row] * max(width, 2)), descriptions)
+    return max(max_difference(out[i], out[0]) for i in range(1, len(out)))
+
+
+def _shape_hint(policy: Policy, starts: list[dict[str, Any]], padded: int | None,
+                descriptions: dict[str, str]) -> str:
+    """What a small difference between calls means here: the position in the call, measured, or the call's shape."""
+    if padded is not None and padded > 1 and not keeps_positions(padded):
+        moved = _positions(policy, starts[0], padded, descriptions)
+        if moved > 0:
+            return (f"measured here, the same row in all {padded} positions of a call gives outputs up to {moved:.3g} "
+                    f"apart; {width_advice(padded)}")
+    return f"a row's bits depend on the call's shape: {width_advice(padded)}"
+
+
 def _invariance(policy: Policy, starts: list[dict[str, Any]], base: np.ndarray, width: int,
-                descriptions: dict[str, str]) -> Check:
+                descriptions: dict[str, str], padded: int | None = None) -> Check:
     """Each row alone, all rows reversed, and all rows among neighbours beyond 2W rows (split calls)."""
     n = len(starts)
     worst = 0.0
@@ -177,11 +199,12 @@ def _invariance(policy: Policy, starts: list[dict[str, Any]], base: np.ndarray, 
     worst = max(worst, max_difference(wide, base))
     if worst == 0:
         return Check("batch-invariant", PASS, f"1, {n} and {2 * width + 1} rows, reversed: identical bits", 0.0)
-    hint = SHAPE_HINT if worst < 1e-4 else BATCH_HINT
+    hint = _shape_hint(policy, starts, padded, descriptions) if worst < 1e-4 else BATCH_HINT
     return Check("batch-invariant", FAIL, f"a row differs by up to {worst:.3g} between calls: {hint}", worst)
 
 
-def _isolation(policy: Policy, starts: list[dict[str, Any]], base: np.ndarray, descriptions: dict[str, str]) -> Check:
+def _isolation(policy: Policy, starts: list[dict[str, Any]], base: np.ndarray, descriptions: dict[str, str],
+               padded: int | None = None) -> Check:
     obs, tasks = _stack(starts)
     other = neighbour_rows(obs, tasks, len(starts), salt=11)
     for key in ("slot", "episode", "episode_seed"):  # same identity as the real rows: only their inputs differ
@@ -201,7 +224,8 @@ def _isolation(policy: Policy, starts: list[dict[str, Any]], base: np.ndarray, d
         return Check("row isolation", INFO, "one row only: nothing to change beside it")
     return Check("row isolation", PASS if d == 0 else FAIL,
                  "changing the other rows leaves row 0 unchanged" if d == 0 else
-                 f"changing the other rows moves row 0 by {d:.3g}: {BATCH_HINT if d >= 1e-4 else SHAPE_HINT}", d)
+                 f"changing the other rows moves row 0 by {d:.3g}: "
+                 f"{BATCH_HINT if d >= 1e-4 else _shape_hint(policy, starts, padded, descriptions)}", d)
 
 
 def _noise(policy: Policy, starts: list[dict[str, Any]], base: np.ndarray, descriptions: dict[str, str]) -> Check:
@@ -235,6 +259,40 @@ def _reset(policy: Policy, rows: list[dict[str, Any]], base: np.ndarray, batch: 
                  "after later steps, reset() (and a copy's reset) gives the fresh policy's actions" if worst == 0 else
                  f"after reset() the first rows differ by up to {worst:.3g}: reset() must forget every episode's "
                  "state (or key state by row_ids and reset it at episode_start)", worst)
+
+
+def _row_state(policy: Policy, rows: list[dict[str, Any]], descriptions: dict[str, str]) -> Check:
+    """Every episode's first and second step in two calls; then again with the second call's rows reversed.
+
+    Why: the rollout sends only the rows that need an action, so an env's row moves within the call from one call
+    to the next. A policy that keeps state by position (``self._last`` of the previous call's shape) hands an
+    episode another episode's state: its numbers then depend on timing. Keyed by ``row_ids`` each episode gets
+    its own, whatever the order.
+    """
+    first = [r for r in rows if r["call"][0] == 0]
+    second = [r for r in rows if r["call"][0] == 1]
+    if len(second) < 2:
+        return Check("state per row", INFO, "fewer than 2 episodes with a second step (--steps 1): not checked")
+    def second_call(order: list[dict[str, Any]], after_first: bool) -> np.ndarray:
+        policy.reset()
+        for step in ([first] if after_first else []) + [order]:  # with the first call's state kept, or fresh
+            obs, tasks = _stack(step)
+            out = policy.select_action(obs, [descriptions.get(t, t) for t in tasks])
+        return as_actions(out)
+
+    d = max_difference(second_call(second[::-1], True)[::-1], second_call(second, True))
+    # The same reorder without state: what the rows' positions alone change (numerics; batch-invariant reports it)
+    moved = max_difference(second_call(second[::-1], False)[::-1], second_call(second, False)) if d else 0.0
+    policy.reset()
+    if d == 0:
+        return Check("state per row", PASS, "the rows of a second call reordered: each episode gets the same action",
+                     0.0)
+    if moved and d < 1e-4:
+        return Check("state per row", INFO, f"not decided: reordered rows differ by up to {d:.3g}, as they do "
+                                            f"without state ({moved:.3g}: see batch-invariant)", d)
+    return Check("state per row", FAIL,
+                 f"the rows of a second call reordered change an episode's action by up to {d:.3g}: state is kept "
+                 "by position in the call; key it by row_ids(observation) (docs/policies.md#per-episode-state)", d)
 
 
 def _cuda_peak_reset(policy: Policy) -> Any:

@@ -95,3 +95,31 @@ def call_at_width(compute: Callable[[dict[str, Any], list[str]], np.ndarray], ob
         padded, texts = pad_rows(part, [descriptions[i] for i in index.tolist()], width)
         parts.append(np.asarray(compute(padded, texts))[: len(index)])
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def keeps_positions(width: int) -> bool:
+    """Whether a row keeps its bits at every position of a ``width``-row CPU call: 1 or a multiple of 8.
+
+    As measured (module docstring). For messages only: it picks advice, never a width.
+    """
+    return width == 1 or (width > 0 and width % 8 == 0)
+
+
+def width_advice(width: int | None) -> str:
+    """What to do when rows at call width ``width`` (None: not a torch policy's padded calls) differ between calls.
+
+    Why one function: ``check-policy`` and ``eval``'s warning used to advise "--call-width >= 1, the default" and
+    "--call-width 0?" to a run at width 3, which is >= 1 and not 0; the cause there is the row's position.
+    """
+    if width is None:
+        return ("pad calls to a fixed width of 1 or a multiple of 8 (lerobench.policies.width.call_at_width) or "
+                "compute rows one at a time")
+    if width == 0:
+        return ("calls are unpadded (--call-width 0), so a row's bits follow the call's shape: drop --call-width 0 "
+                f"(default {DEFAULT_CALL_WIDTH['cpu']} on cpu, {DEFAULT_CALL_WIDTH['cuda']} on cuda)")
+    if not keeps_positions(width):
+        return (f"at --call-width {width} a row's bits depend on its position in the call (on the CPU, widths that "
+                f"are not 1 or a multiple of 8 do): use --call-width {DEFAULT_CALL_WIDTH['cpu']} (the cpu default) "
+                "or 1")
+    return (f"rows differ even at the fixed --call-width {width}: the policy computes some rows outside the padded "
+            "call (another batched path?); compute each row from its own inputs")

@@ -98,11 +98,12 @@ class Suite:
             raise UnknownNameError(f"suite {self.name!r} has no protocol {name!r}.{did_you_mean(name, self.protocols)}")
         return self.protocols[name]
 
-    def select_tasks(self, names: list[str] | None) -> Suite:
+    def select_tasks(self, names: list[str] | None, flag: str = "--tasks") -> Suite:
         """Narrow the suite to ``names`` (order of the suite kept); unknown names are errors.
 
         Each entry is a task name, a suite-local index (``3``, as ``lerobench show`` lists them) or an
         inclusive range of indices (``0-4``); Meta-World names hold dashes too, so only digits make a range.
+        ``flag`` is how the caller's user gave them (``--task`` for ``check-policy``, ``tasks=`` in Python).
         """
         if not names:
             return self
@@ -119,7 +120,7 @@ class Suite:
                 continue
             first, last = int(match[1]), int(match[2] if match[2] is not None else match[1])
             if first > last or last >= len(self.tasks):
-                raise UnknownNameError(f"--tasks {n}: suite {self.name!r} has tasks 0-{len(self.tasks) - 1}"
+                raise UnknownNameError(f"{flag} {n}: suite {self.name!r} has tasks 0-{len(self.tasks) - 1}"
                                        + (" (a range goes low-high)" if first > last else ""))
             wanted.update(t.name for t in self.tasks[first:last + 1])
         return replace(self, tasks=tuple(t for t in self.tasks if t.name in wanted))

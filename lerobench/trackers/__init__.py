@@ -63,24 +63,25 @@ def _installed(module: str) -> bool:
         return False
 
 
-def check_trackers(log_to: Sequence[str]) -> None:
+def check_trackers(log_to: Sequence[str], flag: str = "--log-to") -> None:
     """Raise an ``UnknownNameError``/``MissingDependencyError`` (one line) before a run starts.
 
     Why up front: a run of hours that fails to log at its end because of a typo or a missing ``pip install``
-    would have to be run again or logged by hand.
+    would have to be run again or logged by hand. ``flag`` is how the caller names the list (``log_to=`` in the
+    Python API).
     """
     for name in log_to:
         if name not in TRACKERS:
-            raise unknown("tracker", name, TRACKERS, "(--log-to)")
+            raise unknown("tracker", name, TRACKERS, f"({flag})")
         tracker = TRACKERS[name]
         if not _installed(tracker.module):
-            raise MissingDependencyError(f"--log-to {name} needs {tracker.module}: {install_hint(name)}")
+            raise MissingDependencyError(f"{flag} {name} needs {tracker.module}: {install_hint(name)}")
         if tracker.import_check:
             try:
                 importlib.import_module(tracker.module)
             except ImportError as exc:
                 first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-                raise MissingDependencyError(f"--log-to {name}: {tracker.module} is installed but does not import "
+                raise MissingDependencyError(f"{flag} {name}: {tracker.module} is installed but does not import "
                                              f"({first}): {install_hint(name)}") from exc
 
 
@@ -96,6 +97,21 @@ def log_run(results: dict[str, Any], run_dir: Path, log_to: Sequence[str], *, st
     Every tracker is tried even if one fails; then one ``RunError`` names those that failed (the results are
     on disk already, so nothing is lost).
     """
+    written, failed = log_each(results, run_dir, log_to, step=step, project=project, run_name=run_name, store=store)
+    if failed:
+        raise RunError(f"could not log the run in {run_dir} to {'; '.join(f'{k}: {v}' for k, v in failed.items())}")
+    return written
+
+
+def log_each(results: dict[str, Any], run_dir: Path, log_to: Sequence[str], *, step: int | None = None,
+             project: str = "lerobench", run_name: str | None = None, store: Path | None = None,
+             temporary: bool = False) -> tuple[dict[str, Any], dict[str, str]]:
+    """``log_run`` without raising: ({tracker: where it was written}, {tracker: why it failed}).
+
+    For ``lerobench.evaluate``, which must hand its results back whatever a tracker does. ``temporary``: the run
+    directory is deleted after logging, so media are logged only as copies the store keeps (TensorBoard's video
+    list names copies under its own folder, not files about to be removed).
+    """
     check_trackers(log_to)
     from lerobench.trackers import sinks
 
@@ -104,17 +120,15 @@ def log_run(results: dict[str, Any], run_dir: Path, log_to: Sequence[str], *, st
     log = sinks.RunLog(results=results, run_dir=run_dir, store=Path(store) if store else run_dir,
                        step=int(step or 0), project=project,
                        run_name=run_name or run_dir.name, scalars=scalars(results), identity=ident,
-                       flat=flatten(ident), videos=tuple(videos(run_dir)))
+                       flat=flatten(ident), videos=tuple(videos(run_dir)), temporary=temporary)
     written: dict[str, Any] = {}
-    failed: list[str] = []
+    failed: dict[str, str] = {}
     for name in log_to:
         writer: Callable[[sinks.RunLog], str] = getattr(sinks, TRACKERS[name].writer)
         try:
             written[name] = writer(log)
         except ImportError as exc:
-            failed.append(f"{name}: {exc} ({install_hint(name)})")
+            failed[name] = f"{exc} ({install_hint(name)})"
         except Exception as exc:  # noqa: BLE001 - a tracker's own error, reported by name, the others still logged
-            failed.append(f"{name}: {type(exc).__name__}: {exc}")
-    if failed:
-        raise RunError(f"could not log the run in {run_dir} to {'; '.join(failed)}")
-    return written
+            failed[name] = f"{type(exc).__name__}: {exc}"
+    return written, failed

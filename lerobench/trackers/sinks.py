@@ -41,6 +41,8 @@ class RunLog:
     flat: dict[str, str]
     """``identity`` flattened to dotted keys and string values."""
     videos: tuple[Path, ...]
+    temporary: bool = False
+    """The run directory is removed after logging: a writer keeps only media copied into its store."""
 
 
 def log_wandb(log: RunLog) -> str:
@@ -50,7 +52,10 @@ def log_wandb(log: RunLog) -> str:
     own = wandb.run is None
     if own:
         where = Path(os.environ.get("WANDB_DIR") or log.store)
-        settings = wandb.Settings(silent=True, console="off", x_disable_stats=True)
+        where.mkdir(parents=True, exist_ok=True)
+        # disable_git: wandb looks for a git repository at its `dir` and warns "git root ... does not exist" for a
+        # store not made yet; the run's provenance (results.json) already says what ran.
+        settings = wandb.Settings(silent=True, console="off", x_disable_stats=True, disable_git=True)
         run = wandb.init(project=log.project, name=log.run_name, dir=str(where), config=log.identity,
                          mode=cast(Any, os.environ.get("WANDB_MODE", "offline")), settings=settings,
                          reinit="create_new")
@@ -181,6 +186,9 @@ def log_mlflow(log: RunLog) -> str:
 def log_tensorboard(log: RunLog) -> str:
     """Event files in ``<store>/tensorboard`` (tensorboardX's writer); config and video paths as text.
 
+    A temporary run's videos are copied to ``<store>/tensorboard/videos/step_<k>/`` first, and the text names them
+    there: the run directory is gone when anyone reads the text.
+
     Evaluations logged into one store at different steps read as one TensorBoard run (one curve per scalar).
     """
     from tensorboardX import SummaryWriter
@@ -195,10 +203,27 @@ def log_tensorboard(log: RunLog) -> str:
         table = "\n".join(["| key | value |", "|---|---|"] + [f"| {k} | `{v}` |" for k, v in log.flat.items()])
         writer.add_text("lerobench/config", table, log.step)
         if log.videos:
-            paths = "\n".join(f"- {p.relative_to(log.run_dir).as_posix()}" for p in log.videos)
-            writer.add_text("lerobench/videos", f"Videos in {log.run_dir}:\n{paths}", log.step)
+            where = _kept_videos(log, folder) if log.temporary else log.run_dir
+            names = [f"{p.parent.name}/{p.name}" if log.temporary else p.relative_to(log.run_dir).as_posix()
+                     for p in log.videos]
+            paths = "\n".join(f"- {name}" for name in names)
+            writer.add_text("lerobench/videos", f"Videos in {where}:\n{paths}", log.step)
         writer.add_text("lerobench/results", f"```json\n{json.dumps(log.results['overall'], indent=1)}\n```",
                         log.step)
     finally:
         writer.close()
     return str(folder)
+
+
+def _kept_videos(log: RunLog, folder: Path) -> Path:
+    """Copy a temporary run's videos to ``<folder>/videos/step_<k>/<task>/`` (TensorBoard's text names them there).
+
+    Why copies: the list used to name files in the run directory, which ``evaluate(output=None)`` removes on return.
+    """
+    import shutil
+
+    kept = folder / "videos" / f"step_{log.step}"
+    for video in log.videos:
+        (kept / video.parent.name).mkdir(parents=True, exist_ok=True)
+        shutil.copy2(video, kept / video.parent.name / video.name)
+    return kept

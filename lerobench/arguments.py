@@ -1,0 +1,151 @@
+"""Every argument of ``lerobench.evaluate`` checked before anything runs, each error naming the argument.
+
+Why: a training loop calls ``evaluate`` after hours of training. An argument of the wrong type used to surface
+deep in the planner (``episodes="2"``: ``'<' not supported between 'str' and 'int'``), after the evaluation
+(``step="abc"``: a bare ``invalid literal for int()``), or never (``step=1.5`` logged at step 1, ``step=-1`` at -1);
+a ``log_dir`` that is a file failed only once the evaluation was over, naming a temporary directory already gone.
+Here each argument is checked first, in the API's own words (``episodes=``, ``resume=True``, ``output=``), not the
+command line's flags: the planner's range checks speak ``--flags`` because the CLI is where most runs start.
+"""
+
+from __future__ import annotations
+
+import numbers
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from lerobench.errors import ConfigError, unknown
+from lerobench.plan.planner import MAX_SEED
+
+INTS: dict[str, tuple[int, bool]] = {
+    "episodes": (1, True), "batch_size": (0, False), "seed": (0, False), "max_steps": (1, True),
+    "videos": (0, False), "video_size": (0, False), "replan_steps": (1, False), "parallel_tasks": (1, False),
+    "trials": (1, True), "call_width": (0, True), "workers": (0, False), "step": (0, True),
+}
+"""Integer arguments: (smallest value, None allowed). ``step`` is a training step: never negative."""
+
+BOOLS = ("stop_on_success", "resume")
+STRS = ("protocol", "device", "executor", "record", "project")
+OPTIONAL_STRS = ("policy_name",)
+PATHS = ("output", "log_dir")
+"""Path-like arguments that may be None."""
+
+
+def _type_name(value: Any) -> str:
+    return f"{value!r} ({type(value).__name__})"
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def check_arguments(args: dict[str, Any]) -> dict[str, Any]:
+    """Return ``args`` with ``tasks`` and ``log_to`` normalized; raise a ``ConfigError`` naming the first bad one.
+
+    ``tasks`` and ``log_to`` take a comma-separated string as the CLI does (``log_to="tensorboard"`` was read
+    letter by letter), or a sequence. Integers must be integers (``step=1.5`` is refused, not truncated).
+    """
+    for name, (least, optional) in INTS.items():
+        value = args[name]
+        if value is None and optional:
+            continue
+        if not _is_int(value):
+            kind = "an int or None" if optional else "an int"
+            raise ConfigError(f"lerobench.evaluate: {name} must be {kind}, got {_type_name(value)}")
+        if value < least:
+            raise ConfigError(f"lerobench.evaluate: {name} must be >= {least}, got {value}")
+    if args["seed"] > MAX_SEED:
+        raise ConfigError(f"lerobench.evaluate: seed must be between 0 and {MAX_SEED}, got {args['seed']}")
+    for name in BOOLS:
+        if not isinstance(args[name], bool):
+            raise ConfigError(f"lerobench.evaluate: {name} must be True or False, got {_type_name(args[name])}")
+    for name in STRS:
+        if not isinstance(args[name], str):
+            raise ConfigError(f"lerobench.evaluate: {name} must be a string, got {_type_name(args[name])}")
+    for name in OPTIONAL_STRS:
+        if args[name] is not None and not isinstance(args[name], str):
+            raise ConfigError(f"lerobench.evaluate: {name} must be a string or None, got {_type_name(args[name])}")
+    for name in (*PATHS, "suite"):
+        value = args[name]
+        if not (isinstance(value, (str, os.PathLike)) or (value is None and name != "suite")):
+            raise ConfigError(f"lerobench.evaluate: {name} must be a path (str or Path)"
+                              f"{'' if name == 'suite' else ' or None'}, got {_type_name(value)}")
+    fps = args["video_fps"]
+    if not isinstance(fps, numbers.Real) or isinstance(fps, bool) or not float(fps) > 0:
+        raise ConfigError(f"lerobench.evaluate: video_fps must be a number > 0, got {_type_name(fps)}")
+    _check_choices(args)
+    if args["resume"] and args["output"] is None:
+        raise ConfigError("lerobench.evaluate: resume=True needs output= (the run directory to continue)")
+    return {**args, "tasks": _names("tasks", args["tasks"], allow_int=True),
+            "log_to": _names("log_to", args["log_to"]) or ()}
+
+
+def _check_choices(args: dict[str, Any]) -> None:
+    """The string settings whose values are a fixed set, and ``video_size``'s gap, in the API's words."""
+    from lerobench.plan.options import RECORD_MODES
+    from lerobench.plan.planner import EXECUTORS
+
+    if args["record"] not in RECORD_MODES:
+        raise ConfigError(f"lerobench.evaluate: record must be one of {', '.join(map(repr, RECORD_MODES))}, "
+                          f"got {args['record']!r}")
+    if not re.fullmatch(r"cpu|auto|cuda(:\d+)?", args["device"]):
+        raise ConfigError("lerobench.evaluate: device must be 'cpu', 'cuda', 'cuda:N' or 'auto', "
+                          f"got {args['device']!r}")
+    if args["executor"] not in EXECUTORS:
+        raise unknown("executor", args["executor"], EXECUTORS, "(lerobench.evaluate: executor=)")
+    if 0 < args["video_size"] < 16:
+        raise ConfigError(f"lerobench.evaluate: video_size must be 0 (the protocol's image size) or at least 16, "
+                          f"got {args['video_size']}")
+
+
+def _names(name: str, value: Any, allow_int: bool = False) -> tuple[str, ...] | None:
+    """A comma-separated string or a sequence of names (``tasks``: also indices) as a tuple of strings."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        items: list[Any] = value.split(",")
+    elif allow_int and _is_int(value):  # one task index, as ``--tasks 5``
+        items = [value]
+    elif isinstance(value, Sequence) or (hasattr(value, "__iter__") and not isinstance(value, (bytes, dict))):
+        items = list(value)
+    else:
+        raise ConfigError(f"lerobench.evaluate: {name} must be a string or a list of "
+                          f"{'names or indices' if allow_int else 'names'}, got {_type_name(value)}")
+    for item in items:
+        if not (isinstance(item, str) or (allow_int and _is_int(item))):
+            raise ConfigError(f"lerobench.evaluate: {name} holds {_type_name(item)}; expected "
+                              f"{'task names or indices' if allow_int else 'names'}")
+    return tuple(dict.fromkeys(s for s in (str(i).strip() for i in items) if s))  # in order, without repeats
+
+
+def check_store(log_dir: Path) -> None:
+    """Refuse a trackers' store ``log_dir`` that is a file or lies where nothing can be written, before the run.
+
+    A file or a read-only place used to fail only after the evaluation, when logging started. Nothing is created
+    here (a refused run leaves no files); the nearest existing folder must be a writable directory.
+    """
+    existing = next(p for p in (log_dir, *log_dir.parents) if p.exists())
+    if not existing.is_dir():
+        where = "is a file" if existing == log_dir else f"is under {existing}, a file"
+        raise ConfigError(f"lerobench.evaluate: log_dir {log_dir} {where}, not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"lerobench.evaluate: log_dir {log_dir} is not writable ({existing} is read-only "
+                          "for this user)")
+
+
+def check_output(output: Path, resume: bool) -> None:
+    """Refuse an ``output`` that is a file, or that holds a run when ``resume`` is False (said with ``resume=True``).
+
+    The run directory itself is made later; the sink would refuse the second case too, in the CLI's words.
+    """
+    from lerobench.core.results import EPISODES_FILE
+
+    if output.exists() and not output.is_dir():
+        raise ConfigError(f"lerobench.evaluate: output {output} is a file, not a run directory")
+    episodes = output / EPISODES_FILE
+    if not resume and episodes.is_file() and episodes.stat().st_size > 0:
+        raise ConfigError(f"lerobench.evaluate: {episodes} already holds episodes: pass resume=True to continue "
+                          "that run, or another output=")

@@ -1,0 +1,56 @@
+"""Messages that say what was checked (issue 37): check-policy and eval at a call width that moves rows by position,
+``--task`` named as given."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytestmark = pytest.mark.sim  # every test here drives a real simulator
+
+
+def _cli(*args: str):
+    from typer.testing import CliRunner
+
+    from lerobench.cli import app
+
+    return CliRunner().invoke(app, list(args))
+
+
+def test_check_policy_at_width_3_names_the_measured_position_dependence():
+    """41dfc68 advised "--call-width >= 1, the default" to a run at width 3. The check now measures the row in
+    every position of a call and says that, with advice that fits (8 or 1); at width 8 the same policy passes."""
+    pytest.importorskip("metaworld")
+    pytest.importorskip("torch")
+    policy = "fixture_policies:make_position_dependent"
+    result = _cli("check-policy", "--policy", policy, "--suite", "smoke", "--call-width", "3", "--json")
+    assert result.exit_code == 1, result.output
+    report = json.loads(result.stdout)
+    [failed] = [c for c in report["checks"] if c["status"] == "fail"]
+    assert failed["name"] == "batch-invariant"
+    assert "the same row in all 3 positions of a call gives outputs up to" in failed["detail"]
+    assert "at --call-width 3 a row's bits depend on its position" in failed["detail"]
+    assert "use --call-width 8 (the cpu default) or 1" in failed["detail"]
+    assert ">= 1, the default" not in failed["detail"]
+    assert _cli("check-policy", "--policy", policy, "--suite", "smoke", "--call-width", "8").exit_code == 0
+
+
+def test_eval_warning_at_width_3_gives_the_cause_not_width_0(tmp_path):
+    """41dfc68's warning at --call-width 3 asked "--call-width 0?"."""
+    pytest.importorskip("metaworld")
+    pytest.importorskip("torch")
+    result = _cli("eval", "--suite", "smoke", "--tasks", "reach-v3", "--policy",
+                  "fixture_policies:make_position_dependent", "--call-width", "3", "--episodes", "3",
+                  "--batch-size", "3", "--executor", "vector", "--max-steps", "5", "--videos", "0",
+                  "-o", str(tmp_path / "run"))
+    assert result.exit_code == 0, result.output
+    [warning] = [line for line in result.output.splitlines() if "batch invariance failed" in line]
+    assert "at --call-width 3 a row's bits depend on its position" in warning
+    assert "--call-width 0" not in warning and "run `lerobench check-policy --call-width 3`" in warning
+
+
+def test_check_policy_names_task_as_given():
+    result = _cli("check-policy", "--policy", "zero", "--suite", "smoke", "--task", "5")
+    assert result.exit_code == 2
+    assert "--task 5: suite 'smoke' has tasks 0-1" in result.output and "--tasks" not in result.output
