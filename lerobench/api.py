@@ -207,8 +207,7 @@ def evaluate(
         settings = RunSettings(**declared, suite=chosen, policy=spec, output=run_dir,
                                command=("lerobench.evaluate", f"suite={chosen.name}", f"policy={spec}"))
         with _restored_torch_state(policy if in_memory else None):
-            obj = _as_policy(policy, preprocessor, postprocessor, settings) if in_memory else None
-            evaluation = Evaluation(settings, policy=obj)
+            evaluation = Evaluation(settings, **_in_memory(policy, preprocessor, postprocessor) if in_memory else {})
             document = evaluation.run()
             records = _records(evaluation.s.output)
         logged, failed = _log(document, evaluation.s.output, log_to, step, project, log_dir,
@@ -256,19 +255,22 @@ def _records(run_dir: Path) -> list[EpisodeRecord]:
     return read_episodes(run_dir / EPISODES_FILE)
 
 
-def _as_policy(policy: Any, preprocessor: Any, postprocessor: Any, settings: Any) -> Any:
-    """A LeRobot policy object becomes the adapter (its processors required); anything else goes as it is."""
+def _in_memory(policy: Any, preprocessor: Any, postprocessor: Any) -> dict[str, Any]:
+    """``Evaluation``'s policy arguments for an in-memory ``policy``.
+
+    A LeRobot policy object becomes its adapter, built from the run's own plan (one plan per run; its processors
+    required); anything else goes as it is.
+    """
     lerobot = __import__("sys").modules.get("lerobot.policies.pretrained")
     if lerobot is not None and isinstance(policy, lerobot.PreTrainedPolicy):
         from lerobench.errors import ConfigError
-        from lerobench.plan.planner import make_plan
         from lerobench.policies.lerobot_policy import LeRobotPolicy
 
         if preprocessor is None or postprocessor is None:
             raise ConfigError("a LeRobot policy object needs its preprocessor and postprocessor "
                               "(lerobench.evaluate(policy, suite, preprocessor=..., postprocessor=...))")
-        return LeRobotPolicy.from_objects(policy, preprocessor, postprocessor, make_plan(settings).context())
-    return policy
+        return {"adapt": lambda context: LeRobotPolicy.from_objects(policy, preprocessor, postprocessor, context)}
+    return {"policy": policy}
 
 
 @contextlib.contextmanager

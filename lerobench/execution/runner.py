@@ -7,6 +7,7 @@ episode's outcome is a pure function of (seed, task, episode), so the numbers ne
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -22,7 +23,7 @@ from lerobench.output.sink import EpisodeSink, load_previous
 from lerobench.plan.planner import FORMATS, RunPlan, RunSettings, make_plan
 from lerobench.plan.stopping import Ledger
 from lerobench.plan.versus import BaselineRun
-from lerobench.policies.base import Policy, close_policy, policy_traits
+from lerobench.policies.base import Policy, PolicyContext, close_policy, policy_traits
 from lerobench.policies.builtin import BUILTIN
 from lerobench.policies.loading import load_policy, observation_needs, prepare_policy
 from lerobench.rollout.inference import forget_check
@@ -34,16 +35,21 @@ __all__ = ["FORMATS", "Evaluation", "RunSettings"]
 class Evaluation:
     """One evaluation run; ``run()`` returns the final results dict (also written to disk)."""
 
-    def __init__(self, settings: RunSettings, reporter: Reporter | None = None, policy: Any = None):
+    def __init__(self, settings: RunSettings, reporter: Reporter | None = None, policy: Any = None,
+                 adapt: Callable[[PolicyContext], Any] | None = None):
         """Validate everything that can refuse the run, then claim the output directory.
 
         ``policy``: an in-memory policy object (``lerobench.evaluate``) instead of loading ``settings.policy``,
         which then only names it; it runs in this process and is never closed here (its owner closes it).
+        ``adapt``: builds that object from the run's policy context instead (a LeRobot policy object's adapter
+        needs the context), so the plan is made once.
         """
         self.s = settings
-        self.in_memory = policy is not None
+        self.in_memory = policy is not None or adapt is not None
         self.reporter = reporter or SilentReporter()
         plan = make_plan(settings)
+        if adapt is not None:
+            policy = adapt(plan.context())
         self.s = settings = plan.settings  # as planned: --versus has set the episode count
         # Everything that can refuse the run happens here, before progress is drawn or any env starts; the
         # output directory is made only once all of it passed (a failed launch leaves no empty directory).
