@@ -131,3 +131,35 @@ def test_a_piped_trials_run_reads_as_a_log_of_what_the_trials_did(tmp_path):
     note = next(line for line in lines if line.startswith("success/CI/errors: trial 0"))
     assert note.endswith("results.json also has the unbiased estimator over all trials)")  # one whole line
     assert "pass@k = success_within_k[k-1]" in note
+
+
+def test_resumed_progress_counts_the_whole_run_and_fits_80_columns(monkeypatch):
+    from rich.console import Console
+
+    import lerobench.cli.evaluate as evaluate
+    from lerobench.core.results import EpisodeRecord
+    from lerobench.suite.registry import load_suite
+
+    suite = load_suite("libero_90")
+    monkeypatch.setenv("COLUMNS", "80")  # an 80-column terminal: rich reads it whenever it measures
+    assert evaluate.console.width == 80
+    reporter = evaluate.RichReporter(90 * 50, suite.name)
+
+    def record(task, episode, success):
+        return EpisodeRecord(task=task.name, episode=episode, trial=0, seed=0, init_state=0, success=success,
+                             success_at_end=success, steps=1, return_=0.0, elapsed_s=0.0)
+
+    first, second = suite.tasks[:2]
+    reporter.resumed([record(first, e, e % 2 == 0) for e in range(50)] + [record(second, e, True) for e in range(3)])
+    reporter.task_started(first, 50, 50)  # finished before the resume
+    reporter.task_started(second, 50, 3)
+    reporter.episode(second, record(second, 3, True))
+    suite_bar, first_bar, second_bar = reporter.progress.tasks
+    assert (suite_bar.completed, first_bar.completed, second_bar.completed) == (54, 50, 4)
+    assert suite_bar.fields["info"].startswith("29 solved") and second_bar.fields["info"] == "4 solved"
+    screen = Console(width=80, record=True, force_terminal=False)
+    screen.print(reporter.progress.make_tasks_table(reporter.progress.tasks))
+    lines = screen.export_text().splitlines()
+    assert len(lines) == 3 and all(len(line) <= 80 for line in lines)  # one line per bar, nothing wrapped
+    assert lines[2].lstrip().startswith("KITCHEN_SCENE") and "…" in lines[2]
+    assert lines[2].split()[0].endswith("_of_it")  # elided in the middle: the goal at the end stays

@@ -4,7 +4,10 @@ The README holds two one-line commands for a fresh machine: install and run the 
 the tests need and run them (``scripts/test.sh``). ``.ci/run`` ends with exactly the second.
 """
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -96,3 +99,25 @@ def test_docs_torch_example_keys_state_by_row_and_check_policy_catches_position_
     code, checks = check("fixture_policies:make_position_keyed_smoother")
     assert code == 1 and checks["state per row"]["status"] == "fail", checks
     assert "state is kept by position in the call; key it by row_ids(observation)" in checks["state per row"]["detail"]
+
+
+def _policy_examples():
+    text = (ROOT / "docs" / "policies.md").read_text()
+    return re.findall(r"```python\n(# (\w+)\.py — run with: (lerobench eval [^\n]+)\n.*?)```", text, re.S)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("example", _policy_examples(), ids=lambda e: e[1])
+def test_docs_policy_examples_run_as_written_from_their_folder(tmp_path, example):
+    code, module, command = example
+    if module == "my_torch_policy":
+        pytest.importorskip("torch")
+    (tmp_path / f"{module}.py").write_text(code)
+    # -P: like the `lerobench` console script, the working directory is not on sys.path
+    args = [sys.executable, "-P", "-m", "lerobench", *command.split()[1:], "--max-steps", "5", "--videos", "0",
+            "--output", str(tmp_path / "out")]
+    env = {**os.environ, "MUJOCO_GL": "egl", "PYTHONPATH": str(ROOT)}
+    result = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert len((tmp_path / "out" / "episodes.jsonl").read_text().splitlines()) == 2
+

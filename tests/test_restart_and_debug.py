@@ -1,4 +1,4 @@
-"""Issue 28: runs a user can restart and debug (resume before results.json, unique and locked output
+"""Runs a user can restart and debug (resume before results.json, unique and locked output
 directories, merge of one directory twice, no empty directories, policy tracebacks, clipped actions, policy
 paths, remote mismatches, empty --tasks, golden-state shape, extending a run)."""
 
