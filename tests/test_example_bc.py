@@ -36,7 +36,7 @@ def test_the_loop_collects_trains_evaluates_and_writes_both_checkpoints(trained)
 
     early, final = load(out / "early.pt"), load(out / "final.pt")
     assert early.tasks == final.tasks == ["reach-v3"]
-    assert any((a != b).any() for a, b in zip(early.state_dict().values(), final.state_dict().values()))
+    assert any((a != b).any() for a, b in zip(early.state_dict().values(), final.state_dict().values(), strict=True))
 
 
 def test_tensorboard_holds_the_success_curve_and_the_loss(trained):

@@ -43,6 +43,8 @@ class BCPolicy(nn.Module):
     observation_needs = ObservationNeeds()  # state only: nothing is rendered
     traits = PolicyTraits(replicable=True, batchable=True)
     """Each row depends only on its own state and task; the run itself checks batch invariance."""
+    state_mean: torch.Tensor
+    state_std: torch.Tensor
 
     def __init__(self, tasks: list[str], state_dim: int = 39, action_dim: int = 4, hidden: int = 256):
         super().__init__()

@@ -93,7 +93,7 @@ def collect(task: str, args: Args) -> tuple[np.ndarray, np.ndarray, int]:
 
     bench = metaworld.MT1(task, seed=args.demo_seed)
     env = bench.train_classes[task]()
-    expert = ENV_POLICY_MAP[task]()
+    expert = ENV_POLICY_MAP[task]()  # type: ignore[abstract]  # the map holds concrete experts
     rng = np.random.default_rng([args.seed, args.demo_seed])
     states, actions, successes = [], [], 0
     for i in range(args.demos):
