@@ -129,7 +129,8 @@ def train(args: Args) -> dict:
     from examples.metaworld_bc.policy import BCPolicy, save
     from lerobench.suite.registry import load_suite
 
-    torch.set_num_threads(args.threads)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(args.threads)  # restored on return: a caller (a test session) keeps its own
     torch.manual_seed(args.seed)
     tasks = list(args.tasks) or [t.name for t in load_suite(args.suite).tasks]
     args.out.mkdir(parents=True, exist_ok=True)
@@ -182,6 +183,7 @@ def train(args: Args) -> dict:
                       f"({results.eval_s:.0f} s), {time.perf_counter() - started:.0f} s in", flush=True)
     finally:
         writer.close()
+        torch.set_num_threads(threads)
     save(model, args.out / "final.pt", updates=args.updates)
     curve["total_s"] = time.perf_counter() - started
     write_json(args.out / "curve.json", curve)
