@@ -4,10 +4,10 @@
 check: lint types fast   ## what to run before a commit (about a minute)
 
 lint:            ## ruff: errors, imports, docstrings (pyproject [tool.ruff])
-	ruff check lerobench tests benchmarks
+	ruff check lerobench tests benchmarks examples
 
 format-check:    ## what ruff would re-sort or fix, without changing files
-	ruff check --diff lerobench tests benchmarks
+	ruff check --diff lerobench tests benchmarks examples
 
 types:           ## mypy on the typed seams: plan/, execution/, rollout/ (pyproject [tool.mypy])
 	mypy

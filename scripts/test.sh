@@ -15,6 +15,6 @@ pip install -q torch==2.13.0 torchvision==0.28.0 ${TORCH_INDEX_URL:+--index-url 
 pip install -q -e ".[metaworld,libero,dev]"
 pip install -q -r requirements-lerobot.txt
 pip install -q --no-deps openpi-client==0.1.2 lerobot==0.4.4
-ruff check lerobench tests benchmarks
+ruff check lerobench tests benchmarks examples
 mypy
 MUJOCO_GL=egl python -m pytest -q "$@"
