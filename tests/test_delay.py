@@ -13,10 +13,11 @@ import pytest
 from fake_env import FakeVectorEnv, Script
 
 from lerobench.core.delay import MEASURED, Delay, check_horizon, measured_steps, parse_delay
+from lerobench.core.task_run import TaskRun
 from lerobench.errors import ConfigError, PolicyError
 from lerobench.policies.base import ObservationNeeds, PolicyTraits
 from lerobench.rollout.inference import EpisodeQueue
-from lerobench.rollout.loop import Rollout, TaskRun
+from lerobench.rollout.loop import Rollout
 from lerobench.rollout.slots import SlotState
 from lerobench.suite.config import TaskSpec
 

@@ -137,7 +137,7 @@ def test_resumed_progress_counts_the_whole_run_and_fits_80_columns(monkeypatch):
     from rich.console import Console
 
     import lerobench.cli.evaluate as evaluate
-    from lerobench.core.results import EpisodeRecord
+    from lerobench.core.records import EpisodeRecord
     from lerobench.suite.registry import load_suite
 
     suite = load_suite("libero_90")

@@ -165,7 +165,7 @@ def test_unpaired_family_uses_the_exact_unconditional_test(tmp_path):
 
     from lerobench.analysis.compare import Run
     from lerobench.analysis.robustness import Arm, Family, analyze_family
-    from lerobench.core.results import EpisodeRecord
+    from lerobench.core.records import EpisodeRecord
     from lerobench.suite.registry import load_suite
 
     def run(successes, seed_offset):

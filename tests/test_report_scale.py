@@ -32,7 +32,8 @@ document.body.insertAdjacentHTML('beforeend', '<pre id="meas' + 'ured">' + JSON.
 
 def libero_run(path, n_tasks, policy="zero", flip=0):
     """A results directory of the first ``n_tasks`` of libero_90 (the real suite file; outcomes made up)."""
-    from lerobench.core.results import EpisodeRecord, summarize
+    from lerobench.core.records import EpisodeRecord
+    from lerobench.core.results import summarize
     from lerobench.suite.registry import load_suite
 
     suite = load_suite("libero_90").select_tasks([f"0-{n_tasks - 1}"])

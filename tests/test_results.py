@@ -4,7 +4,8 @@ import pytest
 from typer.testing import CliRunner
 
 from lerobench.cli import app
-from lerobench.core.results import EpisodeRecord, ResultsWriter
+from lerobench.core.records import EpisodeRecord
+from lerobench.core.results import ResultsWriter
 from lerobench.core.rundir import RunDir, read_episodes
 from lerobench.errors import RunError
 

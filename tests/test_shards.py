@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from lerobench.analysis.merge import MergeError, merge, missing_units
 from lerobench.cli import app
 from lerobench.core.call_stats import CALL_STATS_KEYS
-from lerobench.core.results import EpisodeRecord
+from lerobench.core.records import EpisodeRecord
 from lerobench.core.shards import Shard, all_units, parse_shard, shard_episodes, shard_units
 from lerobench.errors import ConfigError
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lerobench.core.results import EpisodeRecord, summarize
+from lerobench.core.records import EpisodeRecord
+from lerobench.core.results import summarize
 from lerobench.core.trials import outcomes, trial_summary, whole_episodes
 from lerobench.envs.base import EnvSpec, LazyTaskEnv
 from lerobench.execution.runner import Evaluation, RunSettings

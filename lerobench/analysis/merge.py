@@ -23,18 +23,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from lerobench.core.files import write_json_atomic
 from lerobench.core.identity import diff
 from lerobench.core.provenance import provenance
+from lerobench.core.records import EpisodeRecord
 from lerobench.core.results import (
     EPISODES_FILE,
     RESULTS_FILE,
     SCHEMA_VERSION,
-    EpisodeRecord,
     check_output_dir,
     lerobot_eval_info,
     rewrite_episodes,
     summarize,
-    write_json_atomic,
 )
 from lerobench.core.rundir import RunDir, RunDirError
 from lerobench.core.shards import all_units

@@ -15,7 +15,7 @@ from typing import Any
 
 from lerobench.analysis import charts
 from lerobench.analysis.compare import Run, compare_runs, differences, load_run, suite_indices
-from lerobench.core.results import write_text_atomic
+from lerobench.core.files import write_text_atomic
 from lerobench.errors import CompareError, ConfigError, MissingDependencyError
 from lerobench.output.rerun import rrd_path
 from lerobench.plan.stopping import FIXED_N_NOTE, stopping_line

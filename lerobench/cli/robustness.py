@@ -113,7 +113,8 @@ def robustness(
 ) -> None:
     """Run (or resume) each family's perturbed and control arms and report every family's success drop."""
     from lerobench.analysis.robustness import ROBUSTNESS_FILE, analyze, plan_families, unique_arms
-    from lerobench.core.results import RESULTS_FILE, write_json_atomic
+    from lerobench.core.files import write_json_atomic
+    from lerobench.core.results import RESULTS_FILE
     from lerobench.core.shards import shard_units
     from lerobench.execution.runner import Evaluation, RunSettings
     from lerobench.suite.registry import load_suite

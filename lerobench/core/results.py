@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lerobench.core.files import json_text, write_json_atomic, write_text_atomic  # noqa: F401 - re-exported
+from lerobench.core.files import json_text, write_json_atomic, write_text_atomic
 from lerobench.core.records import EpisodeRecord
 from lerobench.errors import ConfigError, RunError
 from lerobench.stats.binomial import CI_METHOD, STRATIFIED_CI_METHOD, exact_interval, file_interval, wilson_interval

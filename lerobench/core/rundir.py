@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from lerobench.core.identity import RunIdentity, identity_of
-from lerobench.core.results import EPISODES_FILE, RESULTS_FILE, SCHEMA_VERSION, EpisodeRecord
+from lerobench.core.records import EpisodeRecord
+from lerobench.core.results import EPISODES_FILE, RESULTS_FILE, SCHEMA_VERSION
 from lerobench.core.trials import group_episodes, is_whole, whole_episodes
 from lerobench.errors import LerobenchError
 

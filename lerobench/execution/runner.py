@@ -13,7 +13,8 @@ from typing import Any
 
 from lerobench.core.delay import check_horizon
 from lerobench.core.executors import EXECUTORS
-from lerobench.core.results import RESULTS_FILE, EpisodeRecord
+from lerobench.core.records import EpisodeRecord
+from lerobench.core.results import RESULTS_FILE
 from lerobench.envs.fingerprint import checked_fingerprint, require_renderer
 from lerobench.errors import ConfigError, PolicyError, RunError
 from lerobench.execution.base import ExecutionChoice, Executor

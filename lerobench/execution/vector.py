@@ -12,7 +12,7 @@ import threading
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any
 
-from lerobench.core.results import EpisodeRecord
+from lerobench.core.records import EpisodeRecord
 from lerobench.errors import RunError
 from lerobench.execution.base import MAX_WORKER_REBUILDS
 from lerobench.output.sink import EpisodeSink

@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from lerobench.core.results import EpisodeRecord
+from lerobench.core.records import EpisodeRecord
 from lerobench.plan.planner import RunPlan, WorkUnit
 from lerobench.policies.base import close_policy
 from lerobench.policies.loading import load_policy, observation_needs

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from lerobench.core.results import EpisodeRecord
+from lerobench.core.records import EpisodeRecord
 from lerobench.suite.config import TaskSpec
 
 

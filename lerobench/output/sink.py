@@ -19,11 +19,11 @@ from typing import Any
 from lerobench.core.call_stats import CallStats
 from lerobench.core.identity import diff
 from lerobench.core.provenance import provenance
+from lerobench.core.records import EpisodeRecord
 from lerobench.core.results import (
     EPISODES_FILE,
     RESULTS_FILE,
     SCHEMA_VERSION,
-    EpisodeRecord,
     ResultsWriter,
     lerobot_eval_info,
     rewrite_episodes,

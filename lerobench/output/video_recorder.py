@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import numpy as np
 
-    from lerobench.core.results import EpisodeRecord
+    from lerobench.core.records import EpisodeRecord
 
 
 

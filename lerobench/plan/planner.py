@@ -18,7 +18,7 @@ from typing import Any
 from lerobench.core.delay import MEASURED, Delay, parse_delay
 from lerobench.core.executors import CHOICES
 from lerobench.core.executors import EXECUTORS as EXECUTOR_ENTRIES
-from lerobench.core.results import EpisodeRecord
+from lerobench.core.records import EpisodeRecord
 from lerobench.core.shards import Shard, shard_episodes
 from lerobench.core.task_run import ScheduleRules, TaskRun
 from lerobench.envs.base import EnvSpec, episode_seed

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from lerobench.core.results import EpisodeRecord
+from lerobench.core.records import EpisodeRecord
 from lerobench.core.task_run import TaskRun
 from lerobench.envs.base import NO_EPISODE, episode_seed
 from lerobench.output.trajectories import Trajectories, Trajectory

@@ -155,7 +155,7 @@ class PolicyCaller:
         self.call_s = Average()
         """Time of one call (measured here, on whichever thread runs it); the step timings are ``Schedule``'s."""
         self._pool: ThreadPoolExecutor | None = None
-        self._flights: list[tuple[np.ndarray, Future]] = []
+        self._flights: list[tuple[np.ndarray, Future[Any]]] = []
 
     @property
     def busy(self) -> bool:
@@ -208,7 +208,7 @@ class PolicyCaller:
             self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="lerobench-policy")
         self._flights.append((rows, self._pool.submit(self._timed, batch, descriptions)))
 
-    def collect(self, answer: Answer, block: bool = False, also: Iterable[Future] = ()) -> None:
+    def collect(self, answer: Answer, block: bool = False, also: Iterable[Future[Any]] = ()) -> None:
         """Hand finished calls to ``answer`` in the order they were made; ``block`` waits for one first.
 
         ``also``: other futures that end the wait too (the rollout's background resets).

@@ -41,8 +41,9 @@ from typing import Any
 
 import numpy as np
 
+from lerobench.core.call_stats import CallStats
 from lerobench.core.delay import measured_steps
-from lerobench.core.results import EpisodeRecord
+from lerobench.core.records import EpisodeRecord
 from lerobench.core.task_run import ScheduleRules, TaskRun
 from lerobench.envs.base import NO_EPISODE, env_action
 from lerobench.envs.protocols import RolloutEnv
@@ -52,15 +53,7 @@ from lerobench.policies.actions import ActionError, action_chunk
 from lerobench.policies.base import Policy, policy_traits
 from lerobench.rollout.delay import chunk_too_short, committed_fields
 from lerobench.rollout.episode_book import EpisodeBook, NoVideos, Recording, VideoCapture
-from lerobench.rollout.inference import (
-    Average,
-    CallStats,
-    EpisodeQueue,
-    EpisodeSource,
-    PolicyCaller,
-    should_call,
-    worth_spreading,
-)
+from lerobench.rollout.inference import Average, EpisodeQueue, EpisodeSource, PolicyCaller, should_call, worth_spreading
 from lerobench.rollout.slots import Slots, SlotState
 
 __all__ = ["STOP_GRACE_S", "Cancelled", "NoVideos", "VideoCapture", "Recording", "Rollout",
@@ -178,7 +171,7 @@ class Rollout:
         self.book = EpisodeBook(n, run, source, on_episode, recorder or NoVideos(), trajectories,
                                 self.caller.take_check)
         self.schedule = Schedule(self.caller, max(1, int(venv.step_width)), run.replan_steps, run.schedule)
-        self.resets: dict[int, Future] = {}
+        self.resets: dict[int, Future[Any]] = {}
         """Slots whose reset runs in the background (``venv.reset_one``): RESETTING until it lands."""
         self.ended = np.zeros(n, dtype=bool)
         """Slots whose trial ended at the last step: reset at the next tick."""
@@ -377,7 +370,7 @@ class Rollout:
         self.slots.drop_all()
 
 
-def settle(resets: dict[int, Future], timeout: float = 30.0) -> None:
+def settle(resets: dict[int, Future[Any]], timeout: float = 30.0) -> None:
     """Wait (bounded) for background resets still running, so none touches an env being closed."""
     if resets:
         wait(list(resets.values()), timeout=timeout)
