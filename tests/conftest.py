@@ -63,3 +63,22 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "real_runs" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.sim)
+
+
+@pytest.fixture(autouse=True)
+def _torch_state_as_found():
+    """A test that runs a torch policy in this process (check-policy through CliRunner, an Evaluation) switches
+    torch to deterministic numerics, as the CLI's own process does; the next test must find torch as it was."""
+    import sys
+
+    if "torch" not in sys.modules:
+        yield
+        if "torch" in sys.modules:  # imported by this test: back to torch's defaults
+            torch = sys.modules["torch"]
+            torch.use_deterministic_algorithms(False)
+            torch.backends.cudnn.deterministic = False
+        return
+    from lerobench.policies.numerics import preserved_torch_state
+
+    with preserved_torch_state():
+        yield
