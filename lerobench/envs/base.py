@@ -370,6 +370,11 @@ class LazyTaskEnv(gym.Env):
             "clipped": round(self._clipped / (self._steps * self.spec_.action_dim), 6) if self._steps else None,
         }
 
+    @property
+    def start_digest(self) -> str | None:
+        """The current episode's start digest (None before a reset or when idle); ``envs/resets.py`` compares it."""
+        return self._digest
+
     # -- gymnasium API ---------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         """Start the episode assigned to this slot in ``options['episodes']`` (or go idle).

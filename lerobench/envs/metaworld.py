@@ -45,9 +45,19 @@ class MetaWorldSimulator:
         self._obs = np.zeros(39, dtype=np.float32)
 
     def reset_to(self, episode: int, seed: int) -> None:
-        """Select the episode's task variant (goal/object placement), then reset with its seed."""
+        """Select the episode's task variant (goal/object placement), reset with its seed, forward the kinematics.
+
+        Why ``mj_forward``: Meta-World's reset writes object positions into ``qpos`` after its last physics
+        step, so body poses (what a camera draws) stay where the previous episode, or the constructor, left
+        them until the first step. push-v3's first corner2 image at 480x480 differed from a fresh simulator's
+        in 51-73 pixels (issue 33; docs/suites.md). Forwarding changes no ``qpos``/``qvel`` and not the state
+        vector Meta-World returned: only what is drawn, which is then the episode's own.
+        """
+        import mujoco
+
         self._env.set_task(self._variants[episode % len(self._variants)])
         obs, _ = self._env.reset(seed=seed % (2**31))
+        mujoco.mj_forward(self._env.model, self._env.data)
         self._obs = np.asarray(obs, dtype=np.float32)
 
     def step(self, action: np.ndarray) -> tuple[float, bool]:
