@@ -79,6 +79,10 @@ class MetaWorldSimulator:
         """The MuJoCo model (cameras and lights are edited in place by ``--perturb``)."""
         return self._env.model
 
+    def scene_poses(self) -> np.ndarray:
+        """Where every geom, camera and light is drawn (``envs/resets.py``: exact, whatever the image size)."""
+        return drawn_poses(self._env.data)
+
     def render(self, camera: str, height: int, width: int) -> np.ndarray:
         """Render ``camera`` with a renderer created on first use (the GL context costs ~2 s)."""
         renderer = self._renderers.get((camera, height, width))
@@ -104,6 +108,13 @@ class MetaWorldSimulator:
         env, self._env = self._env, None
         if env is not None:
             env.close()
+
+
+def drawn_poses(data: Any) -> np.ndarray:
+    """The poses a MuJoCo render reads from ``data``: geoms, sites, bodies, cameras, lights, as one float64 vector."""
+    parts = (data.geom_xpos, data.geom_xmat, data.site_xpos, data.site_xmat, data.xpos, data.xquat,
+             data.cam_xpos, data.cam_xmat, data.light_xpos, data.light_xdir)
+    return np.concatenate([np.asarray(p, dtype=np.float64).ravel() for p in parts])
 
 
 BENCHMARKS = ("MT1", "ML1", "ML10", "ML45")

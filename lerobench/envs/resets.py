@@ -31,7 +31,8 @@ class ResetCheck:
     task: str
     episode: int
     differences: dict[str, int] = field(default_factory=dict)
-    """``state`` (values that differ), a camera (pixels that differ in any channel) or ``start_digest`` (1)."""
+    """``state`` (values that differ), a camera (pixels that differ in any channel), ``scene_poses`` (pose values
+    a camera would draw differently, where the simulator offers ``scene_poses()``) or ``start_digest`` (1)."""
     error: str | None = None
     """The simulator failed (reset or step): the check could not run."""
 
@@ -46,7 +47,7 @@ class ResetCheck:
             return f"task {self.task!r}: the reset check could not run: {self.error}"
         if not self.differences:
             return f"task {self.task!r}: episode {self.episode}'s first observation is the same after other episodes"
-        parts = ", ".join(f"{k}: {v} {'pixels' if k not in ('state', 'start_digest') else 'values'}"
+        parts = ", ".join(f"{k}: {v} {'pixels' if k not in ('state', 'start_digest', 'scene_poses') else 'values'}"
                           for k, v in self.differences.items())
         return (f"task {self.task!r}: episode {self.episode}'s first observation depends on what the simulator "
                 f"ran before (differs from a fresh simulator's in {parts})")
@@ -75,7 +76,7 @@ def check_task_reset(backend: Backend, spec: EnvSpec, episode: int = 1, other: i
         fresh, info = env.reset(options={"episodes": [episode]})
         if "episode_end" in info:
             return ResetCheck(spec.task.name, episode, error=str(info["episode_end"]["error"]))
-        digest = env.start_digest
+        fresh, digest, poses = copy_observation(fresh), env.start_digest, env.scene_poses()
         env.reset(options={"episodes": [other]})
         rng = np.random.default_rng([seed, spec.task.index])
         for _ in range(steps):
@@ -85,13 +86,16 @@ def check_task_reset(backend: Backend, spec: EnvSpec, episode: int = 1, other: i
                 return ResetCheck(spec.task.name, episode, error=str(info["episode_end"]["error"]))
             if terminated or truncated:
                 break
-        fresh = copy_observation(fresh)
         again, info = env.reset(options={"episodes": [episode]})
         if "episode_end" in info:
             return ResetCheck(spec.task.name, episode, error=str(info["episode_end"]["error"]))
         differences = observation_differences(fresh, again)
         if env.start_digest != digest:
             differences["start_digest"] = 1
+        again_poses = env.scene_poses()
+        if poses is not None and again_poses is not None and poses.tobytes() != again_poses.tobytes():
+            differences["scene_poses"] = int(np.count_nonzero(poses != again_poses)) if poses.shape == \
+                again_poses.shape else int(poses.size)
         return ResetCheck(spec.task.name, episode, differences)
     finally:
         env.close()
@@ -103,8 +107,58 @@ def copy_observation(obs: dict[str, Any]) -> dict[str, Any]:
             **({"images": {c: np.array(i) for c, i in obs["images"].items()}} if "images" in obs else {})}
 
 
-def check_resets(backend: Backend, specs: Sequence[EnvSpec], episode: int = 1, other: int = 0,
-                 steps: int = 20) -> Iterator[ResetCheck]:
-    """The reset check over ``specs`` (one per task), in order; each task's simulator is closed before the next."""
-    for spec in specs:
-        yield check_task_reset(backend, spec, episode=episode, other=other, steps=steps)
+def reset_specs(suite: Any, image_size: tuple[int, int] | None = None, protocol: str | None = None,
+                seed: int = 0, cameras: Sequence[str] | None = None) -> list[EnvSpec]:
+    """One ``EnvSpec`` per task of ``suite`` rendering ``cameras`` (default: its protocol's) at ``image_size``."""
+    from lerobench.suite.registry import get_backend
+
+    backend = get_backend(suite.backend)
+    chosen = suite.protocol(protocol)
+    if image_size is not None:
+        chosen = replace(chosen, image_size=tuple(image_size))
+    return [EnvSpec(suite=suite.name, backend=suite.backend, task=task, protocol=chosen, seed=seed,
+                    state_dim=backend.state_dim, action_dim=backend.action_dim, cameras=tuple(chosen.cameras if cameras is None else cameras),
+                    backend_options=dict(suite.backend_options)) for task in suite.tasks]
+
+
+def check_resets(specs: Sequence[EnvSpec], episode: int = 1, other: int = 0, steps: int = 10,
+                 processes: int = 1) -> Iterator[ResetCheck]:
+    """The reset check over ``specs`` (one per task), in order; each task's simulator is closed before the next.
+
+    ``processes`` > 1 checks tasks in that many worker processes (forkserver; one Mesa render thread each):
+    building a task's simulator dominates (LIBERO ~3-10 s, Meta-World ~0.5-1.5 s), so two workers on two
+    cores nearly halve the sweep. Backends are looked up by ``spec.backend`` in each process.
+    """
+    if processes <= 1:
+        for spec in specs:
+            yield _check_one(spec, episode, other, steps)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = multiprocessing.get_context("forkserver")
+    with ProcessPoolExecutor(processes, mp_context=context, initializer=_one_render_thread,
+                             max_tasks_per_child=MAX_TASKS_PER_WORKER) as pool:
+        futures = [pool.submit(_check_one, spec, episode, other, steps) for spec in specs]
+        try:
+            for future in futures:
+                yield future.result()
+        finally:
+            for future in futures:
+                future.cancel()
+
+
+MAX_TASKS_PER_WORKER = 25
+"""A worker is replaced after this many tasks: built and closed simulators leave memory behind (LIBERO ~2 GB)."""
+
+
+def _one_render_thread() -> None:
+    import os
+
+    os.environ.setdefault("LP_NUM_THREADS", "1")
+
+
+def _check_one(spec: EnvSpec, episode: int, other: int, steps: int) -> ResetCheck:
+    from lerobench.suite.registry import get_backend
+
+    return check_task_reset(get_backend(spec.backend), spec, episode=episode, other=other, steps=steps)
