@@ -38,6 +38,15 @@ class EpisodeRecord:
     clipped: float | None = None
     """Fraction of the episode's action values outside the action space [-1, 1], clipped by the simulator (an
     un-normalised policy looks weak, not broken); None for an episode with no step or written before this field."""
+    obs_digest: str | None = None
+    """Hash chain over every observation the policy read in this trial, in order (``lerobench.rollout.digests``):
+    equal seeds and start digests with different ``obs_digest`` mean the policy was shown different inputs."""
+    obs_reads: int | None = None
+    """Observations (policy-call rows) the chain covers; None in files written before digests existed."""
+    obs_read_digests: str | None = None
+    """4 bytes per part (``obs_parts``) per read, base64: names the first read that differs between two runs."""
+    obs_parts: list[str] | None = None
+    """The parts of each read, in order: ``state`` then the cameras."""
 
     def to_json(self) -> dict[str, Any]:
         """JSON form: ``return_`` is written as ``return``."""

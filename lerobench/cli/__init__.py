@@ -10,7 +10,7 @@ from lerobench.cli.common import (
     app,
 )
 
-COMMAND_MODULES = ("browse", "evaluate", "check_policy", "merge", "serve", "compare", "report", "robustness", "plan",
+COMMAND_MODULES = ("browse", "evaluate", "check_policy", "check_resets", "merge", "serve", "compare", "report", "robustness", "plan",
                    "doctor")
 """Imported in this order to register their commands: ``--help`` lists them so."""
 

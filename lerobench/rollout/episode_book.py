@@ -23,6 +23,7 @@ import numpy as np
 
 from lerobench.analysis.results import EpisodeRecord
 from lerobench.envs.base import IDLE, episode_seed
+from lerobench.rollout.digests import ReadDigests
 from lerobench.output.trajectories import Trajectories, Trajectory
 from lerobench.rollout.inference import EpisodeSource
 from lerobench.suite.config import TaskSpec
@@ -154,6 +155,8 @@ class EpisodeBook:
         self.finished: list[list[tuple[EpisodeRecord, Trajectory | None]]] = [[] for _ in range(n)]
         """Each slot's finished trials, held back until the episode is over."""
         self.feedback = PolicyFeedback(n)
+        self.digests = ReadDigests(n)
+        """Each slot's chain over the observations its policy read this trial (``lerobench.rollout.digests``)."""
         self.seed_of = functools.lru_cache(maxsize=None)(
             lambda e: episode_seed(run.seed, run.task.index, max(e, 0)))
 
@@ -173,6 +176,7 @@ class EpisodeBook:
                 self.finished[i] = []
             self.next_trial[i] = False
             self.calls[i] = 0
+            self.digests.begin(i)
             self.started[i] = time.perf_counter()
             active = self.episode[i] != IDLE
             self.feedback.started(i, active, int(self.trial[i]))
@@ -235,6 +239,7 @@ class EpisodeBook:
         self.calls[rows] += 1
         self.feedback.fill(batch, rows, self.trial[rows])
         batch["active"] = np.ones(len(rows), dtype=bool)
+        self.digests.read(batch, rows)
         return batch
 
     def end(self, i: int, summary: dict[str, Any] | None, error: str | None = None) -> None:
@@ -303,6 +308,7 @@ class EpisodeBook:
             max_reward=_finite(summary.get("max_reward")),
             start_digest=summary.get("start_digest"),
             clipped=summary.get("clipped"),
+            **self.digests.summary(i),
         )
 
 

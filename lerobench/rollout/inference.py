@@ -96,18 +96,33 @@ class EpisodeQueue:
             return None
 
 
-CALL_STATS_KEYS = ("policy_calls", "rows_per_call", "policy_busy_s", "policy_busy_fraction")
+CALL_STATS_KEYS = ("policy_calls", "rows_per_call", "policy_busy_s", "policy_busy_fraction", "probe_calls",
+                   "probe_rows", "probe_s")
 """What ``CallStats.summary`` adds to ``results.json`` ``overall``: like the timings, a property of the session."""
 
 
 @dataclass
 class CallStats:
-    """Policy calls of a run, for ``results.json`` ``overall``: where the time went (thread-safe)."""
+    """Policy calls of a run, for ``results.json`` ``overall``: where the time went (thread-safe).
+
+    ``calls``/``rows``/``busy_s`` are the recording policy's calls only; the batch-invariance check's probe calls
+    (on twins of the policy, ``lerobench.policies.invariance``) are counted apart in ``probe_*``.
+    """
 
     calls: int = 0
     rows: int = 0
     busy_s: float = 0.0
+    probe_calls: int = 0
+    probe_rows: int = 0
+    probe_s: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add_probes(self, calls: int, rows: int, seconds: float) -> None:
+        """Count the check's probe calls (not the recording policy's)."""
+        with self._lock:
+            self.probe_calls += calls
+            self.probe_rows += rows
+            self.probe_s += seconds
 
     def add(self, rows: int, seconds: float) -> None:
         """Count one call of ``rows`` rows that took ``seconds``."""
@@ -123,11 +138,13 @@ class CallStats:
         """
         with self._lock:
             calls, rows, busy = self.calls, self.rows, self.busy_s
+            probes = {"probe_calls": self.probe_calls, "probe_rows": self.probe_rows,
+                      "probe_s": round(self.probe_s, 3)}
         if not calls:
             return dict.fromkeys(CALL_STATS_KEYS)
         return {"policy_calls": calls, "rows_per_call": round(rows / calls, 3) if calls else None,
                 "policy_busy_s": round(busy, 3),
-                "policy_busy_fraction": round(busy / elapsed_s, 4) if calls and elapsed_s else None}
+                "policy_busy_fraction": round(busy / elapsed_s, 4) if calls and elapsed_s else None, **probes}
 
 
 MIN_SPREAD_GAIN = 1.2
@@ -217,11 +234,14 @@ class PolicyCaller:
         return len(self._flights) < min(limit, self.concurrency)
 
     def _timed(self, batch: dict[str, Any], descriptions: list[str]) -> Any:
-        if self._check_next:  # the first call: its rows again in probe calls first (not timed)
+        if self._check_next:  # the first call: its rows again in probe calls on twins of the policy
             self._check_next = False
             started = time.perf_counter()
-            out, self.check = checked_call(self.policy.select_action, batch, descriptions)
-            self.stats.add(len(batch["state"]), time.perf_counter() - started)
+            out, self.check = checked_call(self.policy, batch, descriptions)
+            probe_s = float(self.check.get("probe_s") or 0.0)
+            self.stats.add(len(batch["state"]), time.perf_counter() - started - probe_s)
+            self.stats.add_probes(int(self.check.get("probe_calls") or 0), int(self.check.get("probe_rows") or 0),
+                                  probe_s)
             return out
         started = time.perf_counter()
         try:
