@@ -1,8 +1,11 @@
-"""A Meta-World backend whose reset does not forward the kinematics: Meta-World's own reset, stale on purpose.
+"""Meta-World backends whose reset does not forget: stale on purpose, to prove the checks see it.
 
-Before issue 33 lerobench reset Meta-World this way, and push-v3's first image showed the puck where the
-previous episode (or the constructor) had left it. Tests use it to prove the reset check and the observation
-digests see such a fault and name it.
+- ``METAWORLD_RESET``: Meta-World's own reset, as lerobench used it before issue 33 (no ``mj_forward``): the goal
+  site of push-v3 and push-back-v3 is drawn where the previous episode (or the constructor) left it. The reset
+  sweep must name exactly those tasks.
+- ``BACKEND``: the first observation is drawn with the previous episode's last poses of every body (the same fault,
+  exaggerated so that a run at a small image size shows it in pixels): the observation digests of two runs at
+  different batch sizes must differ, and ``compare`` must name the first differing read.
 """
 
 from __future__ import annotations
@@ -11,14 +14,34 @@ import numpy as np
 
 from lerobench.envs.metaworld import MetaWorldBackend, MetaWorldSimulator
 
+POSES = ("geom_xpos", "geom_xmat", "site_xpos", "site_xmat", "xpos", "xquat", "xmat")
 
-class StaleSimulator(MetaWorldSimulator):
-    """``reset_to`` exactly as Meta-World's ``reset``: object positions written to ``qpos``, no ``mj_forward``."""
+
+class MetaWorldResetSimulator(MetaWorldSimulator):
+    """``reset_to`` exactly as Meta-World's ``reset``: object and goal positions written, no ``mj_forward``."""
 
     def reset_to(self, episode: int, seed: int) -> None:
         self._env.set_task(self._variants[episode % len(self._variants)])
         obs, _ = self._env.reset(seed=seed % (2**31))
         self._obs = np.asarray(obs, dtype=np.float32)
+
+
+class StaleSimulator(MetaWorldSimulator):
+    """After the reset, every body is drawn where it was before it (state and start digest are the new episode's)."""
+
+    def reset_to(self, episode: int, seed: int) -> None:
+        data = self._env.data
+        before = {name: np.array(getattr(data, name)) for name in POSES}
+        super().reset_to(episode, seed)
+        for name, value in before.items():
+            getattr(data, name)[:] = value
+
+
+class MetaWorldResetBackend(MetaWorldBackend):
+    name = "metaworld-own-reset"
+
+    def make_simulator(self, spec):
+        return MetaWorldResetSimulator(spec)
 
 
 class StaleBackend(MetaWorldBackend):
@@ -28,4 +51,5 @@ class StaleBackend(MetaWorldBackend):
         return StaleSimulator(spec)
 
 
+METAWORLD_RESET = MetaWorldResetBackend()
 BACKEND = StaleBackend()
