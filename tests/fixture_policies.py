@@ -331,11 +331,12 @@ class CountingNoisyChunk(_Base):
     for that trial), per-row state keyed by ``row_ids``; it never reads ``probe``.
 
     Issue 33: the invariance check's probe calls reached this object and advanced its counters, so episodes changed
-    with the batch size. ``rows_seen`` counts every row it was handed (class-wide, for one in-process run): it must
-    equal the chunks the episodes executed.
+    with the batch size. ``rows_seen`` counts every row this object was handed (a copy counts its own): for the
+    object a run loaded (``made[-1]``, in-process) it must equal the chunks the episodes executed.
     """
 
-    rows_seen = 0
+    made: list = []
+    """Objects built by ``make_counting_noisy_chunk`` (copies are not): the recording policies."""
 
     def __init__(self, context, chunk=5, sigma=0.3):
         from lerobench.policies.base import PolicyTraits
@@ -343,6 +344,7 @@ class CountingNoisyChunk(_Base):
         super().__init__(context)
         self.chunk, self.sigma = chunk, sigma
         self.counts = {}
+        self.rows_seen = 0
         self.observation_needs = ObservationNeeds(replan_steps=chunk)
         self.traits = PolicyTraits(stochastic=True, batch_invariant=True)
 
@@ -353,7 +355,7 @@ class CountingNoisyChunk(_Base):
         from lerobench.policies.base import row_ids
 
         n = len(observation["state"])
-        CountingNoisyChunk.rows_seen += n
+        self.rows_seen += n  # an int: a copy rebinds its own
         out = np.empty((n, self.chunk, self.context.action_dim), dtype=np.float32)
         for k, slot in enumerate(row_ids(observation).tolist()):
             if observation["trial_start"][k]:
@@ -368,4 +370,5 @@ class CountingNoisyChunk(_Base):
 
 
 def make_counting_noisy_chunk(context):
-    return CountingNoisyChunk(context)
+    CountingNoisyChunk.made.append(CountingNoisyChunk(context))
+    return CountingNoisyChunk.made[-1]
