@@ -212,8 +212,9 @@ def test_act_reading_an_image_same_outcomes_and_inputs_everywhere(tmp_path):
     pytest.importorskip("lerobot")
     from test_lerobot import save_tiny_act
 
-    policy = save_tiny_act(tmp_path / "act", image_key="observation.image", image_hw=(64, 64))
-    _same_everywhere(tmp_path, small_camera_suite(tmp_path), f"lerobot:{policy}")
+    policy = save_tiny_act(tmp_path / "act", image_key="observation.image", image_hw=(64, 64), n_action_steps=8)
+    _same_everywhere(tmp_path, small_camera_suite(tmp_path, steps=16), f"lerobot:{policy}", SCHEDULES,
+                     "--episodes", "2")
 
 
 @pytest.mark.slow
