@@ -275,7 +275,8 @@ def test_counting_stochastic_policy_is_untouched_by_the_check(tmp_path):
     from fixture_policies import CountingNoisyChunk
 
     suite = small_camera_suite(tmp_path, steps=23)
-    dirs = _same_everywhere(tmp_path, suite, "fixture_policies:make_counting_noisy_chunk", {"b3": ["--batch-size", "3"]})
+    policy = "fixture_policies:make_counting_noisy_chunk"
+    dirs = _same_everywhere(tmp_path, suite, policy, {"b3": ["--batch-size", "3"]})
     lines = [json.loads(x) for x in (dirs["b3"] / "episodes.jsonl").read_text().splitlines()]
     chunks = sum(math.ceil(e["steps"] / 5) for e in lines)
     assert CountingNoisyChunk.made[-1].rows_seen == chunks == sum(e["obs_reads"] for e in lines)

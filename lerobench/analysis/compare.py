@@ -289,7 +289,8 @@ def compare_runs(a: Run, b: Run, alpha: float = 0.05, allow_different: bool = Fa
         raise CompareError(f"{a.path} and {b.path} have no task with finished episodes in both runs")
     result: dict[str, Any] = {
         "a": a.summary(), "b": b.summary(), "paired": paired, "matched_episodes": len(matched),
-        "unmatched_episodes": unmatched, "start_digest_mismatches": len(different_start), "alpha": alpha, "inputs": inputs,
+        "unmatched_episodes": unmatched, "start_digest_mismatches": len(different_start), "alpha": alpha,
+        "inputs": inputs,
         "differences": found, "treatment": treatment(a, b), "notes": notes,
         "trials_compared": trials, **_compare_trial(headline, groups, paired, alpha),
     }

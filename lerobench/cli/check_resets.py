@@ -32,7 +32,7 @@ def check_resets(
     Exit 1 when a task's first observation depends on what ran before.
     """
     from lerobench.envs.resets import check_resets as run_checks
-    from lerobench.envs.resets import reset_specs
+    from lerobench.envs.resets import remember, reset_specs
     from lerobench.suite.registry import get_backend, load_suite
 
     try:
@@ -51,6 +51,7 @@ def check_resets(
             style = "green" if check.ok else "bold red"
             console.print(f"[{style}]{'ok' if check.ok else 'STALE' if check.error is None else 'ERROR'}[/] "
                           f"{escape(check.describe())}", highlight=False, soft_wrap=True)
+    remember(chosen.name, chosen.backend, [c for c in results if c.error is None])
     bad = [c for c in results if not c.ok]
     if bad:
         err_console.print(f"[bold red]error:[/] {len(bad)} of {len(results)} tasks of {escape(chosen.name)} failed "

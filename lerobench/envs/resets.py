@@ -116,8 +116,9 @@ def reset_specs(suite: Any, image_size: tuple[int, int] | None = None, protocol:
     chosen = suite.protocol(protocol)
     if image_size is not None:
         chosen = replace(chosen, image_size=tuple(image_size))
+    read = tuple(chosen.cameras if cameras is None else cameras)
     return [EnvSpec(suite=suite.name, backend=suite.backend, task=task, protocol=chosen, seed=seed,
-                    state_dim=backend.state_dim, action_dim=backend.action_dim, cameras=tuple(chosen.cameras if cameras is None else cameras),
+                    state_dim=backend.state_dim, action_dim=backend.action_dim, cameras=read,
                     backend_options=dict(suite.backend_options)) for task in suite.tasks]
 
 
@@ -162,3 +163,62 @@ def _check_one(spec: EnvSpec, episode: int, other: int, steps: int) -> ResetChec
     from lerobench.suite.registry import get_backend
 
     return check_task_reset(get_backend(spec.backend), spec, episode=episode, other=other, steps=steps)
+
+
+def _cache_file(suite: str, backend: str) -> Any:
+    """Where ``check-resets`` keeps its per-task outcomes for ``suite`` on this simulator stack (a cache file)."""
+    import hashlib
+    import json
+
+    from lerobench.envs.fingerprint import cache_dir, package_versions
+    from lerobench.suite.registry import get_backend
+
+    versions = package_versions(get_backend(backend).packages)
+    key = hashlib.sha256(json.dumps({"suite": suite, "backend": backend, "versions": versions},
+                                    sort_keys=True).encode()).hexdigest()[:24]
+    return cache_dir() / f"resets-{key}.json"
+
+
+def remember(suite: str, backend: str, checks: Sequence[ResetCheck]) -> None:
+    """Keep the outcome of each checked task (merged with earlier ones) for the runs' ``resets`` claim."""
+    import json
+
+    from lerobench.output.files import write_text_atomic
+
+    path = _cache_file(suite, backend)
+    known = recalled(path)
+    known.update({c.task: c.describe() if not c.ok else None for c in checks})
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(path, json.dumps(known))
+    except OSError:
+        pass  # a read-only home: runs then record the reset check as unchecked
+
+
+def recalled(path: Any) -> dict[str, str | None]:
+    """Task -> None (forgets) or why it is stale, from a cache file (empty when there is none)."""
+    import json
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def reset_claim(suite: str, backend: str, tasks: Sequence[str]) -> dict[str, Any]:
+    """What a run may say about its suite's resets, from what ``check-resets`` found on this simulator stack.
+
+    ``verified``: every task passed; ``failed``: one is stale (``reason`` names it); ``unchecked``: some task never
+    checked.
+    """
+    known = recalled(_cache_file(suite, backend))
+    stale = [known[t] for t in tasks if t in known and known[t] is not None]
+    missing = [t for t in tasks if t not in known]
+    if stale:
+        return {"status": "failed", "tasks_checked": len(tasks) - len(missing), "reason": stale[0]}
+    if missing:
+        return {"status": "unchecked", "tasks_checked": len(tasks) - len(missing),
+                "reason": f"{len(missing)} of {len(tasks)} tasks never passed `lerobench check-resets {suite}` "
+                          f"on this simulator stack"}
+    return {"status": "verified", "tasks_checked": len(tasks), "reason": None}

@@ -30,7 +30,7 @@ READ_DIGEST_BYTES = 4
 
 def part_digest(value: Any) -> bytes:
     """BLAKE2b of an array's bytes (C order; no copy when it is contiguous)."""
-    return hashlib.blake2b(memoryview(np.ascontiguousarray(value)).cast("B"), digest_size=DIGEST_BYTES).digest()
+    return hashlib.blake2b(np.ascontiguousarray(value).data.cast("B"), digest_size=DIGEST_BYTES).digest()
 
 
 class ReadDigests:
@@ -48,7 +48,7 @@ class ReadDigests:
 
     def read(self, batch: dict[str, Any], rows: np.ndarray) -> None:
         """The policy is about to read ``batch`` (row ``k`` is slot ``rows[k]``): extend each slot's chain."""
-        images = batch.get("images") if isinstance(batch.get("images"), dict) else {}
+        images: dict[str, Any] = batch["images"] if isinstance(batch.get("images"), dict) else {}
         names = ("state", *images)
         for k, i in enumerate(rows.tolist()):
             digests = [part_digest(batch["state"][k]), *(part_digest(img[k]) for img in images.values())]

@@ -23,8 +23,8 @@ import numpy as np
 
 from lerobench.analysis.results import EpisodeRecord
 from lerobench.envs.base import IDLE, episode_seed
-from lerobench.rollout.digests import ReadDigests
 from lerobench.output.trajectories import Trajectories, Trajectory
+from lerobench.rollout.digests import ReadDigests
 from lerobench.rollout.inference import EpisodeSource
 from lerobench.suite.config import TaskSpec
 
