@@ -304,3 +304,19 @@ def test_compare_names_the_first_read_a_stale_simulator_changed(tmp_path):
                                "where": "call 0 (corner2)"}
     shown = runner.invoke(app, ["compare", str(tmp_path / "b1"), str(tmp_path / "b3")])
     assert "episode 1, call 0 (corner2)" in shown.output and "identical observations" in shown.output
+
+
+@pytest.mark.slow
+def test_camera_policy_on_libero_same_outcomes_and_inputs(tmp_path):
+    """(a) on LIBERO: a row-independent policy reading agentview (64x64), 3 episodes of one task, at batch 1, 3,
+    and in worker processes: identical outcomes and observation digests."""
+    pytest.importorskip("libero")
+    from pathlib import Path
+
+    text = (Path(__file__).parent.parent / "suites" / "smoke_libero.toml").read_text()
+    suite = tmp_path / "libero_small.toml"
+    suite.write_text(text.replace("image_size = [256, 256]", "image_size = [64, 64]", 1)
+                     .replace("max_steps = 20", "max_steps = 12", 1))
+    _same_everywhere(tmp_path, suite, "fixture_policies:make_declared_image_chunk",
+                     {"b1": ["--batch-size", "1"], "b3": ["--batch-size", "3"],
+                      "processes": ["--executor", "processes", "--workers", "2"]}, "--episodes", "3")
