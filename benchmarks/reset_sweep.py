@@ -31,8 +31,8 @@ def main() -> None:
             from dataclasses import replace
 
             suite = replace(suite, backend=args.backend)
-        specs = reset_specs(suite, (args.size, args.size),
-                            cameras=[c for c in args.cameras.split(",") if c] if args.cameras is not None else None)[: args.tasks]
+        cameras = [c for c in args.cameras.split(",") if c] if args.cameras is not None else None
+        specs = reset_specs(suite, (args.size, args.size), cameras=cameras)[: args.tasks]
         started = time.perf_counter()
         failed = 0
         for check in check_resets(specs, steps=args.steps, processes=args.processes):
