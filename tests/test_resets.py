@@ -16,7 +16,6 @@ from lerobench.cli import app
 from lerobench.envs.resets import check_resets, reset_specs
 from lerobench.suite.registry import load_suite
 
-pytestmark = pytest.mark.sim
 runner = CliRunner()
 SIZE = (32, 32)
 """Images compared at 32x32: the drawn poses are compared exactly, so a small image loses nothing but cost."""
@@ -29,6 +28,7 @@ def _stale(suite, cameras=None, processes=2):
     return {c.task: c.differences for c in checks if not c.ok}
 
 
+@pytest.mark.sim
 @pytest.mark.slow
 def test_check_resets_names_the_tasks_metaworlds_own_reset_left_stale(tmp_path):
     """Before the fix lerobench reset Meta-World as Meta-World does; the check finds push-v3 and push-back-v3
@@ -57,12 +57,14 @@ flip_images = true
     assert fixed.exit_code == 0, fixed.output
 
 
+@pytest.mark.sim
 @pytest.mark.slow
 def test_every_metaworld_task_forgets_its_previous_episode():
     pytest.importorskip("metaworld")
     assert _stale(load_suite("metaworld_mt50"), cameras=["corner2"]) == {}
 
 
+@pytest.mark.sim
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["libero_spatial", "libero_object", "libero_goal", "libero_10", "libero_90"])
 def test_every_libero_task_forgets_its_previous_episode(name):
@@ -71,3 +73,21 @@ def test_every_libero_task_forgets_its_previous_episode(name):
     test_batch_invariance.py and by `check-resets` (images by default)."""
     pytest.importorskip("libero")
     assert _stale(load_suite(name), cameras=()) == {}
+
+
+def test_a_runs_reset_claim_is_what_check_resets_found_on_this_stack(tmp_path, monkeypatch):
+    """verified only when every task of the run passed; failed names the stale one; unchecked otherwise."""
+    from lerobench.envs.resets import ResetCheck, remember, reset_claim
+
+    monkeypatch.setenv("LEROBENCH_CACHE_DIR", str(tmp_path))
+    tasks = ["reach-v3", "push-v3"]
+    assert reset_claim("mt", "metaworld", tasks)["status"] == "unchecked"
+    remember("mt", "metaworld", [ResetCheck("reach-v3", 1)])
+    claim = reset_claim("mt", "metaworld", tasks)
+    assert claim["status"] == "unchecked" and claim["tasks_checked"] == 1 and "1 of 2 tasks" in claim["reason"]
+    remember("mt", "metaworld", [ResetCheck("push-v3", 1, {"corner2": 51})])
+    claim = reset_claim("mt", "metaworld", tasks)
+    assert claim["status"] == "failed" and "push-v3" in claim["reason"] and "corner2: 51 pixels" in claim["reason"]
+    remember("mt", "metaworld", [ResetCheck("push-v3", 1)])
+    assert reset_claim("mt", "metaworld", tasks) == {"status": "verified", "tasks_checked": 2, "reason": None}
+    assert reset_claim("other_suite", "metaworld", tasks)["status"] == "unchecked"
