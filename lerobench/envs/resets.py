@@ -138,19 +138,22 @@ def check_resets(specs: Sequence[EnvSpec], episode: int = 1, other: int = 0, ste
     from concurrent.futures import ProcessPoolExecutor
 
     context = multiprocessing.get_context("forkserver")
-    with ProcessPoolExecutor(processes, mp_context=context, initializer=_one_render_thread,
-                             max_tasks_per_child=MAX_TASKS_PER_WORKER) as pool:
-        futures = [pool.submit(_check_one, spec, episode, other, steps) for spec in specs]
-        try:
-            for future in futures:
-                yield future.result()
-        finally:
-            for future in futures:
-                future.cancel()
+    group = processes * MAX_TASKS_PER_WORKER
+    for start in range(0, len(specs), group):  # fresh workers per group (see MAX_TASKS_PER_WORKER)
+        with ProcessPoolExecutor(processes, mp_context=context, initializer=_one_render_thread) as pool:
+            futures = [pool.submit(_check_one, spec, episode, other, steps) for spec in specs[start:start + group]]
+            try:
+                for future in futures:
+                    yield future.result()
+            finally:
+                for future in futures:
+                    future.cancel()
 
 
 MAX_TASKS_PER_WORKER = 25
-"""A worker is replaced after this many tasks: built and closed simulators leave memory behind (LIBERO ~2 GB)."""
+"""Workers are replaced after about this many tasks each: built and closed simulators leave memory behind (LIBERO
+~2 GB). A new pool per group, not ``max_tasks_per_child``: with it Python 3.11's pool hung once a worker retired
+(seen in the libero_90 sweep: no worker left, every future pending)."""
 
 
 def _one_render_thread() -> None:
