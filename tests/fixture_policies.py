@@ -414,3 +414,51 @@ class _SlowChunks:
 
 def make_slow_chunks(context):
     return _SlowChunks(context)
+
+
+class CountingNoisyChunk(_Base):
+    """A stochastic chunk policy as a user writes one: noise keyed on (episode seed, trial, its own count of calls
+    for that trial), per-row state keyed by ``row_ids``; it never reads ``probe``.
+
+    Issue 33: the invariance check's probe calls reached this object and advanced its counters, so episodes changed
+    with the batch size. ``rows_seen`` counts every row this object was handed (a copy counts its own): for the
+    object a run loaded (``made[-1]``, in-process) it must equal the chunks the episodes executed.
+    """
+
+    made: list = []
+    """Objects built by ``make_counting_noisy_chunk`` (copies are not): the recording policies."""
+
+    def __init__(self, context, chunk=5, sigma=0.3):
+        from lerobench.policies.base import PolicyTraits
+
+        super().__init__(context)
+        self.chunk, self.sigma = chunk, sigma
+        self.counts = {}
+        self.rows_seen = 0
+        self.observation_needs = ObservationNeeds(replan_steps=chunk)
+        self.traits = PolicyTraits(stochastic=True, batch_invariant=True)
+
+    def reset(self):
+        self.counts = {}
+
+    def select_action(self, observation, task_descriptions):
+        from lerobench.policies.base import row_ids
+
+        n = len(observation["state"])
+        self.rows_seen += n  # an int: a copy rebinds its own
+        out = np.empty((n, self.chunk, self.context.action_dim), dtype=np.float32)
+        for k, slot in enumerate(row_ids(observation).tolist()):
+            if observation["trial_start"][k]:
+                self.counts[slot] = 0
+            count = self.counts.get(slot, 0)
+            self.counts[slot] = count + 1
+            rng = np.random.default_rng([int(observation["episode_seed"][k]) & 0xFFFFFFFF,
+                                         int(observation["trial"][k]), count])
+            base = np.tanh(observation["state"][k, : self.context.action_dim])
+            out[k] = np.clip(base + rng.normal(0.0, self.sigma, (self.chunk, self.context.action_dim)), -1, 1)
+        return out
+
+
+def make_counting_noisy_chunk(context):
+    CountingNoisyChunk.made.append(CountingNoisyChunk(context))
+    return CountingNoisyChunk.made[-1]

@@ -1,9 +1,14 @@
-"""Neural policies give the same per-episode numbers at any batch size, executor and schedule (issue 26).
+"""Neural policies give the same per-episode numbers at any batch size, executor and schedule (issues 26, 33).
 
 Real torch models (an MLP, LeRobot ACT, a LeRobot diffusion policy with per-row noise) on the real Meta-World
 simulator: bit-identical outcomes at --batch-size 1/3/8, processes, --parallel-tasks 2 and through
 ``serve --max-batch``, and results.json says ``verified`` because the run checked it. Unpadded calls
 (``--call-width 0``, what landed main did) differ, and the run's own check says ``failed``.
+
+Issue 33: the same for what the policy *saw* (each episode's observation digest), for policies reading a camera
+(push-v3's first image was stale) and for a stochastic policy counting its own calls (the check's probes used to
+advance its counters); ``compare`` says the inputs were identical, and names the first differing read of a run
+whose simulator is stale on purpose.
 """
 
 import json
@@ -42,6 +47,56 @@ def _observation(slots, seed=0):
 def _outcomes(out):
     lines = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
     return sorted((e["task"], e["episode"], e["success"], e["steps"], e["return"]) for e in lines)
+
+
+def _seen(out):
+    """Outcomes and what the policy read, per (task, episode, trial)."""
+    lines = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
+    return sorted((e["task"], e["episode"], e["trial"], e["success"], e["steps"], e["return"], e["obs_digest"],
+                   e["obs_reads"]) for e in lines)
+
+
+def small_camera_suite(tmp_path, backend="metaworld", tasks=("reach-v3", "push-v3"), size=64, steps=20):
+    """Meta-World (push-v3 included) at a small image size, the policy's camera corner2."""
+    path = tmp_path / f"{backend.replace(':', '_')}_{size}.toml"
+    path.write_text(f"""
+name = "small_camera"
+backend = "{backend}"
+episodes_per_task = 3
+control_fps = 80
+worker_memory_mb = 400
+tasks = {list(tasks)!r}
+
+[protocol]
+max_steps = {steps}
+image_size = [{size}, {size}]
+cameras = ["corner2"]
+flip_images = true
+""".replace("'", '"'))
+    return path
+
+
+SCHEDULES = {"b1": ["--batch-size", "1"], "b3": ["--batch-size", "3"], "b8": ["--batch-size", "8"],
+             "processes": ["--executor", "processes", "--workers", "2"],
+             "parallel": ["--batch-size", "2", "--parallel-tasks", "2"]}
+"""The schedules issue 33's promise covers: each episode's outcome and inputs are the same under all of them."""
+
+
+def _same_everywhere(tmp_path, suite, policy, schedules=SCHEDULES, *extra):
+    """Run ``policy`` under every schedule; assert identical outcomes and observation digests; return the dirs."""
+    reference, dirs = None, {}
+    for name, args in schedules.items():
+        dirs[name] = tmp_path / name
+        result = runner.invoke(app, ["eval", "--suite", str(suite), "--policy", policy, "--videos", "0",
+                                     "--output", str(dirs[name]), *args, *extra])
+        assert result.exit_code == 0, result.output
+        config = json.loads((dirs[name] / "results.json").read_text())["config"]
+        assert config["batch_invariant"] == "verified", (name, config["batch_invariance"])
+        seen = _seen(dirs[name])
+        assert all(s[6] is not None and s[7] > 0 for s in seen), seen
+        reference = reference or seen
+        assert seen == reference, name
+    return dirs
 
 
 def _eval(out, *args):
@@ -152,6 +207,17 @@ def lerobot_dirs(tmp_path_factory):
 
 
 @pytest.mark.slow
+def test_act_reading_an_image_same_outcomes_and_inputs_everywhere(tmp_path):
+    """(b) A LeRobot ACT reading corner2 (64x64) and the state, on push-v3 and reach-v3: every schedule."""
+    pytest.importorskip("lerobot")
+    from test_lerobot import save_tiny_act
+
+    policy = save_tiny_act(tmp_path / "act", image_key="observation.image", image_hw=(64, 64), n_action_steps=8)
+    _same_everywhere(tmp_path, small_camera_suite(tmp_path, steps=16), f"lerobot:{policy}", SCHEDULES,
+                     "--episodes", "2")
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["act", "diffusion"])
 def test_lerobot_policies_same_numbers_at_batch_1_3_8(tmp_path, lerobot_dirs, kind):
     common = ["--policy", f"lerobot:{lerobot_dirs[kind]}", "--episodes", "3", "--max-steps", "40" if kind == "act"
@@ -186,3 +252,71 @@ def test_served_batched_mlp_gives_the_local_numbers(tmp_path):
     assert served["config"]["batch_invariant"] == "verified", served["config"]["batch_invariance"]
     assert served["config"]["call_width"] == 8
     assert _outcomes(tmp_path / "served") == _outcomes(tmp_path / "local")
+
+
+@pytest.mark.slow
+def test_camera_policy_same_outcomes_and_inputs_everywhere_and_compare_says_so(tmp_path):
+    """(a) A row-independent policy reading corner2 (push-v3 included): identical outcomes and digests under
+    every schedule; ``compare`` of two batch sizes reports every paired episode's inputs identical."""
+    suite = small_camera_suite(tmp_path)
+    dirs = _same_everywhere(tmp_path, suite, "fixture_policies:make_declared_image_chunk")
+    result = runner.invoke(app, ["compare", str(dirs["b1"]), str(dirs["b3"]), "--json"])
+    assert result.exit_code == 0, result.output
+    inputs = json.loads(result.stdout)["inputs"]
+    assert inputs == {"identical": 6, "different": 0, "unknown": 0, "first": None}
+
+
+@pytest.mark.slow
+def test_counting_stochastic_policy_is_untouched_by_the_check(tmp_path):
+    """(c) Noise keyed on its own call count, ``probe`` never read: the check's probes run on twins, so its
+    episodes are the same everywhere and it is handed exactly one row per chunk executed (issue 33: 102 for 95)."""
+    import math
+
+    from fixture_policies import CountingNoisyChunk
+
+    suite = small_camera_suite(tmp_path, steps=23)
+    policy = "fixture_policies:make_counting_noisy_chunk"
+    dirs = _same_everywhere(tmp_path, suite, policy, {"b3": ["--batch-size", "3"]})
+    lines = [json.loads(x) for x in (dirs["b3"] / "episodes.jsonl").read_text().splitlines()]
+    chunks = sum(math.ceil(e["steps"] / 5) for e in lines)
+    assert CountingNoisyChunk.made[-1].rows_seen == chunks == sum(e["obs_reads"] for e in lines)
+    overall = json.loads((dirs["b3"] / "results.json").read_text())["overall"]
+    assert overall["probe_calls"] == 2 and overall["probe_rows"] == 3 + 2 + 2  # reordered (3 + 2), first alone
+    _same_everywhere(tmp_path / "others", suite, "fixture_policies:make_counting_noisy_chunk",
+                     {k: v for k, v in SCHEDULES.items() if k != "b3"})
+
+
+@pytest.mark.slow
+def test_compare_names_the_first_read_a_stale_simulator_changed(tmp_path):
+    """A simulator that draws the previous episode's scene in its first image (a fixture): at batch 1 episode 1
+    follows episode 0 on one simulator, at batch 3 it starts a fresh one. Same seeds and start digests, other
+    pixels: compare names the episode, call 0 and the camera."""
+    suite = small_camera_suite(tmp_path, backend="stale_backend:BACKEND", tasks=("push-v3",), steps=10)
+    for name, batch in (("b1", "1"), ("b3", "3")):
+        result = runner.invoke(app, ["eval", "--suite", str(suite), "--policy", "fixture_policies:make_image_chunk",
+                                     "--videos", "0", "--batch-size", batch, "--output", str(tmp_path / name)])
+        assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["compare", str(tmp_path / "b1"), str(tmp_path / "b3"), "--json"])
+    assert result.exit_code == 0, result.output
+    inputs = json.loads(result.stdout)["inputs"]
+    assert inputs["different"] >= 1 and inputs["identical"] >= 1  # episode 0 is every run's fresh first
+    assert inputs["first"] == {"task": "push-v3", "episode": 1, "trial": 0, "call": 0, "part": "corner2",
+                               "where": "call 0 (corner2)"}
+    shown = runner.invoke(app, ["compare", str(tmp_path / "b1"), str(tmp_path / "b3")])
+    assert "episode 1, call 0 (corner2)" in shown.output and "identical observations" in shown.output
+
+
+@pytest.mark.slow
+def test_camera_policy_on_libero_same_outcomes_and_inputs(tmp_path):
+    """(a) on LIBERO: a row-independent policy reading agentview (64x64), 3 episodes of one task, at batch 1, 3,
+    and in worker processes: identical outcomes and observation digests."""
+    pytest.importorskip("libero")
+    from pathlib import Path
+
+    text = (Path(__file__).parent.parent / "suites" / "smoke_libero.toml").read_text()
+    suite = tmp_path / "libero_small.toml"
+    suite.write_text(text.replace("image_size = [256, 256]", "image_size = [64, 64]", 1)
+                     .replace("max_steps = 20", "max_steps = 12", 1))
+    _same_everywhere(tmp_path, suite, "fixture_policies:make_declared_image_chunk",
+                     {"b1": ["--batch-size", "1"], "b3": ["--batch-size", "3"],
+                      "processes": ["--executor", "processes", "--workers", "2"]}, "--episodes", "3")

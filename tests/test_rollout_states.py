@@ -226,3 +226,29 @@ def test_videos_are_finished_for_recorded_episodes_and_dropped_for_lost_ones():
                      recorder=recorder)
     assert [(r.episode, r.video) for r in records] == [(0, None)]  # the culprit: an error, no video
     assert sorted(k for what, k in recorder.log if what == "abort") == [(0, None), (1, None)]  # both dropped
+
+
+def test_observation_digests_are_the_same_at_every_width_and_name_a_changed_read():
+    """Each record's digest covers exactly the rows the policy read (one per chunk executed), is the same whichever
+    slot and batch width ran the episode, and ``first_difference`` names the first read and part that differ."""
+    from dataclasses import replace
+
+    from lerobench.rollout.digests import first_difference
+
+    by_width = {}
+    for n in (1, 3, 8):
+        records, _, _, _ = rollout(n, list(range(8)))
+        by_width[n] = {r.episode: r for r in records}
+        for r in records:
+            assert r.obs_reads == math.ceil(r.steps / 3) and r.obs_parts[0] == "state" and len(r.obs_digest) == 32
+    for n in (3, 8):
+        assert {e: r.obs_digest for e, r in by_width[n].items()} == {e: r.obs_digest for e, r in by_width[1].items()}
+    a, b = by_width[1][4], by_width[1][5]
+    assert first_difference(a, a) is None and first_difference(a, b).read == 0
+    import base64
+
+    short = bytearray(base64.b64decode(a.obs_read_digests))
+    width = 4 * len(a.obs_parts)
+    short[width + 4 * (len(a.obs_parts) - 1)] ^= 1  # read 1, last part
+    changed = replace(a, obs_digest="0" * 32, obs_read_digests=base64.b64encode(bytes(short)).decode())
+    assert first_difference(a, changed).describe() == f"call 1 ({a.obs_parts[-1]})"

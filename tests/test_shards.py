@@ -156,6 +156,25 @@ def test_inconsistent_overlap_is_refused_naming_the_unit(runs):
         merge(runs["root"] / "conflict", [runs["full"], changed])
 
 
+def test_an_overlap_that_saw_other_observations_is_refused_naming_the_read(runs):
+    """Same outcome, other inputs (issue 33): the duplicate's observation digests differ from read 2 on."""
+    import base64
+
+    changed = runs["root"] / "other_inputs"
+    shutil.copytree(runs["s1"], changed)
+    lines = _lines(changed)
+    first = lines[0]
+    assert first["obs_parts"] == ["state"] and first["obs_reads"] > 2
+    short = bytearray(base64.b64decode(first["obs_read_digests"]))
+    short[8:12] = bytes(b ^ 0xFF for b in short[8:12])  # read 2's state
+    first["obs_read_digests"] = base64.b64encode(bytes(short)).decode()
+    first["obs_digest"] = "0" * 32
+    (changed / "episodes.jsonl").write_text("".join(json.dumps(e) + "\n" for e in lines))
+    with pytest.raises(MergeError, match=f"task '{first['task']}' episode {first['episode']} trial 0 showed the "
+                                         r"policy other observations .* first differing read: call 2 \(state\)"):
+        merge(runs["root"] / "other_inputs_merged", [runs["full"], changed])
+
+
 def test_resume_refuses_another_shard(runs):
     result = runner.invoke(app, ["eval", *COMMON, "--shard", "1/2", "--resume", "--output", str(runs["s0"])])
     assert result.exit_code == 2 and "shard: previous '0/2', now '1/2'" in result.output

@@ -78,6 +78,52 @@ def start_digests(records: Sequence[EpisodeRecord]) -> dict[EpisodeKey, str]:
             if r.trial == 0 and r.start_digest is not None}
 
 
+def same_inputs(a: Sequence[EpisodeRecord], b: Sequence[EpisodeRecord],
+                matched: Sequence[EpisodeKey]) -> dict[str, Any]:
+    """Did the policy see the same observations in both runs? Per matched episode, every trial's ``obs_digest``.
+
+    ``identical``: episodes whose every trial has equal digests in both runs; ``different``: some trial's differ
+    (``first``: the first such episode in suite order, with the first read that differs, as
+    ``lerobench.rollout.digests.first_difference`` names it); ``unknown``: a run recorded no digest (files
+    written before digests existed). Runs of one policy at another batch size must be all ``identical``.
+    """
+    from lerobench.rollout.digests import first_difference
+
+    def by_key(records: Sequence[EpisodeRecord]) -> dict[EpisodeKey, dict[int, EpisodeRecord]]:
+        found: dict[EpisodeKey, dict[int, EpisodeRecord]] = {}
+        for r in records:
+            found.setdefault((r.task, r.episode, r.seed, r.init_state), {})[r.trial] = r
+        return found
+
+    lines_a, lines_b = by_key(a), by_key(b)
+    identical, unknown, different = 0, 0, []
+    for key in matched:
+        ta, tb = lines_a.get(key, {}), lines_b.get(key, {})
+        trials = sorted(set(ta) & set(tb))
+        if not trials or any(ta[k].obs_digest is None or tb[k].obs_digest is None for k in trials):
+            unknown += 1
+            continue
+        diverged = [(k, d) for k in trials if (d := first_difference(ta[k], tb[k])) is not None]
+        if not diverged:
+            identical += 1
+        else:
+            trial, where = diverged[0]
+            different.append({"task": key[0], "episode": key[1], "trial": trial, "call": where.read,
+                              "part": where.part, "where": where.describe()})
+    return {"identical": identical, "different": len(different), "unknown": unknown,
+            "first": different[0] if different else None}
+
+
+def describe_inputs(inputs: dict[str, Any]) -> str | None:
+    """A note naming the first episode whose inputs differ between the runs; None when none does."""
+    first = inputs.get("first")
+    if not first:
+        return None
+    trial = f" trial {first['trial']}" if first["trial"] else ""
+    return (f"{inputs['different']} paired episodes showed the policy different observations (same seed and start "
+            f"state); first: task {first['task']!r} episode {first['episode']}{trial}, {first['where']}")
+
+
 def _rates(successes_a: int, n_a: int, successes_b: int, n_b: int) -> dict[str, Any]:
     rate_a = successes_a / n_a if n_a else None
     rate_b = successes_b / n_b if n_b else None
@@ -205,6 +251,10 @@ def compare_runs(a: Run, b: Run, alpha: float = 0.05, allow_different: bool = Fa
     if different_start:
         notes.append(f"{len(different_start)} episodes with the same seed and init state started from different "
                      f"simulator states (start_digest differs): not paired")
+    inputs = same_inputs(a.records, b.records, matched)
+    inputs_note = describe_inputs(inputs)
+    if inputs_note and not treatment(a, b):  # one treatment: the inputs should have been the same
+        notes.append(inputs_note)
     if paired:
         unmatched = {"a": len(set(out_a) - set(matched)), "b": len(set(out_b) - set(matched))}
         if unmatched["a"] or unmatched["b"]:
@@ -240,6 +290,7 @@ def compare_runs(a: Run, b: Run, alpha: float = 0.05, allow_different: bool = Fa
     result: dict[str, Any] = {
         "a": a.summary(), "b": b.summary(), "paired": paired, "matched_episodes": len(matched),
         "unmatched_episodes": unmatched, "start_digest_mismatches": len(different_start), "alpha": alpha,
+        "inputs": inputs,
         "differences": found, "treatment": treatment(a, b), "notes": notes,
         "trials_compared": trials, **_compare_trial(headline, groups, paired, alpha),
     }

@@ -41,6 +41,7 @@ from lerobench.core.shards import all_units
 from lerobench.core.trials import group_episodes, is_whole, whole_episodes
 from lerobench.errors import LerobenchError
 from lerobench.policies.invariance import with_checks
+from lerobench.rollout.digests import first_difference
 from lerobench.suite.config import Suite
 
 MUST_MATCH = ("episodes_per_task",)
@@ -144,6 +145,11 @@ def combine(shards: Sequence[ShardRun], tasks: Sequence[str]) -> list[tuple[Epis
                 raise MergeError(f"cannot merge: task {r.task!r} episode {r.episode} trial {r.trial} has different "
                                  f"outcomes in {where} and {shard.path} (success {seen.success} vs {r.success}, "
                                  f"steps {seen.steps} vs {r.steps}, error {seen.error!r:.60} vs {r.error!r:.60})")
+            differs = first_difference(seen, r) if seen.obs_digest and r.obs_digest else None
+            if differs is not None:
+                raise MergeError(f"cannot merge: task {r.task!r} episode {r.episode} trial {r.trial} showed the policy "
+                                 f"other observations in {where} and {shard.path} (same outcome; first differing "
+                                 f"read: {differs.describe()}): a stale simulator or another policy")
     return [kept[k] for k in sorted(kept, key=lambda k: (order[k[0]], k[1], k[2]))]
 
 

@@ -10,8 +10,8 @@ from lerobench.cli.common import (
     app,
 )
 
-COMMAND_MODULES = ("browse", "evaluate", "check_policy", "merge", "serve", "compare", "report", "robustness", "plan",
-                   "doctor")
+COMMAND_MODULES = ("browse", "evaluate", "check_policy", "check_resets", "merge", "serve", "compare", "report",
+                   "robustness", "plan", "doctor")
 """Imported in this order to register their commands: ``--help`` lists them so."""
 
 for _name in COMMAND_MODULES:

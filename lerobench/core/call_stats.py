@@ -9,13 +9,17 @@ from typing import Any
 import numpy as np
 
 CALL_STATS_KEYS = ("policy_calls", "rows_per_call", "policy_busy_s", "policy_busy_fraction", "call_latency_p95_s",
-                   "implied_delay_steps_mean", "implied_delay_steps_p95")
+                   "implied_delay_steps_mean", "implied_delay_steps_p95", "probe_calls", "probe_rows", "probe_s")
 """What ``CallStats.summary`` adds to ``results.json`` ``overall``: like the timings, a property of the session."""
 
 
 @dataclass
 class CallStats:
-    """Policy calls of a run, for ``results.json`` ``overall``: where the time went (thread-safe)."""
+    """Policy calls of a run, for ``results.json`` ``overall``: where the time went (thread-safe).
+
+    ``calls``/``rows``/``busy_s`` are the recording policy's calls only; the batch-invariance check's probe calls
+    (on twins of the policy, ``lerobench.policies.invariance``) are counted apart in ``probe_*``.
+    """
 
     calls: int = 0
     rows: int = 0
@@ -23,7 +27,17 @@ class CallStats:
     control_fps: float | None = None
     """The suite's control rate: each call's latency as the delay it implies (``--delay-steps``, docs/latency.md)."""
     latencies: list[float] = field(default_factory=list, repr=False)
+    probe_calls: int = 0
+    probe_rows: int = 0
+    probe_s: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add_probes(self, calls: int, rows: int, seconds: float) -> None:
+        """Count the check's probe calls (not the recording policy's)."""
+        with self._lock:
+            self.probe_calls += calls
+            self.probe_rows += rows
+            self.probe_s += seconds
 
     def add(self, rows: int, seconds: float) -> None:
         """Count one call of ``rows`` rows that took ``seconds``."""
@@ -40,6 +54,8 @@ class CallStats:
         """
         with self._lock:
             calls, rows, busy, latencies = self.calls, self.rows, self.busy_s, np.array(self.latencies)
+            probes = {"probe_calls": self.probe_calls, "probe_rows": self.probe_rows,
+                      "probe_s": round(self.probe_s, 3)}
         if not calls:
             return dict.fromkeys(CALL_STATS_KEYS)
         implied = np.ceil(np.round(latencies * self.control_fps, 9)) if self.control_fps else None
@@ -49,4 +65,4 @@ class CallStats:
                 "call_latency_p95_s": round(float(np.percentile(latencies, 95)), 5),
                 "implied_delay_steps_mean": round(float(implied.mean()), 3) if implied is not None else None,
                 "implied_delay_steps_p95": float(np.percentile(implied, 95, method="higher"))
-                if implied is not None else None}
+                if implied is not None else None, **probes}

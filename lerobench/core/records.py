@@ -41,6 +41,15 @@ class EpisodeRecord:
     call_delays: list[int] | None = None
     """``--delay-steps measured``: the control steps each policy call of the trial covered (⌈latency × control
     rate⌉; 0 for its first call, where the env waits); None in every other run (the line then omits it)."""
+    obs_digest: str | None = None
+    """Hash chain over every observation the policy read in this trial, in order (``lerobench.rollout.digests``):
+    equal seeds and start digests with different ``obs_digest`` mean the policy was shown different inputs."""
+    obs_reads: int | None = None
+    """Observations (policy-call rows) the chain covers; None in files written before digests existed."""
+    obs_read_digests: str | None = None
+    """4 bytes per part (``obs_parts``) per read, base64: names the first read that differs between two runs."""
+    obs_parts: list[str] | None = None
+    """The parts of each read, in order: ``state`` then the cameras."""
 
     def to_json(self) -> dict[str, Any]:
         """JSON form: ``return_`` is written as ``return``."""

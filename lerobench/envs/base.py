@@ -46,7 +46,9 @@ class Simulator(Protocol):
 
 # Optional simulator methods, used when present: ``physics_state()`` (the full physics state as floats, hashed
 # into each episode's ``start_digest``; without it ``state()`` is hashed) and ``mujoco_model()`` (the MuJoCo
-# model, for the ``camera_shift`` and ``light`` perturbations). See ``lerobench.envs.perturb``.
+# model, for the ``camera_shift`` and ``light`` perturbations). See ``lerobench.envs.perturb``. ``scene_poses()``
+# (where every geom, camera and light is drawn, as floats) lets the reset check (``envs/resets.py``) compare what
+# the cameras see exactly, at any image size.
 
 
 def announce_reads(sim: Simulator, cameras: Sequence[str]) -> None:
@@ -364,6 +366,16 @@ class LazyTaskEnv(gym.Env):
             "start_digest": self._digest,
             "clipped": round(self._clipped / (self._steps * self.spec_.action_dim), 6) if self._steps else None,
         }
+
+    @property
+    def start_digest(self) -> str | None:
+        """The current episode's start digest (None before a reset or when idle); ``envs/resets.py`` compares it."""
+        return self._digest
+
+    def scene_poses(self) -> np.ndarray | None:
+        """The simulator's ``scene_poses()`` now (None: it has none, or no simulator yet); the reset check's."""
+        poses = getattr(self._raw, "scene_poses", None)
+        return None if poses is None else np.array(poses(), dtype=np.float64)
 
     # -- gymnasium API ---------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):

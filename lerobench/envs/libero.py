@@ -251,6 +251,12 @@ class LiberoSimulator:
         """The raw MuJoCo model under robosuite's wrapper (cameras and lights edited by ``--perturb``)."""
         return self._live().sim.model._model
 
+    def scene_poses(self) -> np.ndarray:
+        """Where every geom, camera and light is drawn (``envs/resets.py``: exact, whatever the image size)."""
+        from lerobench.envs.metaworld import drawn_poses
+
+        return drawn_poses(self._live().sim.data._data)
+
     def render(self, camera: str, height: int, width: int) -> np.ndarray:
         """Return the camera image robosuite rendered in the last step, or render it now (videos)."""
         name = _robosuite_camera(camera)

@@ -45,9 +45,19 @@ class MetaWorldSimulator:
         self._obs = np.zeros(39, dtype=np.float32)
 
     def reset_to(self, episode: int, seed: int) -> None:
-        """Select the episode's task variant (goal/object placement), then reset with its seed."""
+        """Select the episode's task variant (goal/object placement), reset with its seed, forward the kinematics.
+
+        Why ``mj_forward``: Meta-World's reset writes object positions into ``qpos`` after its last physics
+        step, so body poses (what a camera draws) stay where the previous episode, or the constructor, left
+        them until the first step. push-v3's first corner2 image at 480x480 differed from a fresh simulator's
+        in 51-73 pixels (issue 33; docs/suites.md). Forwarding changes no ``qpos``/``qvel`` and not the state
+        vector Meta-World returned: only what is drawn, which is then the episode's own.
+        """
+        import mujoco
+
         self._env.set_task(self._variants[episode % len(self._variants)])
         obs, _ = self._env.reset(seed=seed % (2**31))
+        mujoco.mj_forward(self._env.model, self._env.data)
         self._obs = np.asarray(obs, dtype=np.float32)
 
     def step(self, action: np.ndarray) -> tuple[float, bool]:
@@ -68,6 +78,10 @@ class MetaWorldSimulator:
     def mujoco_model(self) -> Any:
         """The MuJoCo model (cameras and lights are edited in place by ``--perturb``)."""
         return self._env.model
+
+    def scene_poses(self) -> np.ndarray:
+        """Where every geom, camera and light is drawn (``envs/resets.py``: exact, whatever the image size)."""
+        return drawn_poses(self._env.data)
 
     def render(self, camera: str, height: int, width: int) -> np.ndarray:
         """Render ``camera`` with a renderer created on first use (the GL context costs ~2 s)."""
@@ -94,6 +108,13 @@ class MetaWorldSimulator:
         env, self._env = self._env, None
         if env is not None:
             env.close()
+
+
+def drawn_poses(data: Any) -> np.ndarray:
+    """The poses a MuJoCo render reads from ``data``: geoms, sites, bodies, cameras, lights, as one float64 vector."""
+    parts = (data.geom_xpos, data.geom_xmat, data.site_xpos, data.site_xmat, data.xpos, data.xquat,
+             data.cam_xpos, data.cam_xmat, data.light_xpos, data.light_xdir)
+    return np.concatenate([np.asarray(p, dtype=np.float64).ravel() for p in parts])
 
 
 BENCHMARKS = ("MT1", "ML1", "ML10", "ML45")

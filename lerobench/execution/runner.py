@@ -146,7 +146,8 @@ class Evaluation:
                 self._close_policy()  # every worker builds its own copy; the driver's is not used
             sink.execution = {"executor_used": choice.executor, "workers_used": choice.in_flight,
                               "batch_size_used": 1 if entry.own_policy else choice.batch_size,
-                              "parallel_tasks_used": choice.parallel_tasks}
+                              "parallel_tasks_used": choice.parallel_tasks,
+                              "simulator_invariance": simulator_claim(plan)}
             units = plan.work_units(done, size=self._unit_size(choice))
             sink.expect(units)
             sink.open()
@@ -242,6 +243,21 @@ def rendering_need(plan: RunPlan, cameras: tuple[str, ...]) -> str | None:
     if cameras:
         return f"the policy reads camera{'s' * (len(cameras) > 1)} {', '.join(cameras)}"
     return None
+
+
+def simulator_claim(plan: RunPlan) -> dict[str, Any]:
+    """The simulator side of the run's invariance claim, beside ``batch_invariant`` (the policy's numerics).
+
+    ``resets``: what ``lerobench check-resets`` found for this suite's tasks on this simulator stack (``verified``,
+    ``failed`` or ``unchecked``); ``observation_digests``: every record carries one, but one run cannot check
+    them, so ``unchecked`` here; ``compare`` / ``merge`` check them against another run.
+    """
+    from lerobench.envs.resets import reset_claim
+
+    suite = plan.settings.suite
+    return {"resets": reset_claim(suite.name, suite.backend, [t.name for t in plan.suite.tasks]),
+            "observation_digests": {"status": "unchecked", "reason": "recorded per episode (obs_digest); checked "
+                                    "against another run by lerobench compare"}}
 
 
 def policy_config(policy: Policy, replan_steps: int) -> dict[str, Any]:

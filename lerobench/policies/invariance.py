@@ -3,9 +3,13 @@
 At the first call of a rollout (every row at its episode's first observation) the same rows are also sent
 in another order between made-up neighbour rows, and the first row with another neighbour; each real row's
 action must be bit-identical in every call. Every row of a probe call has ``probe`` True (its output is
-discarded: a policy that counts its calls may skip them). Probe calls go *before* the real call, so a policy
-that follows the contract (per-row state keyed by ``row_ids`` and reset at ``episode_start``) ends in the
-state it would have had without them; neighbour rows use negative slot ids (-2, -3, ...): never a real row.
+discarded). Each probe call runs on a fresh twin of the policy (``copy.copy`` plus ``reset()``: shared
+weights, its own state, as ``--parallel-tasks`` threads use), never on the object whose episodes are
+recorded: a policy that counts its calls, keys noise on them or keeps any other state, and ignores ``probe``,
+runs its episodes exactly as without the check (issue 33: probing the recording object changed 3 of 12
+episodes of such a policy, and handed it 7 rows more than the chunks it executed at batch 3). A policy that
+is not ``copy_safe`` is not probed: its run records ``unchecked``. Neighbour rows use negative slot ids
+(-2, -3, ...): never a real row.
 
 The outcome travels with the episode records (``EpisodeRecord.policy_check``) from whichever process made
 the call, so every executor, ``--resume`` and ``merge`` see it, and ``results.json`` ``config.batch_invariant``
@@ -14,13 +18,15 @@ says ``verified``, ``failed`` (with the largest difference) or ``unchecked``; ne
 
 from __future__ import annotations
 
+import copy
+import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from lerobench.policies.actions import to_numpy
-from lerobench.policies.base import row_ids
+from lerobench.policies.base import close_policy, policy_traits, row_ids
 from lerobench.policies.width import take_rows
 
 VERIFIED, FAILED, UNCHECKED = "verified", "failed", "unchecked"
@@ -108,19 +114,57 @@ def compare(real: np.ndarray, probe: np.ndarray, where: np.ndarray) -> float | N
     return max_difference(real[rows], probe[where[rows]])
 
 
-def checked_call(select: Select, observation: dict[str, Any],
-                 descriptions: list[str]) -> tuple[Any, dict[str, Any]]:
-    """Run ``select`` on the real rows after the probe calls; return its output and the check's outcome.
+def twin(policy: Any) -> Any:
+    """A fresh copy of ``policy`` for probe calls (shared weights, its own state), or None if it cannot be copied."""
+    if not policy_traits(policy).copy_safe:
+        return None
+    clone = copy.copy(policy)
+    clone.reset()
+    return clone
 
-    The outcome: ``{"status": "verified" | "failed", "max_abs_diff": float, "rows": n, "reason": str | None}``.
-    A probe call that raises makes the check fail (the real call still decides the run).
-    """
+
+NOT_COPYABLE = ("the policy declares copy_safe=False: the check's probe calls would have to run on the recording "
+                "policy and could change its episodes, so none ran")
+
+
+def unchecked(rows: int, reason: str) -> dict[str, Any]:
+    """The outcome of a check that did not run, with why."""
+    return {"status": UNCHECKED, "max_abs_diff": None, "rows": rows, "reason": reason}
+
+
+def probe_calls(policy: Any, observation: dict[str, Any],
+                descriptions: list[str]) -> tuple[list[tuple[np.ndarray | BaseException, np.ndarray]], int, float]:
+    """Run every probe call, each on its own ``twin`` of ``policy``: (outputs with positions, rows, seconds)."""
+    started = time.perf_counter()
     probe_out: list[tuple[np.ndarray | BaseException, np.ndarray]] = []
+    rows = 0
     for obs, texts, where in probes(observation, descriptions):
+        rows += len(obs["state"])
+        clone = None
         try:
-            probe_out.append((as_actions(select(obs, texts)), where))
+            clone = twin(policy)
+            probe_out.append((as_actions(clone.select_action(obs, texts)), where))
         except Exception as exc:  # noqa: BLE001 - recorded as the reason the check failed
             probe_out.append((exc, where))
+        finally:
+            if clone is not None:
+                close_policy(clone)
+    return probe_out, rows, time.perf_counter() - started
+
+
+def checked_call(policy: Any, observation: dict[str, Any], descriptions: list[str],
+                 select: Select | None = None) -> tuple[Any, dict[str, Any]]:
+    """Run ``policy`` on the real rows, and the probe calls on twins of it; return its output and the outcome.
+
+    The outcome: ``{"status": "verified" | "failed" | "unchecked", "max_abs_diff": float, "rows": n,
+    "reason": str | None, "probe_calls": k, "probe_rows": r, "probe_s": seconds}``. A probe call that raises
+    makes the check fail (the real call still decides the run). ``select`` replaces ``policy.select_action``
+    for the real call (a caller that wraps it); the probes never go through it.
+    """
+    select = select or policy.select_action
+    if not policy_traits(policy).copy_safe:
+        return select(observation, descriptions), unchecked(len(observation["state"]), NOT_COPYABLE)
+    probe_out, probe_rows, probe_s = probe_calls(policy, observation, descriptions)
     raw = select(observation, descriptions)
     real = as_actions(raw)
     worst, reason = 0.0, None
@@ -140,7 +184,8 @@ def checked_call(select: Select, observation: dict[str, Any],
                   "rest of the call (batch statistics? unpadded calls, --call-width 0? a random stream "
                   "not drawn from row_generators?)")
     check = {"status": VERIFIED if worst == 0 else FAILED, "max_abs_diff": worst if np.isfinite(worst) else None,
-             "rows": len(real), "reason": reason}
+             "rows": len(real), "reason": reason, "probe_calls": len(probe_out), "probe_rows": probe_rows,
+             "probe_s": round(probe_s, 6)}
     return raw, check
 
 
@@ -153,9 +198,15 @@ def with_checks(config: dict[str, Any], checks: list[dict[str, Any]]) -> dict[st
 
 
 def summarize_checks(checks: list[dict[str, Any]]) -> dict[str, Any]:
-    """``config.batch_invariance`` from every record's check: failed if any failed, verified if any ran."""
-    if not checks:
-        return {"status": UNCHECKED, "checks": 0, "max_abs_diff": None, "reason": None}
+    """``config.batch_invariance`` from every record's check: failed if any failed, verified if any ran.
+
+    A check that could not run (``unchecked``, with its reason) counts as no check.
+    """
+    ran = [c for c in checks if c.get("status") != UNCHECKED]
+    if not ran:
+        reasons = [c.get("reason") for c in checks if c.get("reason")]
+        return {"status": UNCHECKED, "checks": 0, "max_abs_diff": None, "reason": reasons[0] if reasons else None}
+    checks = ran
     failed = [c for c in checks if c.get("status") == FAILED]
     diffs = [c["max_abs_diff"] for c in checks if c.get("max_abs_diff") is not None]
     return {"status": FAILED if failed else VERIFIED, "checks": len(checks),

@@ -24,6 +24,7 @@ from lerobench.core.records import EpisodeRecord
 from lerobench.core.task_run import TaskRun
 from lerobench.envs.base import NO_EPISODE, episode_seed
 from lerobench.output.trajectories import Trajectories, Trajectory
+from lerobench.rollout.digests import ReadDigests
 from lerobench.rollout.inference import EpisodeSource
 
 
@@ -130,6 +131,8 @@ class EpisodeBook:
         self.finished: list[list[tuple[EpisodeRecord, Trajectory | None]]] = [[] for _ in range(n)]
         """Each slot's finished trials, held back until the episode is over."""
         self.feedback = PolicyFeedback(n)
+        self.digests = ReadDigests(n)
+        """Each slot's chain over the observations its policy read this trial (``lerobench.rollout.digests``)."""
         self.seed_of = functools.lru_cache(maxsize=None)(
             lambda e: episode_seed(run.seed, run.task.index, max(e, 0)))
 
@@ -150,6 +153,7 @@ class EpisodeBook:
             self.next_trial[i] = False
             self.calls[i] = 0
             self.delays[i] = []
+            self.digests.begin(i)
             self.started[i] = time.perf_counter()
             active = self.episode[i] != NO_EPISODE
             self.feedback.started(i, active, int(self.trial[i]))
@@ -212,6 +216,7 @@ class EpisodeBook:
         self.calls[rows] += 1
         self.feedback.fill(batch, rows, self.trial[rows])
         batch["active"] = np.ones(len(rows), dtype=bool)
+        self.digests.read(batch, rows)
         return batch
 
     def note_delay(self, i: int, steps: int) -> None:
@@ -285,6 +290,7 @@ class EpisodeBook:
             start_digest=summary.get("start_digest"),
             clipped=summary.get("clipped"),
             call_delays=list(self.delays[i]) if self.run.delay.measured else None,
+            **self.digests.summary(i),
         )
 
 

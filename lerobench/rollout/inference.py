@@ -172,11 +172,14 @@ class PolicyCaller:
         return len(self._flights) < min(limit, self.concurrency)
 
     def _timed(self, batch: dict[str, Any], descriptions: list[str]) -> Any:
-        if self._check_next:  # the first call: its rows again in probe calls first (not timed)
+        if self._check_next:  # the first call: its rows again in probe calls on twins of the policy
             self._check_next = False
             started = time.perf_counter()
-            out, self.check = checked_call(self.policy.select_action, batch, descriptions)
-            self.stats.add(len(batch["state"]), time.perf_counter() - started)
+            out, self.check = checked_call(self.policy, batch, descriptions)
+            probe_s = float(self.check.get("probe_s") or 0.0)
+            self.stats.add(len(batch["state"]), time.perf_counter() - started - probe_s)
+            self.stats.add_probes(int(self.check.get("probe_calls") or 0), int(self.check.get("probe_rows") or 0),
+                                  probe_s)
             return out
         started = time.perf_counter()
         try:
