@@ -3,14 +3,49 @@
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from lerobench.core.delay import Delay
 
 if TYPE_CHECKING:
     from lerobench.suite.config import TaskSpec
+
+
+class CheckedPolicies:
+    """The policy objects a run has checked for batch invariance: each once, at its first call.
+
+    The run's own bookkeeping (``RunPlan.checked``, handed to every task's rollout), not the process's: an object
+    reused across ``lerobench.evaluate`` calls is checked in each run. A worker process that receives a plan starts
+    its own (pickling keeps nothing), so each worker checks its own first call.
+    """
+
+    def __init__(self) -> None:
+        self._seen: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._lock = threading.Lock()
+
+    def first(self, policy: Any) -> bool:
+        """True the first time ``policy`` is asked about, then False.
+
+        Always True for an object no weak reference can point to: its rollouts' first calls are each checked
+        (still on episode starts).
+        """
+        with self._lock:
+            try:
+                if policy in self._seen:
+                    return False
+                self._seen.add(policy)
+            except TypeError:
+                pass
+            return True
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__()  # type: ignore[misc]
 
 
 @dataclass(frozen=True)
@@ -49,6 +84,8 @@ class TaskRun:
     """Set by the vector executor to make a task thread stop at its next step (Ctrl-C, another task failed)."""
     wants: Callable[[int], bool] | None = None
     """``--until``: False for an episode no longer worth starting (its task is decided); running ones finish."""
+    checked: CheckedPolicies = field(default_factory=CheckedPolicies, repr=False, compare=False)
+    """Which policy objects the run has checked (batch invariance, at each one's first call)."""
     schedule: ScheduleRules = ScheduleRules()
     """When to call and what to step (the rollout's own rules unless a caller passes others)."""
     delay: Delay = Delay()

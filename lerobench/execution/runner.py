@@ -27,7 +27,6 @@ from lerobench.plan.versus import BaselineRun
 from lerobench.policies.base import Policy, PolicyContext, close_policy, policy_traits
 from lerobench.policies.builtin import BUILTIN
 from lerobench.policies.loading import load_policy, observation_needs, prepare_policy
-from lerobench.rollout.inference import forget_check
 from lerobench.suite.registry import get_backend
 
 __all__ = ["FORMATS", "Evaluation", "RunSettings"]
@@ -59,7 +58,6 @@ class Evaluation:
         simulator = checked_fingerprint(settings.suite.backend, backend.packages, settings.allow_sim_drift)
         self.policy = (prepare_policy(policy, plan.context(), settings.policy) if self.in_memory
                        else load_policy(settings.policy, plan.context()))
-        forget_check(self.policy)  # each run checks its own first call, also for an object reused across runs
         self.output: OutputDir | None = None
         try:
             # what the policy makes of the run (executed chunk length, traits) is part of its identity: known

@@ -20,7 +20,7 @@ from lerobench.core.executors import CHOICES
 from lerobench.core.executors import EXECUTORS as EXECUTOR_ENTRIES
 from lerobench.core.records import EpisodeRecord
 from lerobench.core.shards import Shard, shard_episodes
-from lerobench.core.task_run import ScheduleRules, TaskRun
+from lerobench.core.task_run import CheckedPolicies, ScheduleRules, TaskRun
 from lerobench.envs.base import EnvSpec, episode_seed
 from lerobench.errors import ConfigError, LerobenchError, MissingDependencyError, unknown
 from lerobench.plan.options import check_record_mode, default
@@ -159,6 +159,8 @@ class RunPlan:
     """What the loaded policy makes of the run (``runner.policy_config``: executed replan steps, traits); in config."""
     control_fps: float = 20.0
     """The suite's ``control_fps`` or its backend's control rate (steps per simulated second)."""
+    checked: CheckedPolicies = field(default_factory=CheckedPolicies, repr=False, compare=False)
+    """The run's batch-invariance bookkeeping: each policy object checked once, at its first call."""
 
     @property
     def video_every(self) -> int:
@@ -239,7 +241,7 @@ class RunPlan:
                        replan_steps=needs.executed_steps(s.replan_steps), every_frame=needs.every_frame,
                        trials=s.trials_per_episode, n_init_states=self.n_init_states,
                        step_timeout_s=s.episode_timeout, stop=stop, wants=wants, delay=self.delay,
-                       schedule=s.schedule)
+                       schedule=s.schedule, checked=self.checked)
 
     @property
     def delay(self) -> Delay:

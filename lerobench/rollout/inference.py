@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import threading
 import time
-import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -25,34 +24,6 @@ import numpy as np
 from lerobench.core.call_stats import CallStats
 from lerobench.policies.base import Policy, policy_traits
 from lerobench.policies.invariance import checked_call
-
-_CHECKED: weakref.WeakSet[Any] = weakref.WeakSet()
-"""Policy objects whose batch invariance this process has checked: once each, at its first call."""
-
-
-def forget_check(policy: Any) -> None:
-    """A new run starts with ``policy``: check it again at its first call.
-
-    An object reused across ``lerobench.evaluate`` calls in one process is then checked in each run, not only
-    in the first.
-    """
-    try:
-        _CHECKED.discard(policy)
-    except TypeError:
-        pass
-
-
-def needs_check(policy: Any) -> bool:
-    """Whether ``policy``'s next call should be checked (``checked_call``): its first one, if it is checkable."""
-    if not policy_traits(policy).checkable:
-        return False
-    try:
-        if policy in _CHECKED:
-            return False
-        _CHECKED.add(policy)
-    except TypeError:  # not weak-referenceable: check every rollout's first call (still on episode starts)
-        pass
-    return True
 
 
 @runtime_checkable
@@ -145,9 +116,9 @@ class PolicyCaller:
     server, a latency-bound model). ``close`` waits for calls in flight, so none outlives the rollout.
     """
 
-    def __init__(self, policy: Policy, stats: CallStats | None = None, concurrency: int = 1):
+    def __init__(self, policy: Policy, stats: CallStats | None = None, concurrency: int = 1, check: bool = False):
         self.policy = policy
-        self._check_next = needs_check(policy)
+        self._check_next = check and policy_traits(policy).checkable
         self.check: dict[str, Any] | None = None
         """The batch-invariance check of this caller's first call (``lerobench.policies.invariance``), until taken."""
         self.stats = stats if stats is not None else CallStats()

@@ -159,7 +159,8 @@ class Rollout:
                  stats: CallStats | None = None):
         n = venv.num_envs
         self.venv, self.task_run, self.on_steps = venv, run, on_steps
-        self.caller = PolicyCaller(policy, stats, concurrency=policy_traits(policy).concurrent_calls)
+        self.caller = PolicyCaller(policy, stats, concurrency=policy_traits(policy).concurrent_calls,
+                                   check=run.checked.first(policy))
         self.delay = run.delay
         self.slots = Slots(n, due=self.delay.due)
         self.epoch = np.zeros(n, dtype=np.int64)
