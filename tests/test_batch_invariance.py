@@ -97,7 +97,7 @@ def test_mlp_same_numbers_at_every_batch_size_and_executor(tmp_path):
         results = _eval(tmp_path / name, *common, *extra)
         config = results["config"]
         assert config["batch_invariant"] == "verified", (name, config["batch_invariance"])
-        assert config["call_width"] == 8 and config["numerics"]["deterministic_algorithms"]
+        assert config["call_width"] == 1 and config["numerics"]["deterministic_algorithms"]
         outcomes = _outcomes(tmp_path / name)
         assert len(outcomes) == 6
         reference = reference or outcomes
@@ -119,15 +119,16 @@ def test_unpadded_calls_differ_and_the_run_says_failed(tmp_path):
 
 
 def test_batch_normalising_policy_fails_check_policy_and_its_eval_records_failed(tmp_path):
+    """At a padded width (one-row calls would hide the batch statistics: BatchNorm refuses one row)."""
     result = runner.invoke(app, ["check-policy", "--policy", "fixture_policies:make_batch_norm", "--suite",
-                                 "metaworld_mt10", "--json"])
+                                 "metaworld_mt10", "--json", "--call-width", "8"])
     assert result.exit_code == 1, result.output
     report = json.loads(result.stdout[: result.stdout.rindex("}") + 1])
     failed = {c["name"] for c in report["checks"] if c["status"] == "fail"}
     assert {"batch-invariant", "row isolation"} <= failed
     assert "normalise over the batch" in result.output
     results = _eval(tmp_path / "bn", "--policy", "fixture_policies:make_batch_norm", "--episodes", "2",
-                    "--max-steps", "20")
+                    "--max-steps", "20", "--call-width", "8")
     assert results["config"]["batch_invariant"] == "failed"
     assert results["config"]["batch_invariance"]["max_abs_diff"] > 1e-3
 
@@ -184,5 +185,5 @@ def test_served_batched_mlp_gives_the_local_numbers(tmp_path):
         thread.join(timeout=30)
     _eval(tmp_path / "local", "--policy", "fixture_policies:make_mlp", "--batch-size", "1", *common)
     assert served["config"]["batch_invariant"] == "verified", served["config"]["batch_invariance"]
-    assert served["config"]["call_width"] == 8
+    assert served["config"]["call_width"] == 1
     assert _outcomes(tmp_path / "served") == _outcomes(tmp_path / "local")
