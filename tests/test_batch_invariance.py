@@ -187,3 +187,47 @@ def test_served_batched_mlp_gives_the_local_numbers(tmp_path):
     assert served["config"]["batch_invariant"] == "verified", served["config"]["batch_invariance"]
     assert served["config"]["call_width"] == 1
     assert _outcomes(tmp_path / "served") == _outcomes(tmp_path / "local")
+
+
+def test_one_row_calls_side_by_side_have_the_bits_of_serial_single_thread_calls(lerobot_dirs, tmp_path):
+    """The CPU default: rows on the call pool's threads (one intra-op thread each), whatever the caller's count."""
+    from lerobench.policies.width import call_at_width as split
+
+    directory = tmp_path / "act_image"
+    from test_lerobot import save_tiny_act
+
+    save_tiny_act(directory, image_key="observation.images.corner2", image_hw=(64, 64))
+    context = PolicyContext(suite="metaworld_mt10", backend="metaworld", tasks=load_suite("metaworld_mt10").tasks,
+                            action_dim=4, state_dim=39, cameras=("corner2",), image_size=(64, 64))
+    policy = load_policy(f"lerobot:{directory}", context)
+    assert policy.call_width == 1 and policy.numerics["threads"] == 1
+    obs = _observation(list(range(6)))
+    obs["images"] = {"corner2": np.random.default_rng(1).integers(0, 255, (6, 64, 64, 3), dtype=np.uint8)}
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        side_by_side = policy.select_action(obs, ["x"] * 6)
+        torch.set_num_threads(1)
+        with torch.inference_mode():
+            serial = split(policy._select_chunk, obs, ["x"] * 6, 1)  # in this thread, one row at a time
+    finally:
+        torch.set_num_threads(threads)
+    assert side_by_side.shape[0] == 6 and np.array_equal(side_by_side, serial)
+
+
+def test_results_and_summary_say_what_the_call_shape_cost(tmp_path):
+    common = ["--policy", "fixture_policies:make_mlp", "--episodes", "2", "--max-steps", "12", "--batch-size", "2"]
+    result = runner.invoke(app, ["eval", *TASKS[:2], "--tasks", "reach-v3", "--videos", "0", *common,
+                                 "--output", str(tmp_path / "w1")])
+    assert result.exit_code == 0, result.output
+    shape = json.loads((tmp_path / "w1" / "results.json").read_text())["overall"]["call_shape"]
+    assert shape["call_width"] == 1 and shape["padded_rows"] == 0 and shape["model_calls_per_request"] > 1
+    assert "batch invariance (verified): one row per model call" in result.output
+    padded = runner.invoke(app, ["eval", *TASKS[:2], "--tasks", "reach-v3", "--videos", "0", *common,
+                                 "--call-width", "8", "--output", str(tmp_path / "w8")])
+    assert padded.exit_code == 0, padded.output
+    shape = json.loads((tmp_path / "w8" / "results.json").read_text())["overall"]["call_shape"]
+    # two envs in lockstep: every request has 2 real rows (first call: 2, later ones 1 or 2) padded to 8
+    assert shape["call_width"] == 8 and shape["model_calls_per_request"] == 1
+    assert 0.75 <= shape["padding_share"] < 1 and shape["padded_rows"] > 0
+    assert "calls of 8 rows" in padded.output and "padding" in padded.output

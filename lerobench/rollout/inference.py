@@ -34,8 +34,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from lerobench.policies.base import Policy, policy_traits
+from lerobench.policies.base import Policy, policy_numerics, policy_traits
 from lerobench.policies.invariance import checked_call
+from lerobench.policies.width import model_calls
 
 _CHECKED: weakref.WeakSet[Any] = weakref.WeakSet()
 """Policy objects whose batch invariance this process has checked: once each, at its first call."""
@@ -96,25 +97,52 @@ class EpisodeQueue:
             return None
 
 
-CALL_STATS_KEYS = ("policy_calls", "rows_per_call", "policy_busy_s", "policy_busy_fraction")
+CALL_STATS_KEYS = ("policy_calls", "rows_per_call", "policy_busy_s", "policy_busy_fraction", "call_shape")
 """What ``CallStats.summary`` adds to ``results.json`` ``overall``: like the timings, a property of the session."""
 
 
 @dataclass
 class CallStats:
-    """Policy calls of a run, for ``results.json`` ``overall``: where the time went (thread-safe)."""
+    """Policy calls of a run, for ``results.json`` ``overall``: where the time went (thread-safe).
+
+    For a torch policy (a call width) also what its fixed call shape cost: the model calls the requests were
+    split into and the padding rows computed beside the real ones (``call_shape``).
+    """
 
     calls: int = 0
     rows: int = 0
     busy_s: float = 0.0
+    model_calls: int = 0
+    padded_rows: int = 0
+    width: int | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
-    def add(self, rows: int, seconds: float) -> None:
-        """Count one call of ``rows`` rows that took ``seconds``."""
+    def add(self, rows: int, seconds: float, width: int | None = None) -> None:
+        """Count one call of ``rows`` rows that took ``seconds`` (``width``: the policy's call width, if any)."""
         with self._lock:
             self.calls += 1
             self.rows += rows
             self.busy_s += seconds
+            if width is not None:
+                split, padded = model_calls(rows, width)
+                self.model_calls += split
+                self.padded_rows += padded
+                self.width = width
+
+    def call_shape(self) -> dict[str, Any] | None:
+        """What the call width cost this run: model calls per request and the padding's share of computed rows.
+
+        On a CPU a model call costs about in proportion to its rows, so ``padding_share`` is also about the
+        share of ``policy_busy_s`` spent on padding; ``model_calls_per_request`` > 1 means requests were split
+        (one-row calls run side by side on the call pool, padded calls one per ``width`` rows).
+        """
+        if self.width is None or not self.calls:
+            return None
+        computed = self.rows + self.padded_rows
+        return {"call_width": self.width, "model_calls": self.model_calls, "padded_rows": self.padded_rows,
+                "model_calls_per_request": round(self.model_calls / self.calls, 3),
+                "padding_share": round(self.padded_rows / computed, 4) if computed else 0.0,
+                "padding_s_estimate": round(self.busy_s * self.padded_rows / computed, 3) if computed else 0.0}
 
     def summary(self, elapsed_s: float | None) -> dict[str, Any]:
         """``policy_calls``, ``rows_per_call``, ``policy_busy_s`` and the busy fraction of ``elapsed_s``.
@@ -123,11 +151,13 @@ class CallStats:
         """
         with self._lock:
             calls, rows, busy = self.calls, self.rows, self.busy_s
+            shape = self.call_shape()
         if not calls:
             return dict.fromkeys(CALL_STATS_KEYS)
         return {"policy_calls": calls, "rows_per_call": round(rows / calls, 3) if calls else None,
                 "policy_busy_s": round(busy, 3),
-                "policy_busy_fraction": round(busy / elapsed_s, 4) if calls and elapsed_s else None}
+                "policy_busy_fraction": round(busy / elapsed_s, 4) if calls and elapsed_s else None,
+                "call_shape": shape}
 
 
 MIN_SPREAD_GAIN = 1.2
@@ -201,6 +231,8 @@ class PolicyCaller:
         """Time of one call (measured here, on whichever thread runs it); the step timings are ``Schedule``'s."""
         self._pool: ThreadPoolExecutor | None = None
         self._flights: list[tuple[np.ndarray, Future]] = []
+        self._width = (policy_numerics(policy) or {}).get("call_width")
+        """The torch policy's call width (None for other policies): what ``CallStats`` prices."""
 
     @property
     def busy(self) -> bool:
@@ -221,7 +253,7 @@ class PolicyCaller:
             self._check_next = False
             started = time.perf_counter()
             out, self.check = checked_call(self.policy.select_action, batch, descriptions)
-            self.stats.add(len(batch["state"]), time.perf_counter() - started)
+            self.stats.add(len(batch["state"]), time.perf_counter() - started, self._width)
             return out
         started = time.perf_counter()
         try:
@@ -229,7 +261,7 @@ class PolicyCaller:
         finally:
             took = time.perf_counter() - started
             self.call_s.add(took)
-            self.stats.add(len(batch["state"]), took)
+            self.stats.add(len(batch["state"]), took, self._width)
 
     def take_check(self) -> dict[str, Any] | None:
         """The first call's check, once (the rollout stamps it on the next record it reports)."""
