@@ -19,7 +19,8 @@ the cores are used by rows side by side instead of threads inside one call (on a
 2 made a one-row ACT call 10x slower than two single-thread calls side by side). ``--call-width W`` > 1
 keeps the padded shape: the rows are split into calls of exactly W rows, the last one padded with copies of
 its last row (``slot`` -1, ``padding`` True; their outputs are discarded); those calls run on the pool too.
-On CUDA the default stays 16 padded rows (one GPU call costs about the same for 1 and 16 rows).
+On CUDA the default stays 16 padded rows: there too no width equals width 1, and a call of 16 rows cost at most
+1.4x a call of one (H200, ``benchmarks/cuda_call_shape.py``), where 16 one-row calls cost 12x.
 """
 
 from __future__ import annotations
