@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from lerobench.cli import app
 from lerobench.policies.base import PolicyContext
 from lerobench.policies.loading import load_policy
-from lerobench.policies.width import call_at_width, pad_rows
+from lerobench.policies.width import call_at_width, model_calls, pad_rows
 from lerobench.suite.registry import load_suite
 
 pytestmark = pytest.mark.sim  # every test here drives a real simulator
@@ -60,6 +60,8 @@ def test_padding_marks_rows_and_keeps_real_rows_first():
     call_at_width(lambda o, t: shapes.append(len(o["state"])) or np.zeros((len(o["state"]), 4)), _observation(
         list(range(11))), ["x"] * 11, 4)
     assert shapes == [4, 4, 4]  # larger requests split into calls of exactly the width
+    assert model_calls(11, 4) == (3, 1) and model_calls(2, 8) == (1, 6) and model_calls(5, 1) == (5, 0)
+    assert model_calls(5, 0) == (1, 0) and model_calls(0, 8) == (0, 0)
 
 
 @pytest.mark.parametrize("width", [1, 8, 16])
