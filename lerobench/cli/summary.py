@@ -77,7 +77,7 @@ def call_shape_line(shape: dict[str, Any] | None, check: str | None) -> str | No
     width, calls = shape["call_width"], shape["model_calls_per_request"]
     head = f"batch invariance ({check or 'unchecked'}): "
     if width == 0:
-        return head + "unpadded calls (--call-width 0): a row's bits depend on its call"
+        return head + "unpadded calls: a row's bits may depend on the rows beside it"
     if width == 1:
         return (head + f"one row per model call, {calls:.2f} model calls per request (run side by side on the "
                 "CPU's call threads); no padding")
