@@ -8,9 +8,9 @@ size on the machine's cores, so without a fixed shape the same command gives dif
 outcomes on a laptop, in CI and on a 16-core box.
 
 What holds on the CPU (measured, ``benchmarks/call_shape.py``; 2-core x86, torch 2.13): no two call widths
-agree. A row computed in a call of w rows differs from the same row computed alone at every w = 2..16 (the
-MLP by up to 6.7e-8, ACT 1.2e-6, diffusion 1.9e-6), and widths that are not multiples of 4 also depend on the
-row's position. A row's bits also depend on the intra-op thread count (ACT: 9.8e-7 between 1 and 2 threads),
+agree with width 1. A row computed in a call of w rows differs from the same row computed alone at every
+w = 2..16 (the MLP by up to 6.7e-8, ACT 1.2e-6; diffusion, w = 2..4 tried, 1.9e-6), and at w = 2, 3, 5..7 and
+9..11 a row's bits also depend on its position in the call. A row's bits also depend on the intra-op thread count (ACT: 9.8e-7 between 1 and 2 threads),
 so a count that follows the machine's cores breaks "same numbers on every machine". A set of equivalent
 widths therefore collapses to one width, and only width 1 needs no padding. So the CPU default is **one-row
 calls on one intra-op thread each**, spread over a pool of threads (one per usable core, ``call_pool``): a
