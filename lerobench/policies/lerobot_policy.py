@@ -36,12 +36,13 @@ and draws each row's initial noise and every DDPM step's noise from the row's ow
 (``row_seeds``). A row's actions are then those of a one-env LeRobot rollout with that noise, at any batch size.
 
 Batch invariance and noise. Every model call has the same shape (``--call-width``, ``lerobench.policies.width``):
-on the CPU one row by default (rows side by side on the call pool, one intra-op thread each; the pre/post-processors
-run under a lock, their steps keep state in ``self``), else the rows padded to the call width. Chunk mode (ACT, pi0, pi0.5, SmolVLA) and diffusion are then
-batch-invariant, and each run checks it on its first call (``results.json`` ``config.batch_invariant``): ACT is
-deterministic, and pi0, pi0.5 and SmolVLA get their initial flow-matching noise from each row's own random
-stream (``row_noise``). The remaining ``select_action`` mode (VQ-BeT, TD-MPC, ACT with temporal ensembling) is
-not: LeRobot keeps one queue and one noise draw for the whole batch.
+on the CPU one row by default (rows side by side on the call pool, one intra-op thread each; the
+pre/post-processors run under a lock, their steps keep state in ``self``), else the rows padded to the call width.
+Chunk mode (ACT, pi0, pi0.5, SmolVLA) and diffusion are then batch-invariant, and each run checks it on its first
+call (``results.json`` ``config.batch_invariant``): ACT is deterministic, and pi0, pi0.5 and SmolVLA get their
+initial flow-matching noise from each row's own random stream (``row_noise``). The remaining ``select_action``
+mode (VQ-BeT, TD-MPC, ACT with temporal ensembling) is not: LeRobot keeps one queue and one noise draw for the
+whole batch.
 
 Trials (``--trials``). At a trial start (``observation["trial_start"]``) the env jumps back to the
 episode's start: lerobench drops that env's pending chunk itself; policies run through their own
