@@ -18,6 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from lerobench.cli import app
+from lerobench.core.call_stats import model_calls
 from lerobench.policies.base import PolicyContext
 from lerobench.policies.loading import load_policy
 from lerobench.policies.width import call_at_width, pad_rows
@@ -115,6 +116,8 @@ def test_padding_marks_rows_and_keeps_real_rows_first():
     call_at_width(lambda o, t: shapes.append(len(o["state"])) or np.zeros((len(o["state"]), 4)), _observation(
         list(range(11))), ["x"] * 11, 4)
     assert shapes == [4, 4, 4]  # larger requests split into calls of exactly the width
+    assert model_calls(11, 4) == (3, 1) and model_calls(2, 8) == (1, 6) and model_calls(5, 1) == (5, 0)
+    assert model_calls(5, 0) == (1, 0) and model_calls(0, 8) == (0, 0)
 
 
 @pytest.mark.parametrize("width", [1, 8, 16])
@@ -152,7 +155,7 @@ def test_mlp_same_numbers_at_every_batch_size_and_executor(tmp_path):
         results = _eval(tmp_path / name, *common, *extra)
         config = results["config"]
         assert config["batch_invariant"] == "verified", (name, config["batch_invariance"])
-        assert config["call_width"] == 8 and config["numerics"]["deterministic_algorithms"]
+        assert config["call_width"] == 1 and config["numerics"]["deterministic_algorithms"]
         outcomes = _outcomes(tmp_path / name)
         assert len(outcomes) == 6
         reference = reference or outcomes
@@ -174,15 +177,16 @@ def test_unpadded_calls_differ_and_the_run_says_failed(tmp_path):
 
 
 def test_batch_normalising_policy_fails_check_policy_and_its_eval_records_failed(tmp_path):
+    """At a padded width (one-row calls would hide the batch statistics: BatchNorm refuses one row)."""
     result = runner.invoke(app, ["check-policy", "--policy", "fixture_policies:make_batch_norm", "--suite",
-                                 "metaworld_mt10", "--json"])
+                                 "metaworld_mt10", "--json", "--call-width", "8"])
     assert result.exit_code == 1, result.output
     report = json.loads(result.stdout[: result.stdout.rindex("}") + 1])
     failed = {c["name"] for c in report["checks"] if c["status"] == "fail"}
     assert {"batch-invariant", "row isolation"} <= failed
     assert "normalise over the batch" in result.output
     results = _eval(tmp_path / "bn", "--policy", "fixture_policies:make_batch_norm", "--episodes", "2",
-                    "--max-steps", "20")
+                    "--max-steps", "20", "--call-width", "8")
     assert results["config"]["batch_invariant"] == "failed"
     assert results["config"]["batch_invariance"]["max_abs_diff"] > 1e-3
 
@@ -250,7 +254,7 @@ def test_served_batched_mlp_gives_the_local_numbers(tmp_path):
         thread.join(timeout=30)
     _eval(tmp_path / "local", "--policy", "fixture_policies:make_mlp", "--batch-size", "1", *common)
     assert served["config"]["batch_invariant"] == "verified", served["config"]["batch_invariance"]
-    assert served["config"]["call_width"] == 8
+    assert served["config"]["call_width"] == 1
     assert _outcomes(tmp_path / "served") == _outcomes(tmp_path / "local")
 
 
@@ -320,3 +324,47 @@ def test_camera_policy_on_libero_same_outcomes_and_inputs(tmp_path):
     _same_everywhere(tmp_path, suite, "fixture_policies:make_declared_image_chunk",
                      {"b1": ["--batch-size", "1"], "b3": ["--batch-size", "3"],
                       "processes": ["--executor", "processes", "--workers", "2"]}, "--episodes", "3")
+
+
+def test_one_row_calls_side_by_side_have_the_bits_of_serial_single_thread_calls(lerobot_dirs, tmp_path):
+    """The CPU default: rows on the call pool's threads (one intra-op thread each), whatever the caller's count."""
+    from lerobench.policies.width import call_at_width as split
+
+    directory = tmp_path / "act_image"
+    from test_lerobot import save_tiny_act
+
+    save_tiny_act(directory, image_key="observation.images.corner2", image_hw=(64, 64))
+    context = PolicyContext(suite="metaworld_mt10", backend="metaworld", tasks=load_suite("metaworld_mt10").tasks,
+                            action_dim=4, state_dim=39, cameras=("corner2",), image_size=(64, 64))
+    policy = load_policy(f"lerobot:{directory}", context)
+    assert policy.call_width == 1 and policy.numerics["threads"] == 1
+    obs = _observation(list(range(6)))
+    obs["images"] = {"corner2": np.random.default_rng(1).integers(0, 255, (6, 64, 64, 3), dtype=np.uint8)}
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        side_by_side = policy.select_action(obs, ["x"] * 6)
+        torch.set_num_threads(1)
+        with torch.inference_mode():
+            serial = split(policy._select_chunk, obs, ["x"] * 6, 1)  # in this thread, one row at a time
+    finally:
+        torch.set_num_threads(threads)
+    assert side_by_side.shape[0] == 6 and np.array_equal(side_by_side, serial)
+
+
+def test_results_and_summary_say_what_the_call_shape_cost(tmp_path):
+    common = ["--policy", "fixture_policies:make_mlp", "--episodes", "2", "--max-steps", "12", "--batch-size", "2"]
+    result = runner.invoke(app, ["eval", *TASKS[:2], "--tasks", "reach-v3", "--videos", "0", *common,
+                                 "--output", str(tmp_path / "w1")])
+    assert result.exit_code == 0, result.output
+    shape = json.loads((tmp_path / "w1" / "results.json").read_text())["overall"]["call_shape"]
+    assert shape["call_width"] == 1 and shape["padded_rows"] == 0 and shape["model_calls_per_request"] > 1
+    assert "batch invariance (verified): one row per model call" in result.output
+    padded = runner.invoke(app, ["eval", *TASKS[:2], "--tasks", "reach-v3", "--videos", "0", *common,
+                                 "--call-width", "8", "--output", str(tmp_path / "w8")])
+    assert padded.exit_code == 0, padded.output
+    shape = json.loads((tmp_path / "w8" / "results.json").read_text())["overall"]["call_shape"]
+    # two envs in lockstep: every request has 2 real rows (first call: 2, later ones 1 or 2) padded to 8
+    assert shape["call_width"] == 8 and shape["model_calls_per_request"] == 1
+    assert 0.75 <= shape["padding_share"] < 1 and shape["padded_rows"] > 0
+    assert "calls of 8 rows" in padded.output and "padding" in padded.output

@@ -227,7 +227,21 @@ def _timing(shards: Sequence[ShardRun], n_records: int) -> dict[str, Any]:
             "env_steps_per_s": round(steps / eval_s, 2) if eval_s > 0 else None,
             "policy_calls": calls or None, "rows_per_call": round(rows / calls, 3) if calls else None,
             "policy_busy_s": round(busy, 3) if calls else None,
-            "policy_busy_fraction": round(busy / eval_s, 4) if calls and eval_s > 0 else None}
+            "policy_busy_fraction": round(busy / eval_s, 4) if calls and eval_s > 0 else None,
+            "call_shape": _call_shape([s.results.get("overall", {}).get("call_shape") for s in shards], calls, rows,
+                                      busy)}
+
+
+def _call_shape(shapes: list[Any], calls: int, rows: float, busy: float) -> dict[str, Any] | None:
+    """The shards' call shapes summed (``CallStats.call_shape``); None unless every shard has one, at one width."""
+    if not shapes or not all(isinstance(x, dict) for x in shapes) or len({x["call_width"] for x in shapes}) != 1:
+        return None
+    model, padded = sum(x["model_calls"] for x in shapes), sum(x["padded_rows"] for x in shapes)
+    computed = rows + padded
+    return {"call_width": shapes[0]["call_width"], "model_calls": model, "padded_rows": padded,
+            "model_calls_per_request": round(model / calls, 3) if calls else None,
+            "padding_share": round(padded / computed, 4) if computed else 0.0,
+            "padding_s_estimate": round(busy * padded / computed, 3) if computed else 0.0}
 
 
 def merge(output: Path, inputs: Sequence[Path], command: Sequence[str] | None = None) -> dict[str, Any]:

@@ -24,7 +24,7 @@ def check_policy(
     protocol: str = typer.Option("standard", "--protocol", help="Named protocol of the suite."),
     seed: int = typer.Option(0, "--seed", help="Run seed (fixes the episodes' starts)."),
     device: str = typer.Option("cpu", "--device", help="cpu | cuda | cuda:N | auto (for torch policies)."),
-    call_width: int | None = typer.Option(None, "--call-width", min=0, help="As for eval (default: 8 cpu, 16 cuda)."),
+    call_width: int | None = typer.Option(None, "--call-width", min=0, help="As for eval (default: 1 cpu, 16 cuda)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON instead of a table."),
 ) -> None:
     """Check a policy on a suite's real first observations; exit 1 when an invariant fails.

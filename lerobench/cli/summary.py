@@ -67,3 +67,21 @@ def print_summary(results: dict[str, Any], output: Path, merged_from: int = 0) -
     else:
         timing = f"{o['eval_s']:.1f} s, {o['env_steps_per_s'] or 0:,.0f} env-steps/s"
     console.print(f"{timing}. Results: [bold]{output}[/]", highlight=False, soft_wrap=True)  # the path whole
+    price = call_shape_line(o.get("call_shape"), results.get("config", {}).get("batch_invariant"))
+    if price:
+        console.print(price, highlight=False, soft_wrap=True)
+
+
+def call_shape_line(shape: dict[str, Any] | None, check: str | None) -> str | None:
+    """What the fixed call shape cost this run, in one line (None for policies without a call width)."""
+    if not shape:
+        return None
+    width, calls = shape["call_width"], shape["model_calls_per_request"]
+    head = f"batch invariance ({check or 'unchecked'}): "
+    if width == 0:
+        return head + "unpadded calls: a row's bits may depend on the rows beside it"
+    if width == 1:
+        return (head + f"one row per model call, {calls:.2f} model calls per request (run side by side on the "
+                "CPU's call threads); no padding")
+    return (head + f"calls of {width} rows, {calls:.2f} per request; padding {shape['padding_share']:.0%} of "
+            f"computed rows (~{shape['padding_s_estimate']:.1f} s of policy time); --call-width 1: no padding")

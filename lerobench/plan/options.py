@@ -78,7 +78,8 @@ SETTINGS: dict[str, Setting] = {
     "device": Setting(("--device",), "cpu", "cpu | cuda | cuda:N | auto (for torch policies)."),
     "call_width": Setting(("--call-width",), None,
                           "Rows per call of a torch policy, padded, so a row's action never depends on its "
-                          "neighbours (default: 8 on cpu, 16 on cuda; 0: unpadded, batch-dependent numerics). "
+                          "neighbours (default: 1 on cpu, rows side by side on one thread each; 16 on cuda; "
+                          "0: unpadded, batch-dependent numerics). "
                           "docs/policies.md", minimum=0),
     "shard": Setting(("--shard",), None, "Run only shard I of N (I/N, from 0) of the (task, episode) units; "
                                          "combine shards with `lerobench merge`."),

@@ -96,7 +96,7 @@ class PolicyContext:
     device: str = "cpu"
     options: dict[str, Any] = field(default_factory=dict)
     call_width: int | None = None
-    """``--call-width``: rows per call of a batched torch policy (padded); None = the device's default
+    """``--call-width``: rows per call of a batched torch policy (padded; 0 unpadded); None = the device's default
     (``lerobench.policies.width``)."""
 
 

@@ -15,7 +15,7 @@ each) the policy is asked the same rows in many ways. A benchmark's numbers are 
   kept by position in the call, not by ``row_ids``, fails: with continuous batching a call's rows change);
 - **valid**: the declared shape, finite, inside the action space [-1, 1].
 
-Latency and memory per call are measured at 1 .. 2W rows and turned into a suggested ``--batch-size``.
+Latency and memory per call are measured at 1 .. 2W (at least 8) rows and turned into a suggested ``--batch-size``.
 Nothing here prints: ``cli/check_policy.py`` draws the table.
 """
 
@@ -308,11 +308,12 @@ def _cuda_peak_reset(policy: Policy) -> Any:
 
 def _latency(policy: Policy, starts: list[dict[str, Any]], width: int, descriptions: dict[str, str],
              plan: Any) -> tuple[list[dict[str, Any]], str]:
-    """Median latency, rows/s and peak memory growth per call at 1, 2, 4, .. up to 2W rows, and a suggestion."""
+    """Median latency, rows/s and peak memory growth per call at 1, 2, 4, .. up to 2W (at least 8) rows."""
     from lerobench.system import auto_batch_size
 
     obs, tasks = _stack(starts)
-    sizes = sorted({1, 2, *[w for w in (4, 8, 16, 32, 64) if w <= 2 * width], width, 2 * width})
+    reach = max(2 * width, 8)  # one-row calls too: what a request of several rows costs on the call pool
+    sizes = sorted({1, 2, *[w for w in (4, 8, 16, 32, 64) if w <= reach], width, reach})
     table: list[dict[str, Any]] = []
     for size in sizes:
         index = np.arange(size) % len(starts)

@@ -36,11 +36,13 @@ and draws each row's initial noise and every DDPM step's noise from the row's ow
 (``row_seeds``). A row's actions are then those of a one-env LeRobot rollout with that noise, at any batch size.
 
 Batch invariance and noise. Every model call has the same shape (``--call-width``, ``lerobench.policies.width``):
-the rows padded to the call width. Chunk mode (ACT, pi0, pi0.5, SmolVLA) and diffusion are then
-batch-invariant, and each run checks it on its first call (``results.json`` ``config.batch_invariant``): ACT is
-deterministic, and pi0, pi0.5 and SmolVLA get their initial flow-matching noise from each row's own random
-stream (``row_noise``). The remaining ``select_action`` mode (VQ-BeT, TD-MPC, ACT with temporal ensembling) is
-not: LeRobot keeps one queue and one noise draw for the whole batch.
+on the CPU one row by default (rows side by side on the call pool, one intra-op thread each; the
+pre/post-processors run under a lock, their steps keep state in ``self``), else the rows padded to the call width.
+Chunk mode (ACT, pi0, pi0.5, SmolVLA) and diffusion are then batch-invariant, and each run checks it on its first
+call (``results.json`` ``config.batch_invariant``): ACT is deterministic, and pi0, pi0.5 and SmolVLA get their
+initial flow-matching noise from each row's own random stream (``row_noise``). The remaining ``select_action``
+mode (VQ-BeT, TD-MPC, ACT with temporal ensembling) is not: LeRobot keeps one queue and one noise draw for the
+whole batch.
 
 Trials (``--trials``). At a trial start (``observation["trial_start"]``) the env jumps back to the
 episode's start: lerobench drops that env's pending chunk itself; policies run through their own
@@ -64,7 +66,14 @@ import numpy as np
 
 from lerobench.errors import ConfigError, MissingDependencyError
 from lerobench.policies.base import ObservationNeeds, PolicyContext, PolicyTraits, row_ids, row_noise, row_seeds
-from lerobench.policies.width import PADDING_SLOT, call_at_width, pad_rows, resolve_call_width, take_rows
+from lerobench.policies.width import (
+    PADDING_SLOT,
+    call_at_width,
+    call_pool,
+    pad_rows,
+    resolve_call_width,
+    take_rows,
+)
 
 PREFIX = "lerobot:"
 INSTALL_HINT = "see docs/lerobot.md for the install recipe (lerobot==0.4.4 with --no-deps beside your torch)"
@@ -254,6 +263,9 @@ class LeRobotPolicy:
                                    stochastic=self.type in _STOCHASTIC_TYPES, batch_invariant=self.per_row)
         self._warned_partial_reset = False
         self._rows: tuple[int, ...] = ()
+        self._processing = threading.Lock()
+        """Held while LeRobot's pre/post-processors run: their steps keep the transition in ``self`` (not
+        thread-safe), while model calls on disjoint rows run side by side; shared by every shallow copy."""
         self.reset()
 
     # -- feature mapping ---------------------------------------------------------------------------
@@ -339,24 +351,27 @@ class LeRobotPolicy:
         starts = np.asarray(observation.get("episode_start", np.zeros(n, bool)), dtype=bool)
         starts = starts | np.asarray(observation.get("trial_start", np.zeros(n, bool)), dtype=bool)
         active = np.asarray(observation.get("active", np.ones(n, bool)), dtype=bool)
+        pool = call_pool() if self.device.type == "cpu" else None
         with torch.inference_mode():
             if self.chunked:
-                return call_at_width(self._select_chunk, observation, task_descriptions, self.call_width)
+                return call_at_width(self._select_chunk, observation, task_descriptions, self.call_width, pool,
+                                     parallel=True)
             if self.history:
                 for slot in row_ids(observation)[starts].tolist():
                     self._obs_history.pop(slot, None)
                     self._action_queues.pop(slot, None)
-                return call_at_width(self._select_history, observation, task_descriptions, self.call_width)
+                return call_at_width(self._select_history, observation, task_descriptions, self.call_width, pool,
+                                     parallel=True)
             return self._select_stateful(observation, task_descriptions, n, starts, active)
 
     def _select_history(self, observation: dict[str, Any], task_descriptions: list[str]) -> np.ndarray:
         """Diffusion with per-row history and queues: one fixed-width model call for the rows whose queue ran dry."""
         import torch
 
-        batch = self.preprocessor(self._to_lerobot(observation, task_descriptions))
+        batch = self._preprocess(observation, task_descriptions)
         if self.config.image_features:
             batch["observation.images"] = torch.stack([batch[k] for k in self.config.image_features], dim=-4)
-        keys = [k for k in ("observation.state", "observation.images", "observation.environment_state")
+        keys: list[str] = [k for k in ("observation.state", "observation.images", "observation.environment_state")
                 if k in batch]
         slots = row_ids(observation).tolist()
         real = [i for i, slot in enumerate(slots) if slot != PADDING_SLOT]
@@ -392,16 +407,24 @@ class LeRobotPolicy:
         global_cond = diffusion._prepare_global_conditioning(stacked)
         actions = diffusion.conditional_sample(width, global_cond=global_cond, generator=generators, noise=noise)
         start = int(self.config.n_obs_steps) - 1
-        actions = self.postprocessor(actions[:n, start:start + int(self.config.n_action_steps)])
+        with self._processing:
+            actions = self.postprocessor(actions[:n, start:start + int(self.config.n_action_steps)])
         return actions.detach().to("cpu", torch.float32).numpy()
+
+    def _preprocess(self, observation: dict[str, Any], task_descriptions: list[str]) -> dict[str, Any]:
+        """LeRobot's preprocessor on the rows, under the processors' lock (calls may run side by side)."""
+        batch = self._to_lerobot(observation, task_descriptions)
+        with self._processing:
+            return self.preprocessor(batch)
 
     def _select_chunk(self, observation: dict[str, Any], task_descriptions: list[str]) -> np.ndarray:
         """LeRobot's chunk cut to ``n_action_steps``, as its ``select_action`` would queue it."""
         import torch
 
-        batch = self.preprocessor(self._to_lerobot(observation, task_descriptions))
+        batch = self._preprocess(observation, task_descriptions)
         chunk = self.module.predict_action_chunk(batch, **self._noise(observation))
-        chunk = self.postprocessor(chunk[:, : self.n_action_steps])
+        with self._processing:
+            chunk = self.postprocessor(chunk[:, : self.n_action_steps])
         return chunk.detach().to("cpu", torch.float32).numpy()
 
     def _noise(self, observation: dict[str, Any]) -> dict[str, Any]:

@@ -3,9 +3,9 @@
 Why each setting: cuDNN's benchmark mode times several kernels at the first call and keeps the fastest, so
 two runs may compute with different kernels; TF32 (and float32 matmul precision below "highest") trades
 mantissa bits for speed on Ampere+ GPUs; some CUDA kernels (scatter/index adds, some backward convs) use
-atomics whose order varies. All of these change a row's bits from one run to the next. The thread count
-is recorded but not fixed: at a fixed call shape it did not change a row's bits (1, 2 and 4 threads,
-``tests/test_batch_invariance.py``).
+atomics whose order varies. All of these change a row's bits from one run to the next. So does the CPU's
+intra-op thread count (ACT: 9.8e-7 between 1 and 2 threads, ``benchmarks/call_shape.py``; the MLP did not
+change): padded CPU calls run with a fixed count (``width.CALL_INTRA_OP_THREADS``) on ``width.call_pool``.
 """
 
 from __future__ import annotations
@@ -69,8 +69,13 @@ def preserved_torch_state() -> Iterator[None]:
 
 
 def numerics_record(device: Any, dtype: Any, call_width: int) -> dict[str, Any]:
-    """What ``results.json`` ``config.numerics`` holds for a torch policy: enough to tell numerics apart."""
+    """What ``results.json`` ``config.numerics`` holds for a torch policy: enough to tell numerics apart.
+
+    ``threads`` is the intra-op thread count of a model call: fixed on the CPU at any call width > 0.
+    """
     import torch
+
+    from lerobench.policies.width import CALL_INTRA_OP_THREADS
 
     dev = torch.device(device)
     return {
@@ -80,7 +85,7 @@ def numerics_record(device: Any, dtype: Any, call_width: int) -> dict[str, Any]:
         "cuda": torch.version.cuda if dev.type == "cuda" else None,
         "dtype": str(dtype).replace("torch.", ""),
         "call_width": call_width,
-        "threads": torch.get_num_threads(),
+        "threads": CALL_INTRA_OP_THREADS if dev.type == "cpu" and call_width > 0 else torch.get_num_threads(),
         "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
         "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
         "tf32": bool(torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32),

@@ -5,9 +5,12 @@ A module policy receives the observation batch with arrays already as tensors on
 call for the whole batch (one ``torch.from_numpy`` per key, no per-env Python loops). Non-array keys
 (``task``, ``episode``, ``episode_start``, ...) are passed as they are.
 
-Every call has the same shape: B is the call width (``--call-width``, ``lerobench.policies.width``), the
+Every call has the same shape: B is the call width (``--call-width``, ``lerobench.policies.width``; on the
+CPU one row by default, each call on one intra-op thread, calls side by side on the process's call pool), the
 rows that need an action padded with copies of the last one (``padding`` True, ``slot`` -1), and larger
 requests split into several calls; so a row's action never depends on how many rows shared its call.
+Calls of one request overlap only for modules whose rows are independent (a plain module, or one that
+declares ``PolicyTraits(batchable=True)``); others get them one after another.
 Numerics are deterministic (``lerobench.policies.numerics``) and recorded in ``results.json``.
 """
 
@@ -20,7 +23,7 @@ import numpy as np
 
 from lerobench.errors import ConfigError
 from lerobench.policies.base import observation_needs, policy_traits
-from lerobench.policies.width import call_at_width, resolve_call_width
+from lerobench.policies.width import call_at_width, call_pool, resolve_call_width
 
 
 def is_torch_module(obj: Any) -> bool:
@@ -114,7 +117,9 @@ class TorchPolicy:
 
     def select_action(self, observation: dict[str, Any], task_descriptions: list[str]) -> np.ndarray:
         """Calls of exactly ``call_width`` rows, each converted once and run under ``torch.inference_mode()``."""
-        return call_at_width(self._call, observation, task_descriptions, self.call_width)
+        pool = call_pool() if self.device.type == "cpu" else None
+        parallel = self.traits.batchable or not callable(getattr(self.module, "select_action", None))
+        return call_at_width(self._call, observation, task_descriptions, self.call_width, pool, parallel)
 
     def _call(self, observation: dict[str, Any], task_descriptions: list[str]) -> np.ndarray:
         import torch

@@ -7,28 +7,41 @@ into another trajectory. With continuous batching the rows per call depend on ti
 size on the machine's cores, so without a fixed shape the same command gives different per-episode
 outcomes on a laptop, in CI and on a 16-core box.
 
-What holds (measured, ``benchmarks/call_width.py`` and ``tests/test_batch_invariance.py``): at one fixed
-call shape a row's bits depend neither on the other rows nor on their number nor on the thread count; on the
-CPU they depend on the row's *position* unless the width is 1 or a multiple of 8 (AVX2's 8 float lanes: an
-MLP, ACT and a diffusion UNet gave up to 1.4e-6 at widths 2-5 between positions, 0 at 1, 8 and 16). So the
-rows that need an action are split into calls of exactly ``width`` rows,
-the last one padded with copies of its last row. Padding rows carry ``slot`` -1 and ``padding`` True;
-their outputs are discarded (a policy keeping per-row state may skip them).
+What holds on the CPU (measured, ``benchmarks/call_shape.py``; 2-core x86, torch 2.13): no two call widths agree
+with width 1. A row computed in a call of w rows differs from the same row computed alone at every w = 2..16 (the
+MLP by up to 6.7e-8, ACT 1.2e-6; diffusion, w = 2..4 tried, 1.9e-6), and at w = 2, 3, 5..7 and 9..11 a row's bits
+also depend on its position in the call. A row's bits also depend on the intra-op thread count (ACT: 9.8e-7
+between 1 and 2 threads), so a count that follows the machine's cores breaks "same numbers on every machine". A
+set of equivalent widths therefore collapses to one width, and only width 1 needs no padding. So the CPU default
+is **one-row calls on one intra-op thread each**, spread over a pool of threads (one per usable core,
+``call_pool``): a row's bits depend on nothing but the row, whatever the batch, the schedule or the machine's core
+count, and the cores are used by rows side by side instead of threads inside one call (on a busy box OpenMP's team
+of 2 made a one-row ACT call 10x slower than two single-thread calls side by side). ``--call-width W`` > 1 keeps
+the padded shape: the rows are split into calls of exactly W rows, the last one padded with copies of its last row
+(``slot`` -1, ``padding`` True; their outputs are discarded); those calls run on the pool too. On CUDA the default
+stays 16 padded rows: there too no width equals width 1, and a call of 16 rows cost at most 1.4x a call of one
+(H200, ``benchmarks/cuda_call_shape.py``), where 16 one-row calls cost 12x.
 """
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
 from lerobench.errors import ConfigError
 
-DEFAULT_CALL_WIDTH = {"cpu": 8, "cuda": 16}
+DEFAULT_CALL_WIDTH = {"cpu": 1, "cuda": 16}
 """Call width per device kind when ``--call-width`` is not given (why these: docs/policies.md#call-width,
-measured by ``benchmarks/call_width.py``). Never a function of the core count: the same command gives the
+measured by ``benchmarks/call_shape.py``). Never a function of the core count: the same command gives the
 same numbers on every machine with the same device kind."""
+
+CALL_INTRA_OP_THREADS = 1
+"""Torch intra-op threads of every CPU model call (a row's bits depend on it; the pool supplies parallelism)."""
 
 PADDING_SLOT = -1
 """``observation["slot"]`` of a padding row."""
@@ -82,18 +95,78 @@ def pad_rows(observation: dict[str, Any], descriptions: list[str], width: int) -
     return out, [descriptions[i] for i in index.tolist()]
 
 
+class CallPool:
+    """Threads that run CPU model calls, each with ``CALL_INTRA_OP_THREADS`` torch threads; one pool per process.
+
+    Why a pool: a row's bits depend on the intra-op thread count, so every call runs on one thread, and the
+    cores are used by calls side by side. Shared by every policy (and every ``--parallel-tasks`` copy) in the
+    process, so tasks never oversubscribe the cores; made again after a fork (a forked child has no threads).
+    """
+
+    def __init__(self, threads: int):
+        self.threads = threads
+        self._executor = ThreadPoolExecutor(threads, thread_name_prefix="lerobench-call")
+
+    def run(self, compute: Callable[[dict[str, Any], list[str]], np.ndarray],
+            calls: list[tuple[dict[str, Any], list[str]]], parallel: bool) -> list[np.ndarray]:
+        """``compute`` on each call (in parallel if ``parallel``, else one after another on one pool thread)."""
+        if parallel and len(calls) > 1:
+            futures = [self._executor.submit(_inference, compute, obs, texts) for obs, texts in calls]
+            return [f.result() for f in futures]
+        return self._executor.submit(lambda: [_inference(compute, o, t) for o, t in calls]).result()
+
+
+def _inference(compute: Callable[[dict[str, Any], list[str]], np.ndarray], observation: dict[str, Any],
+               texts: list[str]) -> np.ndarray:
+    import torch
+
+    # OpenMP's count is per OS thread, MKL's is process-wide (another thread may have changed it): every call
+    if torch.get_num_threads() != CALL_INTRA_OP_THREADS:
+        torch.set_num_threads(CALL_INTRA_OP_THREADS)
+    with torch.inference_mode():  # thread-local: the caller's mode does not reach a pool thread
+        return np.asarray(compute(observation, texts))
+
+
+_POOL: tuple[int, CallPool] | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def call_pool() -> CallPool:
+    """This process's ``CallPool``: one thread per usable core (made on first use, again after a fork)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None or _POOL[0] != os.getpid():
+            from lerobench.system import usable_cores
+
+            _POOL = (os.getpid(), CallPool(usable_cores()))
+        return _POOL[1]
+
+
 def call_at_width(compute: Callable[[dict[str, Any], list[str]], np.ndarray], observation: dict[str, Any],
-                  descriptions: list[str], width: int) -> np.ndarray:
-    """``compute`` over calls of exactly ``width`` rows (0: one call as given); the real rows' outputs, in order."""
+                  descriptions: list[str], width: int, pool: CallPool | None = None,
+                  parallel: bool = False) -> np.ndarray:
+    """``compute`` over calls of exactly ``width`` rows (0: one call as given); the real rows' outputs, in order.
+
+    With ``pool`` (CPU devices) the calls run on its threads, side by side when ``parallel`` (the policy's
+    calls on disjoint rows may overlap: per-row state only) and otherwise one after another; without it (CUDA)
+    in the calling thread. Unpadded calls (width 0) always run in the calling thread, at the process's thread
+    count, as before there was a call width.
+    """
     n = len(observation["state"])
     if width <= 0 or n == 0:
         return compute(observation, list(descriptions))
-    parts = []
+    calls: list[tuple[dict[str, Any], list[str]]] = []
+    sizes: list[int] = []
     for start in range(0, n, width):
         index = np.arange(start, min(start + width, n))
         part = take_rows(observation, index) if (start, len(index)) != (0, n) else observation
-        padded, texts = pad_rows(part, [descriptions[i] for i in index.tolist()], width)
-        parts.append(np.asarray(compute(padded, texts))[: len(index)])
+        calls.append(pad_rows(part, [descriptions[i] for i in index.tolist()], width))
+        sizes.append(len(index))
+    if pool is not None:
+        outs = pool.run(compute, calls, parallel)
+    else:
+        outs = [np.asarray(compute(obs, texts)) for obs, texts in calls]
+    parts = [out[:size] for out, size in zip(outs, sizes, strict=True)]
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 

@@ -22,7 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from lerobench.core.call_stats import CallStats
-from lerobench.policies.base import Policy, policy_traits
+from lerobench.policies.base import Policy, policy_numerics, policy_traits
 from lerobench.policies.invariance import checked_call
 
 
@@ -127,6 +127,8 @@ class PolicyCaller:
         """Time of one call (measured here, on whichever thread runs it); the step timings are ``Schedule``'s."""
         self._pool: ThreadPoolExecutor | None = None
         self._flights: list[tuple[np.ndarray, Future[Any]]] = []
+        self._width = (policy_numerics(policy) or {}).get("call_width")
+        """The torch policy's call width (None for other policies): what ``CallStats`` prices."""
 
     @property
     def busy(self) -> bool:
@@ -148,7 +150,8 @@ class PolicyCaller:
             started = time.perf_counter()
             out, self.check = checked_call(self.policy, batch, descriptions)
             probe_s = float(self.check.get("probe_s") or 0.0)
-            self.stats.add(len(batch["state"]), time.perf_counter() - started - probe_s)
+            self.stats.add(len(batch["state"]), time.perf_counter() - started - probe_s,
+                           self._width)
             self.stats.add_probes(int(self.check.get("probe_calls") or 0), int(self.check.get("probe_rows") or 0),
                                   probe_s)
             return out
@@ -158,7 +161,7 @@ class PolicyCaller:
         finally:
             took = time.perf_counter() - started
             self.call_s.add(took)
-            self.stats.add(len(batch["state"]), took)
+            self.stats.add(len(batch["state"]), took, self._width)
 
     def take_check(self) -> dict[str, Any] | None:
         """The first call's check, once (the rollout stamps it on the next record it reports)."""

@@ -1,0 +1,129 @@
+"""What the default call shape costs whole runs: ``lerobench eval`` at the default vs unpadded (``--call-width 0``).
+
+    MUJOCO_GL=egl python benchmarks/call_shape_runs.py                          # both workloads, every batch
+    MUJOCO_GL=egl python benchmarks/call_shape_runs.py --workloads metaworld --batches 1,8 --max-steps 60
+
+Workloads (random-init LeRobot ACT, ResNet18 backbone, chunk 10 = ``n_action_steps`` 10, seed 0):
+
+- ``w3``: libero_spatial task 0, ``--protocol lerobot`` (two 360x360 cameras, agentview + wrist, 8-D state);
+- ``metaworld``: metaworld_mt10 reach-v3,push-v3, ACT reading one 480x480 image (corner2) and the 39-D state.
+
+Each configuration (batch size b with ``--episodes 2b`` per task, and ``--parallel-tasks 2`` on two tasks)
+runs twice back to back, default then unpadded, in fresh processes (so one run's torch thread settings never
+reach the other); wall time and CPU time (the run and its worker processes) are printed per pair, with
+the ratio default / unpadded and each run's ``config.batch_invariant``. A shared, busy box makes single
+runs noisy: ``--repeats`` interleaves more pairs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+W3_TASK = "pick_up_the_black_bowl_between_the_plate_and_the_ramekin_and_place_it_on_the_plate"
+W3_TASK_1 = "pick_up_the_black_bowl_next_to_the_ramekin_and_place_it_on_the_plate"
+
+
+def _save_act(directory: Path, workload: str) -> Path:
+    import torch
+
+    from lerobench.policies.lerobot_policy import _import_lerobot
+
+    _import_lerobot()
+    from lerobot.configs.types import FeatureType, PolicyFeature
+    from lerobot.policies.act.configuration_act import ACTConfig
+    from lerobot.policies.act.modeling_act import ACTPolicy
+    from lerobot.policies.factory import make_pre_post_processors
+
+    torch.manual_seed(0)
+    state, action, size = (8, 7, 360) if workload == "w3" else (39, 4, 480)
+    images = ("observation.images.image", "observation.images.image2") if workload == "w3" else ("observation.image",)
+    inputs = {"observation.state": PolicyFeature(type=FeatureType.STATE, shape=(state,))}
+    stats = {"observation.state": {"mean": torch.zeros(state), "std": torch.ones(state)},
+             "action": {"mean": torch.zeros(action), "std": torch.full((action,), 0.5)}}
+    for key in images:
+        inputs[key] = PolicyFeature(type=FeatureType.VISUAL, shape=(3, size, size))
+        stats[key] = {"mean": torch.full((3, 1, 1), 0.5), "std": torch.full((3, 1, 1), 0.25)}
+    config = ACTConfig(input_features=inputs,
+                       output_features={"action": PolicyFeature(type=FeatureType.ACTION, shape=(action,))},
+                       pretrained_backbone_weights=None, chunk_size=10, n_action_steps=10, device="cpu")
+    policy = ACTPolicy(config)
+    pre, post = make_pre_post_processors(config, dataset_stats=stats)
+    for part in (policy, pre, post):
+        part.save_pretrained(str(directory))
+    return directory
+
+
+def _run(args: list[str], out: Path) -> tuple[float, float, str]:
+    """One ``lerobench eval`` in a fresh process: wall s, CPU s (with its workers), config.batch_invariant."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "lerobench", "eval", *args, "--output", str(out)],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    wall = time.monotonic() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise SystemExit(f"eval failed ({done.returncode}): {' '.join(args)}\n{done.stderr[-2000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    config = json.loads((out / "results.json").read_text())["config"]
+    return wall, cpu, str(config.get("batch_invariant"))
+
+
+def _configs(workload: str, policy: Path) -> list[tuple[str, list[str]]]:
+    if workload == "w3":
+        base = ["--suite", "libero_spatial", "--protocol", "lerobot", "--policy", f"lerobot:{policy}"]
+        one = [*base, "--tasks", W3_TASK]
+        two = [*base, "--tasks", f"{W3_TASK},{W3_TASK_1}"]
+    else:
+        one = two = ["--suite", "metaworld_mt10", "--tasks", "reach-v3,push-v3", "--policy", f"lerobot:{policy}"]
+    common = ["--videos", "0", "--max-steps", str(ARGS.max_steps), "--seed", "0"]
+    out = [(f"batch {b}", [*one, *common, "--batch-size", str(b), "--episodes", str(2 * b)]) for b in ARGS.batches]
+    if ARGS.parallel_batch:
+        b = ARGS.parallel_batch
+        out.append((f"batch {b}, --parallel-tasks 2", [*two, *common, "--batch-size", str(b), "--episodes", str(2 * b),
+                                                       "--parallel-tasks", "2"]))
+    return out
+
+
+def main() -> None:
+    warnings.filterwarnings("ignore")
+    print(f"# ACT ResNet18 (random, chunk 10), --max-steps {ARGS.max_steps}, episodes 2 x batch per task, "
+          f"pairs interleaved (default, then --call-width 0), {ARGS.repeats} pair(s) each; CPU = run + workers")
+    print("| workload | run | default wall s | unpadded wall s | wall ratio | default CPU s | unpadded CPU s | "
+          "default check |\n|---|---|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for workload in ARGS.workloads.split(","):
+            policy = _save_act(Path(tmp) / f"act-{workload}", workload)
+            for name, args in _configs(workload, policy):
+                runs: dict[str, list[tuple[float, float, str]]] = {"default": [], "unpadded": []}
+                for k in range(ARGS.repeats):
+                    for label, extra in (("default", []), ("unpadded", ["--call-width", "0"])):
+                        out = Path(tmp) / f"{workload}-{name}-{label}-{k}".replace(" ", "_").replace(",", "")
+                        runs[label].append(_run([*args, *extra], out))
+                d_wall = sum(r[0] for r in runs["default"]) / ARGS.repeats
+                u_wall = sum(r[0] for r in runs["unpadded"]) / ARGS.repeats
+                d_cpu = sum(r[1] for r in runs["default"]) / ARGS.repeats
+                u_cpu = sum(r[1] for r in runs["unpadded"]) / ARGS.repeats
+                print(f"| {workload} | {name} | {d_wall:.1f} | {u_wall:.1f} | {d_wall / u_wall:.2f} | {d_cpu:.0f} | "
+                      f"{u_cpu:.0f} | {runs['default'][0][2]} |", flush=True)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--workloads", default="w3,metaworld")
+    parser.add_argument("--batches", default="1,2,4,8")
+    parser.add_argument("--parallel-batch", type=int, default=2,
+                        help="batch size of the --parallel-tasks 2 run (0: none)")
+    parser.add_argument("--max-steps", type=int, default=60)
+    parser.add_argument("--repeats", type=int, default=1)
+    ARGS = parser.parse_args()
+    ARGS.batches = [int(b) for b in ARGS.batches.split(",")]
+    main()
