@@ -462,3 +462,14 @@ class CountingNoisyChunk(_Base):
 def make_counting_noisy_chunk(context):
     CountingNoisyChunk.made.append(CountingNoisyChunk(context))
     return CountingNoisyChunk.made[-1]
+
+
+def make_policy_needing_env(context):
+    """A factory that reads a variable the caller set just before the run (a checkpoint path, a token)."""
+    import os
+
+    if os.environ.get("LEROBENCH_TEST_FACTORY_ENV") != "set":
+        raise RuntimeError("LEROBENCH_TEST_FACTORY_ENV is not set in this process")
+    from lerobench.policies.builtin import make_zero
+
+    return make_zero(context)

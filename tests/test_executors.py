@@ -262,3 +262,11 @@ def test_ray_stops_dispatching_a_decided_task_as_processes_do(tmp_path, local_ra
         assert stop["reason"] == "target" and stop["episodes"] == 10  # all successes: as on every executor
         # at most one episode per Ray CPU (2) was running when the task was decided; not the cap (30)
         assert stop["episodes"] <= counts[task] == stop["recorded"] <= stop["episodes"] + 2, (task, counts)
+
+
+def test_episode_workers_see_the_environment_the_run_started_with(tmp_path, monkeypatch):
+    """A forkserver started by an earlier run holds the environment of its start; the processes executor's workers
+    get the driver's environment of this run, so a factory reading a variable set since finds it."""
+    evaluate(tmp_path / "first", "zero", "processes")  # the forkserver runs from here on (if not before)
+    monkeypatch.setenv("LEROBENCH_TEST_FACTORY_ENV", "set")
+    evaluate(tmp_path / "second", "fixture_policies:make_policy_needing_env", "processes")

@@ -31,7 +31,7 @@ def test_check_policy_at_width_3_names_the_measured_position_dependence():
     assert failed["name"] == "batch-invariant"
     assert "the same row in all 3 positions of a call gives outputs up to" in failed["detail"]
     assert "at --call-width 3 a row's bits depend on its position" in failed["detail"]
-    assert "use --call-width 8 (the cpu default) or 1" in failed["detail"]
+    assert "use --call-width 1 (the cpu default) or 8" in failed["detail"]
     assert ">= 1, the default" not in failed["detail"]
     assert _cli("check-policy", "--policy", policy, "--suite", "smoke", "--call-width", "8").exit_code == 0
 

@@ -10,6 +10,7 @@ worker is terminated and joined before ``run`` returns.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import signal
 from collections import deque
 from dataclasses import dataclass, field
@@ -31,8 +32,14 @@ START_METHOD = "forkserver"
 """Workers start from a clean server process: no inherited GL contexts, torch threads or locks."""
 
 
-def _worker_main(conn: Connection, plan: RunPlan, workers: int, cores: int) -> None:
-    """Worker process: build the runner, then run units until the driver sends None or goes away."""
+def _worker_main(conn: Connection, plan: RunPlan, workers: int, cores: int, environ: dict[str, str]) -> None:
+    """Worker process: build the runner, then run units until the driver sends None or goes away.
+
+    ``environ`` is the driver's environment when the run started: a forkserver started earlier in the process
+    (an earlier run, ``lerobench.evaluate`` in a loop) holds the environment of its own start, and a policy
+    factory reading a variable set since (a checkpoint path) must see what the driver sees.
+    """
+    os.environ.update(environ)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver handles Ctrl-C and terminates us
     signal.signal(signal.SIGTERM, _exit_on_sigterm)  # ... with SIGTERM: unwind, so videos in progress are deleted
     from lerobench.execution.worker import UnitRunner, limit_render_threads
@@ -120,7 +127,8 @@ class ProcessExecutor:
 
         def spawn() -> _Worker:
             parent, child = context.Pipe()
-            process = context.Process(target=_worker_main, args=(child, plan, self.workers, self.cores),
+            process = context.Process(target=_worker_main,
+                                      args=(child, plan, self.workers, self.cores, dict(os.environ)),
                                       name="lerobench-episode-worker", daemon=True)
             process.start()
             child.close()

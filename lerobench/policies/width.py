@@ -155,6 +155,8 @@ def call_at_width(compute: Callable[[dict[str, Any], list[str]], np.ndarray], ob
     n = len(observation["state"])
     if width <= 0 or n == 0:
         return compute(observation, list(descriptions))
+    if n > width and "slot" not in observation:  # rows keep their key (``row_ids``: the position) when split
+        observation = {**observation, "slot": np.arange(n)}
     calls: list[tuple[dict[str, Any], list[str]]] = []
     sizes: list[int] = []
     for start in range(0, n, width):
@@ -193,6 +195,6 @@ def width_advice(width: int | None) -> str:
     if not keeps_positions(width):
         return (f"at --call-width {width} a row's bits depend on its position in the call (on the CPU, widths that "
                 f"are not 1 or a multiple of 8 do): use --call-width {DEFAULT_CALL_WIDTH['cpu']} (the cpu default) "
-                "or 1")
+                f"or {8 if DEFAULT_CALL_WIDTH['cpu'] == 1 else 1}")
     return (f"rows differ even at the fixed --call-width {width}: the policy computes some rows outside the padded "
             "call (another batched path?); compute each row from its own inputs")
