@@ -308,6 +308,16 @@ def test_compare_names_the_first_read_a_stale_simulator_changed(tmp_path):
                                "where": "call 0 (corner2)"}
     shown = runner.invoke(app, ["compare", str(tmp_path / "b1"), str(tmp_path / "b3")])
     assert "episode 1, call 0 (corner2)" in shown.output and "identical observations" in shown.output
+    # --versus pairs B with A episode by episode: the first observation of a pair must be A's; here it is not
+    result = runner.invoke(app, ["eval", "--suite", str(suite), "--policy", "fixture_policies:make_image_chunk",
+                                 "--videos", "0", "--batch-size", "3", "--versus", str(tmp_path / "b1"),
+                                 "--until", "decided", "--output", str(tmp_path / "versus")])
+    assert result.exit_code == 0, result.output
+    assert "episode 1: call 0 (corner2): same start as the --versus run" in " ".join(result.output.split())
+    versus = json.loads((tmp_path / "versus" / "results.json").read_text())["stopping"]["versus"]
+    assert versus["inputs"]["different"] >= 1 and versus["inputs"]["identical"] >= 1
+    assert versus["inputs"]["first"] == {"task": "push-v3", "episode": 1, "call": 0, "part": "corner2",
+                                         "where": "call 0 (corner2)"}
 
 
 @pytest.mark.slow

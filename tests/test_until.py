@@ -73,6 +73,9 @@ def test_versus_decides_b_better_for_the_expert_against_random(random_run, tmp_p
     assert versus["decision"] == "B better" and versus["pairs"] == 8 and versus["gained"] == 8
     assert versus["e_value_b_better"] >= 40 and versus["difference_cs"][0] > 0
     assert "B better after 8 of 24 pairs" in result.output
+    # another policy from the same starts: every pair's first observation is A's (state-only: the state)
+    inputs = versus["inputs"]
+    assert inputs["different"] == 0 and inputs["identical"] >= 8 and inputs["first"] is None
     recorded = len(lines(out))
     again = run("--tasks", "reach-v3,push-v3", "--policy", "metaworld-expert", "--versus", str(random_run),
                 "--output", str(out), "--resume")  # already decided: nothing left to run, and no wait on nothing

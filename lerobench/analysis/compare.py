@@ -87,7 +87,7 @@ def same_inputs(a: Sequence[EpisodeRecord], b: Sequence[EpisodeRecord],
     ``lerobench.rollout.digests.first_difference`` names it); ``unknown``: a run recorded no digest (files
     written before digests existed). Runs of one policy at another batch size must be all ``identical``.
     """
-    from lerobench.rollout.digests import first_difference
+    from lerobench.core.digests import first_difference
 
     def by_key(records: Sequence[EpisodeRecord]) -> dict[EpisodeKey, dict[int, EpisodeRecord]]:
         found: dict[EpisodeKey, dict[int, EpisodeRecord]] = {}

@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from lerobench.core.digests import first_difference
 from lerobench.core.files import write_json_atomic
 from lerobench.core.identity import diff
 from lerobench.core.provenance import provenance
@@ -41,7 +42,6 @@ from lerobench.core.shards import all_units
 from lerobench.core.trials import group_episodes, is_whole, whole_episodes
 from lerobench.errors import LerobenchError
 from lerobench.policies.invariance import with_checks
-from lerobench.rollout.digests import first_difference
 from lerobench.suite.config import Suite
 
 MUST_MATCH = ("episodes_per_task",)

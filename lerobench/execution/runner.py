@@ -212,7 +212,8 @@ class Evaluation:
         recorded = self.recorded
         return Ledger(until, [t.name for t in self.plan.suite.tasks], self.plan.episodes_per_task, self.s.alpha,
                       self.s.margin, recorded.outcomes if recorded else None,
-                      str(recorded.path) if recorded else None, self.design, self.design_summary)
+                      str(recorded.path) if recorded else None, self.design, self.design_summary,
+                      recorded.records if recorded else None)
 
     def _unit_size(self, choice: ExecutionChoice) -> int | None:
         """Episodes per work unit: one for episode workers, a batch per round when tasks are interleaved.

@@ -257,6 +257,8 @@ class EpisodeSink:
                 f"were outside the action space [-1, 1] and were clipped (un-normalised actions?); results.json "
                 f"records clipped_action_fraction per task and overall")
         if record.trial == 0:
+            if (differs := self.ledger.same_inputs(record)) is not None:
+                self.reporter.message(f"warning: {differs}")
             self.ledger.add(task.name, record.episode, record.success)
         self.reporter.episode(task, record)  # every trial: the progress shows what the trials did
         if complete:

@@ -72,6 +72,10 @@ class NoStopping:
     def add(self, task: str, episode: int, success: bool) -> None:
         """Nothing to update."""
 
+    def same_inputs(self, record: Any) -> str | None:
+        """No run A to compare the inputs with."""
+        return None
+
     def wants(self, task: str, episode: int) -> bool:
         """Always."""
         return True
@@ -93,9 +97,13 @@ class Ledger:
 
     def __init__(self, until: Until, tasks: list[str], cap: int, alpha: float = 0.05, margin: float = 0.1,
                  recorded: dict[tuple[str, int], bool] | None = None, versus: str | None = None,
-                 design: Any = None, design_summary: dict[str, Any] | None = None):
+                 design: Any = None, design_summary: dict[str, Any] | None = None,
+                 recorded_records: dict[tuple[str, int], Any] | None = None):
         self.until, self.tasks, self.cap, self.alpha, self.margin = until, list(tasks), cap, alpha, margin
         self.recorded, self.versus = recorded or {}, versus
+        self.recorded_records = recorded_records or {}
+        """Run A's trial-0 records (``--versus``): each pair's first observation is compared (``same_inputs``)."""
+        self._inputs: dict[str, Any] = {"identical": 0, "different": 0, "unknown": 0, "first": None}
         self.design, self.design_summary = design, design_summary
         self._designed: str | None = None
         """The designed test's decision once made (``--effect``)."""
@@ -116,6 +124,34 @@ class Ledger:
             self._rho = optimal_rho(_hoeffding_n(until.target or 0.1, alpha), alpha)
 
     # -- updates ------------------------------------------------------------------------------------
+    def same_inputs(self, record: Any) -> str | None:
+        """``--versus``: B's trial-0 ``record`` against A's from the same start; a sentence if their first reads differ.
+
+        Different first observations from the same start mean a simulator that does not reset the same. The pair
+        still counts (the rule is about outcomes); the difference is named, never silent (``stopping.versus.inputs``
+        in results.json, and the caller warns).
+        """
+        from lerobench.core.digests import first_read_differs
+
+        a = self.recorded_records.get((record.task, record.episode))
+        if a is None or record.trial != 0:
+            return None
+        with self._lock:
+            if a.obs_read_digests is None or record.obs_read_digests is None or a.start_digest is None:
+                self._inputs["unknown"] += 1
+                return None
+            where = first_read_differs(a, record)
+            if where is None:
+                self._inputs["identical"] += 1
+                return None
+            self._inputs["different"] += 1
+            said = f"task {record.task!r} episode {record.episode}: {where.describe()}"
+            if self._inputs["first"] is None:
+                self._inputs["first"] = {"task": record.task, "episode": record.episode, "call": where.read,
+                                         "part": where.part, "where": where.describe()}
+            return (f"{said}: same start as the --versus run, but the policy's first observation differs: the "
+                    f"simulator does not show the same inputs (lerobench check-resets)")
+
     def add(self, task: str, episode: int, success: bool) -> None:
         """Take one episode's outcome (trial 0); update the rule over every outcome now in index order."""
         with self._lock:
@@ -258,6 +294,7 @@ class Ledger:
                         state["design"] = _rounded_figures(self.design_summary)
                     state["versus"] = self.versus
                     state["fixed_n_mcnemar"] = _fixed_n(state["gained"], state["lost"], state["pairs"], self.alpha)
+                    state["inputs"] = dict(self._inputs)  # first observations of the pairs: same or named
                     out["versus"] = state
                 else:
                     out["suite"] = state

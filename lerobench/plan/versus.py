@@ -8,11 +8,12 @@ else is refused naming the field and both values.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from lerobench.core.identity import diff
+from lerobench.core.records import EpisodeRecord
 from lerobench.errors import ConfigError
 
 
@@ -33,6 +34,8 @@ class BaselineRun:
     outcomes: dict[tuple[str, int], bool]
     episodes_per_task: int
     policy: str | None
+    records: dict[tuple[str, int], EpisodeRecord] = field(default_factory=dict)
+    """Run A's trial-0 records: B's first observation of each episode must be A's (``first_read_differs``)."""
 
 
 def with_recorded_extent(settings: Any) -> Any:
@@ -72,10 +75,12 @@ def load_recorded(path: Path, current: dict[str, Any]) -> BaselineRun:
     if problems:
         raise ConfigError(f"--versus {path}: not the same episodes: {'; '.join(problems)}")
     cap = int(stored.get("episodes_per_task") or 0)
-    outcomes = {(r.task, r.episode): bool(r.success) for r in run.records if r.trial == 0 and r.episode < cap}
+    records = {(r.task, r.episode): r for r in run.records if r.trial == 0 and r.episode < cap}
+    outcomes = {key: bool(r.success) for key, r in records.items()}
     for task in current["tasks"]:
         for episode in range(cap):
             if (task, episode) not in outcomes:
                 raise ConfigError(f"--versus {path}: the recorded run has no episode {episode} of task {task!r} "
                                   f"(finish it with `lerobench eval --resume --output {path}`)")
-    return BaselineRun(path=path, outcomes=outcomes, episodes_per_task=cap, policy=run.results.get("policy"))
+    return BaselineRun(path=path, outcomes=outcomes, episodes_per_task=cap, policy=run.results.get("policy"),
+                       records=records)

@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from lerobench.core.digests import READ_DIGEST_BYTES
+
 DIGEST_BYTES = 16
-READ_DIGEST_BYTES = 4
-"""Bytes of each part's digest kept per read: a chance collision of one part is 2**-32."""
 
 
 def part_digest(value: Any) -> bytes:
@@ -67,31 +66,3 @@ class ReadDigests:
                 "obs_parts": list(self.parts[i])}
 
 
-@dataclass(frozen=True)
-class FirstDifference:
-    """Where two trials' observation digests part: the read (0-based policy call of the trial) and the part."""
-
-    read: int
-    part: str | None
-    """``state`` or a camera name; None when the reads differ only in count or the parts' names."""
-
-    def describe(self) -> str:
-        """``call 3 (corner2)``."""
-        return f"call {self.read}" + (f" ({self.part})" if self.part else "")
-
-
-def first_difference(a: Any, b: Any) -> FirstDifference | None:
-    """The first read at which records ``a`` and ``b`` (``obs_*`` fields) differ; None if their digests agree."""
-    if a.obs_digest == b.obs_digest:
-        return None
-    if not a.obs_read_digests or not b.obs_read_digests or a.obs_parts != b.obs_parts:
-        return FirstDifference(0, None)
-    names = list(a.obs_parts)
-    width = READ_DIGEST_BYTES * len(names)
-    da, db = base64.b64decode(a.obs_read_digests), base64.b64decode(b.obs_read_digests)
-    for read in range(min(len(da), len(db)) // width):
-        for p, name in enumerate(names):
-            at = read * width + p * READ_DIGEST_BYTES
-            if da[at:at + READ_DIGEST_BYTES] != db[at:at + READ_DIGEST_BYTES]:
-                return FirstDifference(read, name)
-    return FirstDifference(min(a.obs_reads or 0, b.obs_reads or 0), None)
