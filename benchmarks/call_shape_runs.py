@@ -74,7 +74,9 @@ def _run(args: list[str], out: Path) -> tuple[float, float, str]:
         raise SystemExit(f"eval failed ({done.returncode}): {' '.join(args)}\n{done.stderr[-2000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     config = json.loads((out / "results.json").read_text())["config"]
-    return wall, cpu, str(config.get("batch_invariant"))
+    threads = (config.get("batch_invariance") or {}).get("threads") or {}
+    counts = "/".join(str(c) for c in threads.get("counts", [])) or "-"
+    return wall, cpu, f"{config.get('batch_invariant')}, threads {counts}"
 
 
 def _configs(workload: str, policy: Path) -> list[tuple[str, list[str]]]:
@@ -98,7 +100,7 @@ def main() -> None:
     print(f"# ACT ResNet18 (random, chunk 10), --max-steps {ARGS.max_steps}, episodes 2 x batch per task, "
           f"pairs interleaved (default, then --call-width 0), {ARGS.repeats} pair(s) each; CPU = run + workers")
     print("| workload | run | default wall s | unpadded wall s | wall ratio | default CPU s | unpadded CPU s | "
-          "default check |\n|---|---|---|---|---|---|---|---|")
+          "default check, thread counts |\n|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for workload in ARGS.workloads.split(","):
             policy = _save_act(Path(tmp) / f"act-{workload}", workload)

@@ -7,6 +7,9 @@ Both are imported lazily: ``import lerobench`` stays instant.
 from typing import Any
 
 from lerobench._version import __version__
+from lerobench.system import strict_mkl_default
+
+strict_mkl_default()  # before any MKL call: a CPU call's threads may then follow the cores (policies/kernels.py)
 
 __all__ = ["Results", "TaskResult", "TrackerWarning", "__version__", "evaluate"]
 

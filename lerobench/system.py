@@ -87,3 +87,16 @@ def auto_batch_size(
     if memory_mb is not None:
         batch = min(batch, max(1, memory_mb // max(1, worker_memory_mb)))
     return BatchChoice(max(1, batch), cores, memory_mb, worker_memory_mb, episodes_per_task)
+
+
+MKL_CBWR = "AUTO,STRICT"
+"""MKL's reproducibility mode lerobench asks for: the best code path for this CPU, strict across thread counts
+(why: ``lerobench/policies/kernels.py``)."""
+
+
+def strict_mkl_default() -> None:
+    """Ask for MKL's strict reproducibility mode before MKL starts (a user's own ``MKL_CBWR`` wins).
+
+    Called by ``import lerobench``: MKL reads the variable once, at its first call in the process.
+    """
+    os.environ.setdefault("MKL_CBWR", MKL_CBWR)

@@ -27,7 +27,7 @@ import numpy as np
 
 from lerobench.policies.actions import to_numpy
 from lerobench.policies.base import close_policy, policy_traits, row_ids
-from lerobench.policies.width import take_rows
+from lerobench.policies.width import take_rows, thread_plan
 
 VERIFIED, FAILED, UNCHECKED = "verified", "failed", "unchecked"
 NEIGHBOURS = 2
@@ -185,7 +185,7 @@ def checked_call(policy: Any, observation: dict[str, Any], descriptions: list[st
                   "not drawn from row_generators?)")
     check = {"status": VERIFIED if worst == 0 else FAILED, "max_abs_diff": worst if np.isfinite(worst) else None,
              "rows": len(real), "reason": reason, "probe_calls": len(probe_out), "probe_rows": probe_rows,
-             "probe_s": round(probe_s, 6)}
+             "probe_s": round(probe_s, 6), "threads": thread_plan(getattr(policy, "call_key", None))}
     return raw, check
 
 
@@ -202,13 +202,35 @@ def summarize_checks(checks: list[dict[str, Any]]) -> dict[str, Any]:
 
     A check that could not run (``unchecked``, with its reason) counts as no check.
     """
+    threads = summarize_threads([c["threads"] for c in checks if isinstance(c.get("threads"), dict)])
     ran = [c for c in checks if c.get("status") != UNCHECKED]
     if not ran:
         reasons = [c.get("reason") for c in checks if c.get("reason")]
-        return {"status": UNCHECKED, "checks": 0, "max_abs_diff": None, "reason": reasons[0] if reasons else None}
+        return {"status": UNCHECKED, "checks": 0, "max_abs_diff": None, "reason": reasons[0] if reasons else None,
+                "threads": threads}
     checks = ran
     failed = [c for c in checks if c.get("status") == FAILED]
     diffs = [c["max_abs_diff"] for c in checks if c.get("max_abs_diff") is not None]
     return {"status": FAILED if failed else VERIFIED, "checks": len(checks),
             "max_abs_diff": max(diffs) if diffs else None,
-            "reason": failed[0].get("reason") if failed else None}
+            "reason": failed[0].get("reason") if failed else None, "threads": threads}
+
+
+def summarize_threads(plans: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The thread checks of every process of a run (``call_threads.ThreadPlan.record``) as one record.
+
+    ``counts``: the intra-op thread counts calls used somewhere, each checked equal to one thread's bits there;
+    ``rejected``: counts that changed a row somewhere (never used there). None for a policy without a call pool.
+    """
+    if not plans:
+        return None
+    counts = sorted({c for p in plans for c in p.get("counts", [1])})
+    checked = sorted({c for p in plans for c in p.get("checked", [1])})
+    rejected: dict[str, float | None] = {}
+    for p in plans:
+        rejected.update(p.get("rejected") or {})
+    reasons = [p["reason"] for p in plans if p.get("reason")]
+    return {"status": VERIFIED if any(p.get("status") == VERIFIED for p in plans) else UNCHECKED,
+            "counts": counts, "checked": checked, "rejected": rejected, "reason": reasons[0] if reasons else None,
+            "check_s": round(sum(float(p.get("check_s") or 0.0) for p in plans), 3),
+            "mkl": sorted({str(p.get("mkl")) for p in plans})}

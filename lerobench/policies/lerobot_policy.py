@@ -68,6 +68,7 @@ from lerobench.errors import ConfigError, MissingDependencyError
 from lerobench.policies.base import ObservationNeeds, PolicyContext, PolicyTraits, row_ids, row_noise, row_seeds
 from lerobench.policies.width import (
     PADDING_SLOT,
+    CallKey,
     call_at_width,
     call_pool,
     pad_rows,
@@ -263,6 +264,8 @@ class LeRobotPolicy:
                                    stochastic=self.type in _STOCHASTIC_TYPES, batch_invariant=self.per_row)
         self._warned_partial_reset = False
         self._rows: tuple[int, ...] = ()
+        self.call_key = CallKey()
+        """The model's identity for the call pool's thread check: shared by shallow copies (one check)."""
         self._processing = threading.Lock()
         """Held while LeRobot's pre/post-processors run: their steps keep the transition in ``self`` (not
         thread-safe), while model calls on disjoint rows run side by side; shared by every shallow copy."""
@@ -333,6 +336,12 @@ class LeRobotPolicy:
         clone.reset()
         return clone
 
+    def _twin(self) -> LeRobotPolicy:
+        """A fresh copy for the call pool's thread check: shared weights, its own (empty) queues and histories."""
+        clone = copy.copy(self)
+        clone.reset()
+        return clone
+
     def reset(self) -> None:
         """Forget LeRobot's queues and the per-row histories and queues of history mode.
 
@@ -355,13 +364,13 @@ class LeRobotPolicy:
         with torch.inference_mode():
             if self.chunked:
                 return call_at_width(self._select_chunk, observation, task_descriptions, self.call_width, pool,
-                                     parallel=True)
+                                     parallel=True, key=self.call_key, twin=lambda: self._twin()._select_chunk)
             if self.history:
                 for slot in row_ids(observation)[starts].tolist():
                     self._obs_history.pop(slot, None)
                     self._action_queues.pop(slot, None)
                 return call_at_width(self._select_history, observation, task_descriptions, self.call_width, pool,
-                                     parallel=True)
+                                     parallel=True, key=self.call_key, twin=lambda: self._twin()._select_history)
             return self._select_stateful(observation, task_descriptions, n, starts, active)
 
     def _select_history(self, observation: dict[str, Any], task_descriptions: list[str]) -> np.ndarray:

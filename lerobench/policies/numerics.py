@@ -5,7 +5,8 @@ two runs may compute with different kernels; TF32 (and float32 matmul precision 
 mantissa bits for speed on Ampere+ GPUs; some CUDA kernels (scatter/index adds, some backward convs) use
 atomics whose order varies. All of these change a row's bits from one run to the next. So does the CPU's
 intra-op thread count (ACT: 9.8e-7 between 1 and 2 threads, ``benchmarks/call_shape.py``; the MLP did not
-change): padded CPU calls run with a fixed count (``width.CALL_INTRA_OP_THREADS``) on ``width.call_pool``.
+change): CPU calls at a call width run on ``width.call_pool`` with kernels that do not follow the count
+(``kernels.py``), and use more than one thread only where the policy was checked to keep one thread's bits.
 """
 
 from __future__ import annotations
@@ -71,10 +72,13 @@ def preserved_torch_state() -> Iterator[None]:
 def numerics_record(device: Any, dtype: Any, call_width: int) -> dict[str, Any]:
     """What ``results.json`` ``config.numerics`` holds for a torch policy: enough to tell numerics apart.
 
-    ``threads`` is the intra-op thread count of a model call: fixed on the CPU at any call width > 0.
+    ``threads`` is the intra-op thread count whose bits a model call gives: one on the CPU at any call width > 0
+    (other counts are used only where checked equal, ``config.batch_invariance.threads``); ``mkl`` is MKL's
+    reproducibility mode (``kernels.mkl_mode``), which changes the bits too.
     """
     import torch
 
+    from lerobench.policies.kernels import mkl_mode
     from lerobench.policies.width import CALL_INTRA_OP_THREADS
 
     dev = torch.device(device)
@@ -86,6 +90,7 @@ def numerics_record(device: Any, dtype: Any, call_width: int) -> dict[str, Any]:
         "dtype": str(dtype).replace("torch.", ""),
         "call_width": call_width,
         "threads": CALL_INTRA_OP_THREADS if dev.type == "cpu" and call_width > 0 else torch.get_num_threads(),
+        "mkl": mkl_mode() if dev.type == "cpu" else None,
         "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
         "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
         "tf32": bool(torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32),

@@ -23,7 +23,7 @@ import numpy as np
 
 from lerobench.errors import ConfigError
 from lerobench.policies.base import observation_needs, policy_traits
-from lerobench.policies.width import call_at_width, call_pool, resolve_call_width
+from lerobench.policies.width import CallKey, call_at_width, call_pool, resolve_call_width
 
 
 def is_torch_module(obj: Any) -> bool:
@@ -90,6 +90,8 @@ class TorchPolicy:
         self.call_width = resolve_call_width(call_width, device)
         dtype = next((p.dtype for p in module.parameters()), torch.float32)
         self.numerics = numerics_record(self.device, dtype, self.call_width)
+        self.call_key = CallKey()
+        """The model's identity for the call pool's thread check: shared by shallow copies (one check)."""
 
     def __copy__(self) -> TorchPolicy:
         clone = object.__new__(TorchPolicy)
@@ -119,7 +121,15 @@ class TorchPolicy:
         """Calls of exactly ``call_width`` rows, each converted once and run under ``torch.inference_mode()``."""
         pool = call_pool() if self.device.type == "cpu" else None
         parallel = self.traits.batchable or not callable(getattr(self.module, "select_action", None))
-        return call_at_width(self._call, observation, task_descriptions, self.call_width, pool, parallel)
+        twin = self._twin if self.traits.copy_safe else None
+        return call_at_width(self._call, observation, task_descriptions, self.call_width, pool, parallel,
+                             key=self.call_key, twin=twin)
+
+    def _twin(self) -> Any:
+        """A fresh copy's ``_call`` for the call pool's thread check (shared weights, the module's own state)."""
+        clone = copy.copy(self)
+        clone.reset()
+        return clone._call
 
     def _call(self, observation: dict[str, Any], task_descriptions: list[str]) -> np.ndarray:
         import torch

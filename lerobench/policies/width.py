@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -34,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from lerobench.errors import ConfigError
+from lerobench.policies.call_threads import Compute, ThreadPlan, check_counts, observation_signature, one_thread
 
 DEFAULT_CALL_WIDTH = {"cpu": 1, "cuda": 16}
 """Call width per device kind when ``--call-width`` is not given (why these: docs/policies.md#call-width,
@@ -41,7 +44,7 @@ measured by ``benchmarks/call_shape.py``). Never a function of the core count: t
 same numbers on every machine with the same device kind."""
 
 CALL_INTRA_OP_THREADS = 1
-"""Torch intra-op threads of every CPU model call (a row's bits depend on it; the pool supplies parallelism)."""
+"""The intra-op thread count whose bits every CPU model call reproduces (others only where checked equal)."""
 
 PADDING_SLOT = -1
 """``observation["slot"]`` of a padding row."""
@@ -95,62 +98,154 @@ def pad_rows(observation: dict[str, Any], descriptions: list[str], width: int) -
     return out, [descriptions[i] for i in index.tolist()]
 
 
-class CallPool:
-    """Threads that run CPU model calls, each with ``CALL_INTRA_OP_THREADS`` torch threads; one pool per process.
+class CallKey:
+    """A model's identity for the call pool's thread checks; shared by a policy's shallow copies (one check)."""
 
-    Why a pool: a row's bits depend on the intra-op thread count, so every call runs on one thread, and the
-    cores are used by calls side by side. Shared by every policy (and every ``--parallel-tasks`` copy) in the
-    process, so tasks never oversubscribe the cores; made again after a fork (a forked child has no threads).
+
+class CallPool:
+    """Threads that run CPU model calls, with a budget of cores; one pool per process.
+
+    Why: a row is computed alone (one-row calls) and the cores are shared among the calls in flight. A call
+    takes ``T`` cores from the budget for its intra-op threads: all of them when it is the only call (batch 1),
+    one each when rows run side by side. ``T`` is always a count ``policies/call_threads.py`` checked on the
+    model to give one thread's bits, so the budget moves only the speed. Shared by every policy (and every
+    ``--parallel-tasks`` copy) in the process, so tasks never oversubscribe the cores; made again after a fork.
     """
 
     def __init__(self, threads: int):
         self.threads = threads
         self._executor = ThreadPoolExecutor(threads, thread_name_prefix="lerobench-call")
+        self._budget = threading.Condition()
+        self._free = threads
+        self._demand = 0
+        self._draining = False
+        self._plans: weakref.WeakKeyDictionary[CallKey, dict[tuple[Any, ...], ThreadPlan]] = \
+            weakref.WeakKeyDictionary()
+        self._checking = threading.Lock()
+        self.used: Counter[int] = Counter()
+        """Model calls per intra-op thread count, this process."""
 
-    def run(self, compute: Callable[[dict[str, Any], list[str]], np.ndarray],
-            calls: list[tuple[dict[str, Any], list[str]]], parallel: bool) -> list[np.ndarray]:
+    def plan(self, key: CallKey | None, make_compute: Callable[[], Compute] | None, observation: dict[str, Any],
+             texts: list[str]) -> ThreadPlan:
+        """The thread counts ``key``'s calls of this shape may use: checked once, on twins (``make_compute``)."""
+        if key is None or make_compute is None:
+            return one_thread("the policy gave no twin to check other thread counts on: calls run on one thread")
+        signature = observation_signature(observation)
+        with self._checking:
+            plans = self._plans.setdefault(key, {})
+            if signature not in plans:
+                from lerobench.policies.kernels import mkl_mode
+
+                mkl = mkl_mode()
+                plans[signature] = self._executor.submit(self._alone, lambda: check_counts(
+                    make_compute, observation, texts, self.threads, _inference, mkl)).result()
+            return plans[signature]
+
+    def _alone(self, job: Callable[[], ThreadPlan]) -> ThreadPlan:
+        """``job`` holding every core (the check's counts must not share them with other calls)."""
+        with self._budget:
+            self._draining = True
+            while self._free < self.threads:
+                self._budget.wait()
+            self._free = 0
+        try:
+            return job()
+        finally:
+            with self._budget:
+                self._free, self._draining = self.threads, False
+                self._budget.notify_all()
+
+    def _take(self, plan: ThreadPlan) -> int:
+        with self._budget:
+            while self._free == 0 or self._draining:
+                self._budget.wait()
+            threads = plan.best(min(self._free, max(1, self.threads // max(1, self._demand))))
+            self._free -= threads
+            self.used[threads] += 1
+            return threads
+
+    def _give(self, threads: int, done: int) -> None:
+        with self._budget:
+            self._free += threads
+            self._demand -= done
+            self._budget.notify_all()
+
+    def _call(self, compute: Compute, observation: dict[str, Any], texts: list[str], plan: ThreadPlan,
+              done: int) -> np.ndarray:
+        threads = self._take(plan)
+        try:
+            return _inference(compute, observation, texts, threads)
+        finally:
+            self._give(threads, done)
+
+    def _in_turn(self, compute: Compute, calls: list[tuple[dict[str, Any], list[str]]],
+                 plan: ThreadPlan) -> list[np.ndarray]:
+        try:
+            return [self._call(compute, obs, texts, plan, 0) for obs, texts in calls]
+        finally:
+            self._give(0, 1)
+
+    def run(self, compute: Compute, calls: list[tuple[dict[str, Any], list[str]]], parallel: bool,
+            plan: ThreadPlan | None = None) -> list[np.ndarray]:
         """``compute`` on each call (in parallel if ``parallel``, else one after another on one pool thread)."""
+        plan = plan or one_thread("no plan")
         if parallel and len(calls) > 1:
-            futures = [self._executor.submit(_inference, compute, obs, texts) for obs, texts in calls]
+            with self._budget:
+                self._demand += len(calls)
+            futures = [self._executor.submit(self._call, compute, obs, texts, plan, 1) for obs, texts in calls]
             return [f.result() for f in futures]
-        return self._executor.submit(lambda: [_inference(compute, o, t) for o, t in calls]).result()
+        with self._budget:
+            self._demand += 1
+        return self._executor.submit(self._in_turn, compute, calls, plan).result()
 
 
-def _inference(compute: Callable[[dict[str, Any], list[str]], np.ndarray], observation: dict[str, Any],
-               texts: list[str]) -> np.ndarray:
+def _inference(compute: Compute, observation: dict[str, Any], texts: list[str], threads: int) -> np.ndarray:
     import torch
 
-    # OpenMP's count is per OS thread, MKL's is process-wide (another thread may have changed it): every call
-    if torch.get_num_threads() != CALL_INTRA_OP_THREADS:
-        torch.set_num_threads(CALL_INTRA_OP_THREADS)
-    with torch.inference_mode():  # thread-local: the caller's mode does not reach a pool thread
+    from lerobench.policies.kernels import pinned_kernels
+
+    # OpenMP's and MKL's counts are per OS thread here, but set on every call: another count may have run last
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+    with torch.inference_mode(), pinned_kernels():  # both thread-local: the caller's do not reach a pool thread
         return np.asarray(compute(observation, texts))
 
 
 _POOL: tuple[int, CallPool] | None = None
 _POOL_LOCK = threading.Lock()
 
+CALL_CORES_VARIABLE = "LEROBENCH_CALL_CORES"
+"""Cores this process's call pool may use (executors with several worker processes give each its share)."""
+
+
+def call_cores() -> int:
+    """The call pool's budget: ``LEROBENCH_CALL_CORES`` if set, else every usable core."""
+    from lerobench.system import usable_cores
+
+    given = os.environ.get(CALL_CORES_VARIABLE, "")
+    return max(1, int(given)) if given.isdigit() else usable_cores()
+
 
 def call_pool() -> CallPool:
-    """This process's ``CallPool``: one thread per usable core (made on first use, again after a fork)."""
+    """This process's ``CallPool`` (made on first use, again after a fork)."""
     global _POOL
     with _POOL_LOCK:
         if _POOL is None or _POOL[0] != os.getpid():
-            from lerobench.system import usable_cores
-
-            _POOL = (os.getpid(), CallPool(usable_cores()))
+            _POOL = (os.getpid(), CallPool(call_cores()))
         return _POOL[1]
 
 
-def call_at_width(compute: Callable[[dict[str, Any], list[str]], np.ndarray], observation: dict[str, Any],
-                  descriptions: list[str], width: int, pool: CallPool | None = None,
-                  parallel: bool = False) -> np.ndarray:
+def call_at_width(compute: Compute, observation: dict[str, Any], descriptions: list[str], width: int,
+                  pool: CallPool | None = None, parallel: bool = False, key: CallKey | None = None,
+                  twin: Callable[[], Compute] | None = None) -> np.ndarray:
     """``compute`` over calls of exactly ``width`` rows (0: one call as given); the real rows' outputs, in order.
 
     With ``pool`` (CPU devices) the calls run on its threads, side by side when ``parallel`` (the policy's
-    calls on disjoint rows may overlap: per-row state only) and otherwise one after another; without it (CUDA)
-    in the calling thread. Unpadded calls (width 0) always run in the calling thread, at the process's thread
-    count, as before there was a call width.
+    calls on disjoint rows may overlap: per-row state only) and otherwise one after another, each with the
+    intra-op threads the pool's budget gives it among those checked for ``key`` on twins (``twin()`` returns
+    a fresh twin's ``compute``; without one, one thread). Without a pool (CUDA) in the calling thread.
+    Unpadded calls (width 0) always run in the calling thread, at the process's thread count, as before
+    there was a call width.
     """
     n = len(observation["state"])
     if width <= 0 or n == 0:
@@ -165,11 +260,20 @@ def call_at_width(compute: Callable[[dict[str, Any], list[str]], np.ndarray], ob
         calls.append(pad_rows(part, [descriptions[i] for i in index.tolist()], width))
         sizes.append(len(index))
     if pool is not None:
-        outs = pool.run(compute, calls, parallel)
+        plan = pool.plan(key, twin, *calls[0])
+        outs = pool.run(compute, calls, parallel, plan)
     else:
         outs = [np.asarray(compute(obs, texts)) for obs, texts in calls]
     parts = [out[:size] for out, size in zip(outs, sizes, strict=True)]
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def thread_plan(key: CallKey | None) -> dict[str, Any] | None:
+    """What this process's call pool decided for ``key``'s calls (the first shape checked), for ``results.json``."""
+    if key is None or _POOL is None or _POOL[0] != os.getpid():
+        return None
+    plans = _POOL[1]._plans.get(key)
+    return next(iter(plans.values())).record() if plans else None
 
 
 def keeps_positions(width: int) -> bool:

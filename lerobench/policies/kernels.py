@@ -1,0 +1,112 @@
+"""CPU kernels that compute a row the same way at any intra-op thread count, so a lone row may use every core.
+
+Why: a one-row call on one thread leaves the other cores idle at batch 1 (Meta-World ACT at 480²: 1.29x the
+unpadded run's wall time on 2 cores, issue 34), and more threads changed a row's bits in two places:
+
+- **MKL's gemm** splits its reduction by the thread count (ACT's transformer: 5e-7). MKL's conditional
+  numerical reproducibility in strict mode (``MKL_CBWR=AUTO,STRICT``) keeps most shapes identical at any
+  count and costs nothing measurable (2048² sgemm 93.7 vs 94.1 ms); it is read once, when MKL starts, so
+  ``import lerobench`` sets it unless the user did (``system.strict_mkl_default``). It does not cover every shape
+  (some two-row products still change), so the counts a policy uses are checked on the policy itself
+  (``policies/call_threads.py``), never assumed.
+- **Torch's choice of convolution kernel**: a 1×1 convolution of a small batch runs on the native im2col
+  path with one thread and on oneDNN with more, which sum in another order. ``PinnedKernels`` computes every
+  1×1, stride-1, unpadded, ungrouped convolution (the projections of ACT's and the diffusion policy's
+  encoders) as one matrix product per sample: the same kernel at every thread count. The 3×3 convolutions
+  run on oneDNN at every count and were identical at 1 to 4 threads.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from pathlib import Path
+from typing import Any
+
+from lerobench.system import MKL_CBWR
+
+_MKL_CBWR_AUTO, _MKL_CBWR_STRICT = 2, 0x10000
+
+
+def mkl_mode() -> str:
+    """``strict`` if MKL runs in strict reproducibility mode (switched on now if MKL has not started), else why not.
+
+    ``default``: MKL started in another mode (torch computed before ``import lerobench``); ``MKL_CBWR=...``: the
+    user chose another mode; ``none``: this torch has no MKL.
+    """
+    import torch
+
+    if not torch.backends.mkl.is_available():
+        return "none"
+    chosen = os.environ.get("MKL_CBWR", MKL_CBWR)
+    if chosen != MKL_CBWR:
+        return f"MKL_CBWR={chosen}"  # the user's choice: never overridden
+    library = Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"
+    try:
+        mkl = ctypes.CDLL(str(library))
+        mkl.mkl_serv_cbwr_set.restype = ctypes.c_int
+        mkl.mkl_serv_cbwr_set.argtypes = [ctypes.c_int]
+        return "strict" if mkl.mkl_serv_cbwr_set(_MKL_CBWR_AUTO | _MKL_CBWR_STRICT) == 0 else "default"
+    except (OSError, AttributeError):  # another build of torch: MKL's setting is not reachable
+        return "default"
+
+
+def _unit_stride(value: Any, unit: int) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, str):
+        return value in ("valid", "same")  # a 1x1 kernel pads nothing either way
+    if isinstance(value, int):
+        return value == unit
+    return all(v == unit for v in value)
+
+
+_PINNED: Any = None
+
+
+def pinned_kernels() -> Any:
+    """A context manager: this thread's convolutions that torch would route by thread count run on one kernel.
+
+    A ``TorchFunctionMode`` (thread-local): every 1×1 ``conv1d``/``conv2d`` with stride 1, no padding or
+    dilation and one group becomes ``weight @ input`` per sample (``torch.mm``: MKL, whose counts are checked).
+    """
+    global _PINNED
+    if _PINNED is None:
+        import torch
+        from torch.overrides import TorchFunctionMode
+
+        convolutions = {torch.conv1d, torch.conv2d, torch.nn.functional.conv1d, torch.nn.functional.conv2d}
+
+        class PinnedKernels(TorchFunctionMode):
+            def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
+                                   kwargs: dict[str, Any] | None = None) -> Any:
+                kwargs = kwargs or {}
+                if func in convolutions:
+                    out = _pointwise_conv(torch, args, kwargs)
+                    if out is not None:
+                        return out
+                return func(*args, **kwargs)
+
+        _PINNED = PinnedKernels
+    return _PINNED()
+
+
+def _pointwise_conv(torch: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """A 1×1 convolution as one matrix product per sample, or None if the call is not one."""
+    x, weight = args[0], args[1]
+    given = dict(zip(("bias", "stride", "padding", "dilation", "groups"), args[2:], strict=False))
+    given.update(kwargs)
+    if not (isinstance(x, torch.Tensor) and isinstance(weight, torch.Tensor) and weight.dim() == x.dim()
+            and weight.dim() in (3, 4) and all(k == 1 for k in weight.shape[2:])):
+        return None
+    if not (_unit_stride(given.get("stride"), 1) and _unit_stride(given.get("padding"), 0)
+            and _unit_stride(given.get("dilation"), 1) and given.get("groups", 1) == 1):
+        return None
+    n, channels = x.shape[0], x.shape[1]
+    matrix = weight.reshape(weight.shape[0], channels)
+    flat = x.reshape(n, channels, -1)
+    out = torch.stack([torch.mm(matrix, flat[i]) for i in range(n)])
+    bias = given.get("bias")
+    if bias is not None:
+        out = out + bias.reshape(1, -1, 1)
+    return out.reshape(n, weight.shape[0], *x.shape[2:])
