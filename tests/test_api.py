@@ -111,7 +111,8 @@ def test_a_training_loop_evaluates_five_times_without_leaks(tmp_path):
     # and no Python objects piling up
     assert max(r for r, _ in rss[1:]) <= rss[0][0] * 1.05, rss
     assert rss[-1][1] <= rss[1][1] * 1.01, rss
-    assert children == [0] * 5 and len(set(live_threads)) == 1, (children, live_threads)
+    # a leak grows from one evaluation to the next; a late-ending thread of an earlier one may lower the count
+    assert children == [0] * 5 and max(live_threads[1:]) <= live_threads[0], (children, live_threads)
     assert not list(tmp_path.iterdir())  # nothing written anywhere we own either
 
 

@@ -21,8 +21,9 @@ from lerobench.cli import app
 from lerobench.core.call_stats import model_calls
 from lerobench.policies.base import PolicyContext
 from lerobench.policies.loading import load_policy
-from lerobench.policies.width import call_at_width, pad_rows
+from lerobench.policies.width import call_at_width, pad_rows, take_rows
 from lerobench.suite.registry import load_suite
+from lerobench.system import usable_cores
 
 pytestmark = pytest.mark.sim  # every test here drives a real simulator
 
@@ -217,8 +218,11 @@ def test_act_reading_an_image_same_outcomes_and_inputs_everywhere(tmp_path):
     from test_lerobot import save_tiny_act
 
     policy = save_tiny_act(tmp_path / "act", image_key="observation.image", image_hw=(64, 64), n_action_steps=8)
-    _same_everywhere(tmp_path, small_camera_suite(tmp_path, steps=16), f"lerobot:{policy}", SCHEDULES,
-                     "--episodes", "2")
+    dirs = _same_everywhere(tmp_path, small_camera_suite(tmp_path, steps=16), f"lerobot:{policy}", SCHEDULES,
+                            "--episodes", "2")
+    if usable_cores() >= 2:  # batch 1's lone rows ran on every core, with the bits of batch 8's one-thread rows
+        threads = json.loads((dirs["b1"] / "results.json").read_text())["config"]["batch_invariance"]["threads"]
+        assert threads["status"] == "verified" and 2 in threads["counts"], threads
 
 
 @pytest.mark.slow
@@ -336,30 +340,82 @@ def test_camera_policy_on_libero_same_outcomes_and_inputs(tmp_path):
                       "processes": ["--executor", "processes", "--workers", "2"]}, "--episodes", "3")
 
 
-def test_one_row_calls_side_by_side_have_the_bits_of_serial_single_thread_calls(lerobot_dirs, tmp_path):
-    """The CPU default: rows on the call pool's threads (one intra-op thread each), whatever the caller's count."""
-    from lerobench.policies.width import call_at_width as split
-
-    directory = tmp_path / "act_image"
+def _tiny_act_policy(tmp_path):
     from test_lerobot import save_tiny_act
 
+    directory = tmp_path / "act_image"
     save_tiny_act(directory, image_key="observation.images.corner2", image_hw=(64, 64))
     context = PolicyContext(suite="metaworld_mt10", backend="metaworld", tasks=load_suite("metaworld_mt10").tasks,
                             action_dim=4, state_dim=39, cameras=("corner2",), image_size=(64, 64))
     policy = load_policy(f"lerobot:{directory}", context)
-    assert policy.call_width == 1 and policy.numerics["threads"] == 1
     obs = _observation(list(range(6)))
     obs["images"] = {"corner2": np.random.default_rng(1).integers(0, 255, (6, 64, 64, 3), dtype=np.uint8)}
+    return policy, obs
+
+
+def test_one_row_calls_side_by_side_have_the_bits_of_serial_single_thread_calls(lerobot_dirs, tmp_path):
+    """The CPU default: rows on the call pool's threads, whatever the caller's count, with one thread's bits."""
+    from lerobench.policies.kernels import pinned_kernels
+    from lerobench.policies.width import call_at_width as split
+
+    policy, obs = _tiny_act_policy(tmp_path)
+    assert policy.call_width == 1 and policy.numerics["threads"] == 1
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(2)
         side_by_side = policy.select_action(obs, ["x"] * 6)
         torch.set_num_threads(1)
-        with torch.inference_mode():
+        with torch.inference_mode(), pinned_kernels():
             serial = split(policy._select_chunk, obs, ["x"] * 6, 1)  # in this thread, one row at a time
     finally:
         torch.set_num_threads(threads)
     assert side_by_side.shape[0] == 6 and np.array_equal(side_by_side, serial)
+
+
+def test_a_lone_row_uses_two_threads_where_checked_and_keeps_its_bits(lerobot_dirs, tmp_path):
+    """Batch 1 on a 2-core pool: the ACT row runs on 2 intra-op threads (checked on twins first) and comes out
+    bit-identical to the same row computed on one thread beside five others."""
+    from lerobench.policies.width import CallPool
+
+    policy, obs = _tiny_act_policy(tmp_path)
+    pool = CallPool(2)
+    alone = [call_at_width(policy._select_chunk, take_rows(obs, np.array([i])), ["x"], 1, pool, True,
+                           key=policy.call_key, twin=lambda: policy._twin()._select_chunk) for i in range(6)]
+    assert pool.used[2] == 6 and pool.used[1] == 0  # every lone row had both cores
+    plan = pool.plan(policy.call_key, None, *pad_rows(take_rows(obs, np.array([0])), ["x"], 1))
+    assert plan.status == "verified" and plan.counts == (1, 2) and plan.checked == (1, 2), plan
+    together = call_at_width(policy._select_chunk, obs, ["x"] * 6, 1, pool, True, key=policy.call_key)
+    assert pool.used[1] == 6  # six rows side by side: one thread each
+    assert np.array_equal(np.concatenate(alone), together)
+
+
+class _ThreadDependent(torch.nn.Module):
+    """A policy whose action sums a long vector: torch splits that reduction by the intra-op thread count."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.tensor(1.0))
+
+    def forward(self, state):
+        long = torch.exp(state.repeat(1, 50_000) * self.scale * 0.3)  # 1.95 M terms of mixed magnitude
+        return state[:, :4] * 0 + long.sum(dim=1, keepdim=True)
+
+
+def test_a_thread_count_that_changes_a_row_is_rejected_and_never_used():
+    from lerobench.policies.torch_policy import TorchPolicy
+    from lerobench.policies.width import CallPool
+
+    policy = TorchPolicy(_ThreadDependent(), "cpu")
+    obs = _observation([0, 1, 2])
+    pool = CallPool(2)
+    alone = [call_at_width(policy._call, take_rows(obs, np.array([i])), ["x"], 1, pool, True,
+                           key=policy.call_key, twin=policy._twin) for i in range(3)]
+    plan = pool.plan(policy.call_key, None, *pad_rows(take_rows(obs, np.array([0])), ["x"], 1))
+    assert plan.counts == (1,) and plan.status == "unchecked" and 2 in plan.rejected, plan
+    assert plan.rejected[2] is not None and plan.rejected[2] > 0 and "2 threads" in plan.reason
+    assert pool.used[2] == 0 and pool.used[1] == 3
+    together = call_at_width(policy._call, obs, ["x"] * 3, 1, pool, True, key=policy.call_key)
+    assert np.array_equal(np.concatenate(alone), together)
 
 
 def test_results_and_summary_say_what_the_call_shape_cost(tmp_path):

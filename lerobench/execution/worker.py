@@ -73,8 +73,16 @@ class UnitRunner:
 
 
 def limit_render_threads(workers: int, cores: int) -> None:
-    """Give each worker its share of Mesa llvmpipe threads (a user-set ``LP_NUM_THREADS`` wins)."""
-    os.environ.setdefault("LP_NUM_THREADS", str(max(1, cores // max(1, workers))))
+    """Give each worker its share of Mesa llvmpipe threads and of the policy's call cores (user-set values win).
+
+    Why the call cores: a worker's lone row may use every core its call pool owns (``policies/width.py``); two
+    workers that both believed they owned the box would run four intra-op threads on two cores.
+    """
+    from lerobench.policies.width import CALL_CORES_VARIABLE
+
+    share = str(max(1, cores // max(1, workers)))
+    os.environ.setdefault("LP_NUM_THREADS", share)
+    os.environ.setdefault(CALL_CORES_VARIABLE, share)
 
 
 _RAY_RUNNER: tuple[str, UnitRunner] | None = None
@@ -83,6 +91,9 @@ _RAY_RUNNER: tuple[str, UnitRunner] | None = None
 def run_unit_in_ray(plan: RunPlan, unit: WorkUnit, key: str) -> list[EpisodeRecord]:
     """Body of a Ray task: reuse this Ray worker's runner for the same plan (``key``), run one unit."""
     global _RAY_RUNNER
+    from lerobench.policies.width import CALL_CORES_VARIABLE
+
+    os.environ.setdefault(CALL_CORES_VARIABLE, "1")  # each Ray task holds one CPU (``num_cpus=1``)
     if _RAY_RUNNER is None or _RAY_RUNNER[0] != key:
         if _RAY_RUNNER is not None:
             _RAY_RUNNER[1].close()

@@ -14,6 +14,10 @@ unpadded run's wall time on 2 cores, issue 34), and more threads changed a row's
   1×1, stride-1, unpadded, ungrouped convolution (the projections of ACT's and the diffusion policy's
   encoders) as one matrix product per sample: the same kernel at every thread count. The 3×3 convolutions
   run on oneDNN at every count and were identical at 1 to 4 threads.
+- **MKL's strict mode does not hold for small products**: over 2 or 3 rows (every other row count from 1 to 227
+  tried held), or a 4x512 by 512x16 product (the diffusion policy's last layer), the sums still changed with
+  the count. Inside a call every matrix product of fewer than ``SMALL_PRODUCT`` multiply-adds runs on one MKL
+  thread: its one-thread result at every count, for a product too small to gain from threads.
 """
 
 from __future__ import annotations
@@ -61,6 +65,50 @@ def _unit_stride(value: Any, unit: int) -> bool:
     return all(v == unit for v in value)
 
 
+SMALL_PRODUCT = 1 << 24
+"""Multiply-adds below which a matrix product runs on one MKL thread inside a call (about 0.3 ms of one core)."""
+
+
+def _small(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], linear: Any, biased: set[Any]) -> bool:
+    """Whether a matrix product's multiply-adds are below ``SMALL_PRODUCT`` (False if the operands are unclear)."""
+    operands = list(args) + [kwargs[k] for k in ("input", "weight", "mat1", "mat2", "batch1", "batch2", "other")
+                             if k in kwargs]
+    if func in biased:  # addmm / baddbmm: (bias, a, b)
+        operands = operands[1:]
+    if len(operands) < 2 or not all(hasattr(t, "dim") for t in operands[:2]):
+        return False
+    a, b = operands[0], operands[1]
+    if a.dim() == 0 or b.dim() == 0:
+        return False
+    outputs = b.shape[0] if func is linear else b.shape[-1]  # linear's weight is (out, in)
+    return int(a.numel()) * int(outputs) < SMALL_PRODUCT
+
+
+_MKL: Any = None
+
+
+class _one_mkl_thread:  # noqa: N801 - used as a context manager, like contextlib's
+    """MKL on one thread in this OS thread for the block (``mkl_set_num_threads_local``); a no-op without MKL."""
+
+    def __enter__(self) -> None:
+        global _MKL
+        if _MKL is None:
+            import torch
+
+            try:
+                library = ctypes.CDLL(str(Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"))
+                library.MKL_Set_Num_Threads_Local.restype = ctypes.c_int
+                library.MKL_Set_Num_Threads_Local.argtypes = [ctypes.c_int]
+                _MKL = library.MKL_Set_Num_Threads_Local
+            except (OSError, AttributeError):
+                _MKL = False
+        self._before = _MKL(1) if _MKL else None
+
+    def __exit__(self, *exc: object) -> None:
+        if self._before is not None:
+            _MKL(self._before)
+
+
 _PINNED: Any = None
 
 
@@ -76,6 +124,10 @@ def pinned_kernels() -> Any:
         from torch.overrides import TorchFunctionMode
 
         convolutions = {torch.conv1d, torch.conv2d, torch.nn.functional.conv1d, torch.nn.functional.conv2d}
+        linear = torch.nn.functional.linear
+        biased = {torch.addmm, torch.baddbmm}
+        products = {linear, torch.mm, torch.matmul, torch.addmm, torch.bmm, torch.baddbmm,
+                    torch.Tensor.__matmul__, torch.Tensor.matmul, torch.Tensor.mm, torch.Tensor.bmm}
 
         class PinnedKernels(TorchFunctionMode):
             def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
@@ -85,6 +137,9 @@ def pinned_kernels() -> Any:
                     out = _pointwise_conv(torch, args, kwargs)
                     if out is not None:
                         return out
+                elif func in products and _small(func, args, kwargs, linear, biased):
+                    with _one_mkl_thread():
+                        return func(*args, **kwargs)
                 return func(*args, **kwargs)
 
         _PINNED = PinnedKernels
@@ -105,7 +160,11 @@ def _pointwise_conv(torch: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -
     n, channels = x.shape[0], x.shape[1]
     matrix = weight.reshape(weight.shape[0], channels)
     flat = x.reshape(n, channels, -1)
-    out = torch.stack([torch.mm(matrix, flat[i]) for i in range(n)])
+    if weight.shape[0] * flat[0].numel() < SMALL_PRODUCT:
+        with _one_mkl_thread():
+            out = torch.stack([torch.mm(matrix, flat[i]) for i in range(n)])
+    else:
+        out = torch.stack([torch.mm(matrix, flat[i]) for i in range(n)])
     bias = given.get("bias")
     if bias is not None:
         out = out + bias.reshape(1, -1, 1)

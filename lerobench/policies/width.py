@@ -128,12 +128,15 @@ class CallPool:
     def plan(self, key: CallKey | None, make_compute: Callable[[], Compute] | None, observation: dict[str, Any],
              texts: list[str]) -> ThreadPlan:
         """The thread counts ``key``'s calls of this shape may use: checked once, on twins (``make_compute``)."""
-        if key is None or make_compute is None:
-            return one_thread("the policy gave no twin to check other thread counts on: calls run on one thread")
+        unchecked = "the policy gave no twin to check other thread counts on: calls run on one thread"
+        if key is None:
+            return one_thread(unchecked)
         signature = observation_signature(observation)
         with self._checking:
             plans = self._plans.setdefault(key, {})
             if signature not in plans:
+                if make_compute is None:
+                    return one_thread(unchecked)
                 from lerobench.policies.kernels import mkl_mode
 
                 mkl = mkl_mode()
