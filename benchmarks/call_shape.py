@@ -30,45 +30,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from random_lerobot import save_random_lerobot
 
 
 def _save_lerobot(kind: str, directory: Path, image: int, cams: tuple[str, ...]) -> Path:
-    import torch
-
-    from lerobench.policies.lerobot_policy import _import_lerobot
-
-    _import_lerobot()
-    from lerobot.configs.types import FeatureType, PolicyFeature
-    from lerobot.policies.factory import make_pre_post_processors
-
-    torch.manual_seed(0)
-    inputs = {"observation.state": PolicyFeature(type=FeatureType.STATE, shape=(39,))}
-    stats = {"observation.state": {"mean": torch.zeros(39), "std": torch.ones(39), "min": -torch.ones(39),
-                                   "max": torch.ones(39)},
-             "action": {"mean": torch.zeros(4), "std": torch.ones(4), "min": -torch.ones(4), "max": torch.ones(4)}}
-    for cam in cams:
-        inputs[f"observation.images.{cam}"] = PolicyFeature(type=FeatureType.VISUAL, shape=(3, image, image))
-        stats[f"observation.images.{cam}"] = {"mean": torch.full((3, 1, 1), 0.5), "std": torch.full((3, 1, 1), 0.25),
-                                              "min": torch.zeros((3, 1, 1)), "max": torch.ones((3, 1, 1))}
-    outputs = {"action": PolicyFeature(type=FeatureType.ACTION, shape=(4,))}
-    if kind == "act":
-        from lerobot.policies.act.configuration_act import ACTConfig
-        from lerobot.policies.act.modeling_act import ACTPolicy
-
-        config: Any = ACTConfig(input_features=inputs, output_features=outputs, pretrained_backbone_weights=None,
-                                chunk_size=10, n_action_steps=10, device="cpu")
-        policy: Any = ACTPolicy(config)
-    else:
-        from lerobot.policies.diffusion.configuration_diffusion import DiffusionConfig
-        from lerobot.policies.diffusion.modeling_diffusion import DiffusionPolicy
-
-        config = DiffusionConfig(input_features=inputs, output_features=outputs, pretrained_backbone_weights=None,
-                                 crop_shape=None, num_inference_steps=ARGS.diffusion_steps, device="cpu")
-        policy = DiffusionPolicy(config)
-    pre, post = make_pre_post_processors(config, dataset_stats=stats)
-    for part in (policy, pre, post):
-        part.save_pretrained(str(directory))
-    return directory
+    return save_random_lerobot(kind, directory, cameras=tuple(f"observation.images.{c}" for c in cams), image=image,
+                               diffusion_steps=ARGS.diffusion_steps)
 
 
 def _policy(kind: str, tmp: Path) -> tuple[Any, tuple[str, ...]]:

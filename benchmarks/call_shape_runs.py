@@ -2,16 +2,20 @@
 
     MUJOCO_GL=egl python benchmarks/call_shape_runs.py                          # both workloads, every batch
     MUJOCO_GL=egl python benchmarks/call_shape_runs.py --workloads metaworld --batches 1,8 --max-steps 60
+    MUJOCO_GL=egl python benchmarks/call_shape_runs.py --workloads w3 --batches 2 --parallel-batch 0 \
+        --episodes 10 --max-steps 0                                              # issue 34's W3, whole
 
 Workloads (random-init LeRobot ACT, ResNet18 backbone, chunk 10 = ``n_action_steps`` 10, seed 0):
 
 - ``w3``: libero_spatial task 0, ``--protocol lerobot`` (two 360x360 cameras, agentview + wrist, 8-D state);
 - ``metaworld``: metaworld_mt10 reach-v3,push-v3, ACT reading one 480x480 image (corner2) and the 39-D state.
 
-Each configuration (batch size b with ``--episodes 2b`` per task, and ``--parallel-tasks 2`` on two tasks)
+Each configuration (batch size b with ``--episodes 2b`` per task unless ``--episodes``, and ``--parallel-tasks 2``
+on two tasks)
 runs twice back to back, default then unpadded, in fresh processes (so one run's torch thread settings never
 reach the other); wall time and CPU time (the run and its worker processes) are printed per pair, with
-the ratio default / unpadded and each run's ``config.batch_invariant``. A shared, busy box makes single
+the ratio default / unpadded, each run's ``config.batch_invariant`` and the intra-op thread counts its calls
+used (``config.batch_invariance.threads``). A shared, busy box makes single
 runs noisy: ``--repeats`` interleaves more pairs.
 """
 
@@ -28,38 +32,17 @@ import time
 import warnings
 from pathlib import Path
 
+from random_lerobot import save_random_lerobot
+
 W3_TASK = "pick_up_the_black_bowl_between_the_plate_and_the_ramekin_and_place_it_on_the_plate"
 W3_TASK_1 = "pick_up_the_black_bowl_next_to_the_ramekin_and_place_it_on_the_plate"
 
 
 def _save_act(directory: Path, workload: str) -> Path:
-    import torch
-
-    from lerobench.policies.lerobot_policy import _import_lerobot
-
-    _import_lerobot()
-    from lerobot.configs.types import FeatureType, PolicyFeature
-    from lerobot.policies.act.configuration_act import ACTConfig
-    from lerobot.policies.act.modeling_act import ACTPolicy
-    from lerobot.policies.factory import make_pre_post_processors
-
-    torch.manual_seed(0)
     state, action, size = (8, 7, 360) if workload == "w3" else (39, 4, 480)
     images = ("observation.images.image", "observation.images.image2") if workload == "w3" else ("observation.image",)
-    inputs = {"observation.state": PolicyFeature(type=FeatureType.STATE, shape=(state,))}
-    stats = {"observation.state": {"mean": torch.zeros(state), "std": torch.ones(state)},
-             "action": {"mean": torch.zeros(action), "std": torch.full((action,), 0.5)}}
-    for key in images:
-        inputs[key] = PolicyFeature(type=FeatureType.VISUAL, shape=(3, size, size))
-        stats[key] = {"mean": torch.full((3, 1, 1), 0.5), "std": torch.full((3, 1, 1), 0.25)}
-    config = ACTConfig(input_features=inputs,
-                       output_features={"action": PolicyFeature(type=FeatureType.ACTION, shape=(action,))},
-                       pretrained_backbone_weights=None, chunk_size=10, n_action_steps=10, device="cpu")
-    policy = ACTPolicy(config)
-    pre, post = make_pre_post_processors(config, dataset_stats=stats)
-    for part in (policy, pre, post):
-        part.save_pretrained(str(directory))
-    return directory
+    return save_random_lerobot("act", directory, cameras=images, image=size, state_dim=state, action_dim=action,
+                               action_std=0.5)
 
 
 def _run(args: list[str], out: Path) -> tuple[float, float, str]:
@@ -86,11 +69,15 @@ def _configs(workload: str, policy: Path) -> list[tuple[str, list[str]]]:
         two = [*base, "--tasks", f"{W3_TASK},{W3_TASK_1}"]
     else:
         one = two = ["--suite", "metaworld_mt10", "--tasks", "reach-v3,push-v3", "--policy", f"lerobot:{policy}"]
-    common = ["--videos", "0", "--max-steps", str(ARGS.max_steps), "--seed", "0"]
-    out = [(f"batch {b}", [*one, *common, "--batch-size", str(b), "--episodes", str(2 * b)]) for b in ARGS.batches]
+    common = ["--videos", "0", "--seed", "0", *(["--max-steps", str(ARGS.max_steps)] if ARGS.max_steps else [])]
+
+    def episodes(b: int) -> list[str]:
+        return ["--episodes", str(ARGS.episodes or 2 * b)]
+
+    out = [(f"batch {b}", [*one, *common, "--batch-size", str(b), *episodes(b)]) for b in ARGS.batches]
     if ARGS.parallel_batch:
         b = ARGS.parallel_batch
-        out.append((f"batch {b}, --parallel-tasks 2", [*two, *common, "--batch-size", str(b), "--episodes", str(2 * b),
+        out.append((f"batch {b}, --parallel-tasks 2", [*two, *common, "--batch-size", str(b), *episodes(b),
                                                        "--parallel-tasks", "2"]))
     return out
 
@@ -124,7 +111,8 @@ if __name__ == "__main__":
     parser.add_argument("--batches", default="1,2,4,8")
     parser.add_argument("--parallel-batch", type=int, default=2,
                         help="batch size of the --parallel-tasks 2 run (0: none)")
-    parser.add_argument("--max-steps", type=int, default=60)
+    parser.add_argument("--max-steps", type=int, default=60, help="0: the suite's protocol horizon")
+    parser.add_argument("--episodes", type=int, default=0, help="per task (0: 2 x the batch size)")
     parser.add_argument("--repeats", type=int, default=1)
     ARGS = parser.parse_args()
     ARGS.batches = [int(b) for b in ARGS.batches.split(",")]

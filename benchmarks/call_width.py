@@ -22,46 +22,12 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from random_lerobot import save_random_lerobot
 
 
 def _save(kind: str, directory: Path, image: int) -> Path:
-    import torch
-
-    from lerobench.policies.lerobot_policy import _import_lerobot
-
-    _import_lerobot()
-    from lerobot.configs.types import FeatureType, PolicyFeature
-    from lerobot.policies.factory import make_pre_post_processors
-
-    torch.manual_seed(0)
-    cams = ("observation.images.corner2", "observation.images.topview")
-    inputs = {"observation.state": PolicyFeature(type=FeatureType.STATE, shape=(39,))}
-    stats = {"observation.state": {"mean": torch.zeros(39), "std": torch.ones(39), "min": -torch.ones(39),
-                                   "max": torch.ones(39)},
-             "action": {"mean": torch.zeros(4), "std": torch.ones(4), "min": -torch.ones(4), "max": torch.ones(4)}}
-    for cam in cams:
-        inputs[cam] = PolicyFeature(type=FeatureType.VISUAL, shape=(3, image, image))
-        stats[cam] = {"mean": torch.full((3, 1, 1), 0.5), "std": torch.full((3, 1, 1), 0.25),
-                      "min": torch.zeros((3, 1, 1)), "max": torch.ones((3, 1, 1))}
-    outputs = {"action": PolicyFeature(type=FeatureType.ACTION, shape=(4,))}
-    if kind == "act":
-        from lerobot.policies.act.configuration_act import ACTConfig
-        from lerobot.policies.act.modeling_act import ACTPolicy
-
-        config = ACTConfig(input_features=inputs, output_features=outputs, pretrained_backbone_weights=None,
-                           chunk_size=10, n_action_steps=10, device="cpu")
-        policy = ACTPolicy(config)
-    else:
-        from lerobot.policies.diffusion.configuration_diffusion import DiffusionConfig
-        from lerobot.policies.diffusion.modeling_diffusion import DiffusionPolicy
-
-        config = DiffusionConfig(input_features=inputs, output_features=outputs, pretrained_backbone_weights=None,
-                                 crop_shape=None, num_inference_steps=ARGS.diffusion_steps, device="cpu")
-        policy = DiffusionPolicy(config)
-    pre, post = make_pre_post_processors(config, dataset_stats=stats)
-    for part in (policy, pre, post):
-        part.save_pretrained(str(directory))
-    return directory
+    return save_random_lerobot(kind, directory, cameras=("observation.images.corner2", "observation.images.topview"),
+                               image=image, diffusion_steps=ARGS.diffusion_steps)
 
 
 def _observation(rows: int, image: int) -> dict:

@@ -3,7 +3,7 @@
     python benchmarks/cuda_call_shape.py                  # needs only torch and a CUDA device
     python benchmarks/cuda_call_shape.py --image 224 --repeats 20
 
-Self-contained (torch only, no lerobot or simulator), so it runs on a bare GPU machine. Two models with
+Needs torch and this checkout (no lerobot or simulator), so it runs on a bare GPU machine. Two models with
 random weights under lerobench's deterministic numerics (cuDNN benchmark off, deterministic algorithms, TF32
 off, "highest" float32 matmul precision): an MLP on a 39-D state and an ACT-like image policy (a ResNet-style
 conv stack on two cameras, a transformer encoder over the feature tokens, a linear head for a 10-step chunk).
@@ -14,23 +14,16 @@ same rows in a call of 16, and forwards vs reversed; then the median CUDA time o
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
+import sys
 import time
+from pathlib import Path
 
-os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+import torch
+from torch import nn
 
-import torch  # noqa: E402
-from torch import nn  # noqa: E402
-
-
-def _deterministic() -> None:
-    torch.backends.cudnn.benchmark = False
-    torch.backends.cudnn.deterministic = True
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.set_float32_matmul_precision("highest")
-    torch.use_deterministic_algorithms(True, warn_only=True)
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's lerobench, installed or not
+from lerobench.policies.numerics import deterministic_torch  # noqa: E402 - after the path it is found on
 
 
 class _Block(nn.Module):
@@ -88,7 +81,7 @@ def _run(model: nn.Module, inputs: dict[str, torch.Tensor], index: torch.Tensor)
 
 
 def main() -> None:
-    _deterministic()
+    deterministic_torch()  # sets CUBLAS_WORKSPACE_CONFIG too: before the first CUDA call
     device = ARGS.device
     name = torch.cuda.get_device_name(0) if device.startswith("cuda") else "cpu"
     print(f"# torch {torch.__version__}, {name}, images 2 x {ARGS.image}^2, median of {ARGS.repeats}")

@@ -12,21 +12,29 @@ from pathlib import Path
 TESTS = Path(__file__).parent
 
 
-def crash_suite(tmp_path, mode, crash_episode=1, crash_step=3):
-    path = tmp_path / f"crash_{mode}.toml"
+def write_suite(path, name, backend, tasks, episodes, top="", protocol=""):
+    """A suite TOML at ``path`` (80 Hz, 400 MB workers): ``top`` lines before the tasks, ``protocol`` lines after."""
+    tasks_toml = "[" + ", ".join(f'"{t}"' for t in tasks) + "]"
     path.write_text(f"""
-name = "crash_{mode}"
-backend = "crash_backend:BACKEND"
-episodes_per_task = 4
+name = "{name}"
+backend = "{backend}"
+episodes_per_task = {episodes}
 control_fps = 80
 worker_memory_mb = 400
-backend_options = {{ crash_episode = {crash_episode}, crash_step = {crash_step}, mode = "{mode}" }}
-tasks = ["reach-v3"]
+{top}
+tasks = {tasks_toml}
 
 [protocol]
-max_steps = 8
+{protocol}
 """)
     return path
+
+
+def crash_suite(tmp_path, mode, crash_episode=1, crash_step=3):
+    return write_suite(tmp_path / f"crash_{mode}.toml", f"crash_{mode}", "crash_backend:BACKEND", ["reach-v3"], 4,
+                       top=f'backend_options = {{ crash_episode = {crash_episode}, crash_step = {crash_step}, '
+                           f'mode = "{mode}" }}',
+                       protocol="max_steps = 8")
 
 
 def subprocess_env():

@@ -15,6 +15,7 @@ import json
 
 import numpy as np
 import pytest
+from helpers import write_suite
 from typer.testing import CliRunner
 
 from lerobench.cli import app
@@ -60,22 +61,9 @@ def _seen(out):
 
 def small_camera_suite(tmp_path, backend="metaworld", tasks=("reach-v3", "push-v3"), size=64, steps=20):
     """Meta-World (push-v3 included) at a small image size, the policy's camera corner2."""
-    path = tmp_path / f"{backend.replace(':', '_')}_{size}.toml"
-    path.write_text(f"""
-name = "small_camera"
-backend = "{backend}"
-episodes_per_task = 3
-control_fps = 80
-worker_memory_mb = 400
-tasks = {list(tasks)!r}
-
-[protocol]
-max_steps = {steps}
-image_size = [{size}, {size}]
-cameras = ["corner2"]
-flip_images = true
-""".replace("'", '"'))
-    return path
+    return write_suite(tmp_path / f"{backend.replace(':', '_')}_{size}.toml", "small_camera", backend, tasks, 3,
+                       protocol=f'max_steps = {steps}\nimage_size = [{size}, {size}]\ncameras = ["corner2"]\n'
+                                'flip_images = true')
 
 
 SCHEDULES = {"b1": ["--batch-size", "1"], "b3": ["--batch-size", "3"], "b8": ["--batch-size", "8"],
@@ -381,11 +369,11 @@ def test_a_lone_row_uses_two_threads_where_checked_and_keeps_its_bits(lerobot_di
     pool = CallPool(2)
     alone = [call_at_width(policy._select_chunk, take_rows(obs, np.array([i])), ["x"], 1, pool, True,
                            key=policy.call_key, twin=lambda: policy._twin()._select_chunk) for i in range(6)]
-    assert pool.used[2] == 6 and pool.used[1] == 0  # every lone row had both cores
+    assert pool.used[2] == 5 and pool.used[1] == 1  # the first on one thread (the check's reference), then both
     plan = pool.plan(policy.call_key, None, *pad_rows(take_rows(obs, np.array([0])), ["x"], 1))
     assert plan.status == "verified" and plan.counts == (1, 2) and plan.checked == (1, 2), plan
     together = call_at_width(policy._select_chunk, obs, ["x"] * 6, 1, pool, True, key=policy.call_key)
-    assert pool.used[1] == 6  # six rows side by side: one thread each
+    assert pool.used[1] == 7  # six rows side by side: one thread each
     assert np.array_equal(np.concatenate(alone), together)
 
 
@@ -426,6 +414,10 @@ def test_results_and_summary_say_what_the_call_shape_cost(tmp_path):
     shape = json.loads((tmp_path / "w1" / "results.json").read_text())["overall"]["call_shape"]
     assert shape["call_width"] == 1 and shape["padded_rows"] == 0 and shape["model_calls_per_request"] > 1
     assert "batch invariance (verified): one row per model call" in result.output
+    threads = json.loads((tmp_path / "w1" / "results.json").read_text())["config"]["batch_invariance"]["threads"]
+    if usable_cores() >= 2:
+        assert threads["counts"] == [1, 2] and threads["status"] == "verified", threads
+        assert "up to 2 intra-op threads per call (checked equal to one thread's bits)" in result.output
     padded = runner.invoke(app, ["eval", *TASKS[:2], "--tasks", "reach-v3", "--videos", "0", *common,
                                  "--call-width", "8", "--output", str(tmp_path / "w8")])
     assert padded.exit_code == 0, padded.output

@@ -67,12 +67,15 @@ def print_summary(results: dict[str, Any], output: Path, merged_from: int = 0) -
     else:
         timing = f"{o['eval_s']:.1f} s, {o['env_steps_per_s'] or 0:,.0f} env-steps/s"
     console.print(f"{timing}. Results: [bold]{output}[/]", highlight=False, soft_wrap=True)  # the path whole
-    price = call_shape_line(o.get("call_shape"), results.get("config", {}).get("batch_invariant"))
+    config = results.get("config", {})
+    price = call_shape_line(o.get("call_shape"), config.get("batch_invariant"),
+                            (config.get("batch_invariance") or {}).get("threads"))
     if price:
         console.print(price, highlight=False, soft_wrap=True)
 
 
-def call_shape_line(shape: dict[str, Any] | None, check: str | None) -> str | None:
+def call_shape_line(shape: dict[str, Any] | None, check: str | None,
+                    threads: dict[str, Any] | None = None) -> str | None:
     """What the fixed call shape cost this run, in one line (None for policies without a call width)."""
     if not shape:
         return None
@@ -80,8 +83,14 @@ def call_shape_line(shape: dict[str, Any] | None, check: str | None) -> str | No
     head = f"batch invariance ({check or 'unchecked'}): "
     if width == 0:
         return head + "unpadded calls: a row's bits may depend on the rows beside it"
+    cores = ""
+    if threads:
+        counts = threads.get("counts") or [1]
+        cores = (f"; up to {max(counts)} intra-op threads per call (checked equal to one thread's bits)"
+                 if max(counts) > 1 else "; one intra-op thread per call" + (
+                     f" ({', '.join(threads['rejected'])} threads changed a row)" if threads.get("rejected") else ""))
     if width == 1:
         return (head + f"one row per model call, {calls:.2f} model calls per request (run side by side on the "
-                "CPU's call threads); no padding")
+                f"CPU's call threads); no padding{cores}")
     return (head + f"calls of {width} rows, {calls:.2f} per request; padding {shape['padding_share']:.0%} of "
             f"computed rows (~{shape['padding_s_estimate']:.1f} s of policy time); --call-width 1: no padding")

@@ -67,31 +67,37 @@ def one_thread(reason: str, mkl: str | None = None) -> ThreadPlan:
 
 
 def check_counts(make_compute: Callable[[], Compute], observation: dict[str, Any], texts: list[str], cores: int,
-                 run_at: RunAt, mkl: str | None = None) -> ThreadPlan:
-    """Compute ``observation`` on a fresh twin (``make_compute()``) at each candidate count; keep those equal to 1's."""
+                 run_at: RunAt, mkl: str | None = None, reference: np.ndarray | None = None) -> ThreadPlan:
+    """Compute ``observation`` on a fresh twin (``make_compute()``) at each candidate count; keep those equal to 1's.
+
+    ``reference``: the real call's one-thread output for ``observation`` (saves a call); if a count differs from
+    it, a twin's own one-thread output is the reference instead (the real object's row may have had state).
+    """
     counts = candidate_counts(cores)
     if len(counts) == 1:
         return one_thread("one usable core: calls run on one thread, nothing else to check", mkl)
     started = time.perf_counter()
-    outputs: dict[int, np.ndarray | BaseException] = {}
-    for count in counts:
+
+    def output(count: int) -> np.ndarray | BaseException:
         try:
-            outputs[count] = np.asarray(run_at(make_compute(), observation, texts, count), dtype=np.float64)
+            return np.asarray(run_at(make_compute(), observation, texts, count), dtype=np.float64)
         except Exception as exc:  # noqa: BLE001 - the count is rejected with the reason; the real call decides the run
-            outputs[count] = exc
-    reference = outputs[1]
+            return exc
+
+    outputs = {count: output(count) for count in counts[1:]}
+    given = None if reference is None else np.asarray(reference, np.float64)
+    base = given if given is not None and all(_same(out, given) for out in outputs.values()) else output(1)
     seconds = time.perf_counter() - started
-    if isinstance(reference, BaseException):
-        return ThreadPlan(checked=counts, reason=f"the check's one-thread call raised {type(reference).__name__}: "
-                                                 f"{reference}", check_s=seconds, mkl=mkl)
+    if isinstance(base, BaseException):
+        return ThreadPlan(checked=counts, reason=f"the check's one-thread call raised {type(base).__name__}: {base}",
+                          check_s=seconds, mkl=mkl)
     same, rejected = [1], {}
-    for count in counts[1:]:
-        out = outputs[count]
-        if not isinstance(out, BaseException) and np.array_equal(out, reference, equal_nan=True):
+    for count, out in outputs.items():
+        if _same(out, base):
             same.append(count)
         else:
-            rejected[count] = (None if isinstance(out, BaseException) or out.shape != reference.shape
-                               else float(np.nanmax(np.abs(out - reference))))
+            rejected[count] = (None if isinstance(out, BaseException) or out.shape != base.shape
+                               else float(np.nanmax(np.abs(out - base))))
     reason = None
     if rejected:
         worst = ", ".join(f"{c} threads ({'raised' if d is None else f'{d:.3g}'})" for c, d in rejected.items())
@@ -99,6 +105,10 @@ def check_counts(make_compute: Callable[[], Compute], observation: dict[str, Any
                   + ("" if mkl == "strict" else f" (MKL is not in strict reproducibility mode: {mkl})"))
     return ThreadPlan(counts=tuple(same), checked=counts, rejected=rejected,
                       status=VERIFIED if len(same) > 1 else UNCHECKED, reason=reason, check_s=seconds, mkl=mkl)
+
+
+def _same(out: np.ndarray | BaseException, reference: np.ndarray) -> bool:
+    return not isinstance(out, BaseException) and np.array_equal(out, reference, equal_nan=True)
 
 
 def observation_signature(observation: dict[str, Any]) -> tuple[Any, ...]:

@@ -125,9 +125,19 @@ class CallPool:
         self.used: Counter[int] = Counter()
         """Model calls per intra-op thread count, this process."""
 
+    def known(self, key: CallKey | None, observation: dict[str, Any]) -> ThreadPlan | None:
+        """The plan already decided for ``key``'s calls of this shape (None: not checked yet)."""
+        if key is None:
+            return one_thread("the policy gave no twin to check other thread counts on: calls run on one thread")
+        with self._checking:
+            return self._plans.get(key, {}).get(observation_signature(observation))
+
     def plan(self, key: CallKey | None, make_compute: Callable[[], Compute] | None, observation: dict[str, Any],
-             texts: list[str]) -> ThreadPlan:
-        """The thread counts ``key``'s calls of this shape may use: checked once, on twins (``make_compute``)."""
+             texts: list[str], reference: np.ndarray | None = None) -> ThreadPlan:
+        """The thread counts ``key``'s calls of this shape may use: checked once, on twins (``make_compute``).
+
+        ``reference``: the real call's one-thread output for ``observation``, if it ran already (saves a call).
+        """
         unchecked = "the policy gave no twin to check other thread counts on: calls run on one thread"
         if key is None:
             return one_thread(unchecked)
@@ -141,7 +151,7 @@ class CallPool:
 
                 mkl = mkl_mode()
                 plans[signature] = self._executor.submit(self._alone, lambda: check_counts(
-                    make_compute, observation, texts, self.threads, _inference, mkl)).result()
+                    make_compute, observation, texts, self.threads, _inference, mkl, reference)).result()
             return plans[signature]
 
     def _alone(self, job: Callable[[], ThreadPlan]) -> ThreadPlan:
@@ -263,8 +273,12 @@ def call_at_width(compute: Compute, observation: dict[str, Any], descriptions: l
         calls.append(pad_rows(part, [descriptions[i] for i in index.tolist()], width))
         sizes.append(len(index))
     if pool is not None:
-        plan = pool.plan(key, twin, *calls[0])
-        outs = pool.run(compute, calls, parallel, plan)
+        plan = pool.known(key, calls[0][0])
+        if plan is None and twin is not None:  # the first call runs on one thread: the check's reference
+            outs = pool.run(compute, calls, parallel, one_thread("checking"))
+            pool.plan(key, twin, *calls[0], reference=outs[0])
+        else:
+            outs = pool.run(compute, calls, parallel, plan)
     else:
         outs = [np.asarray(compute(obs, texts)) for obs, texts in calls]
     parts = [out[:size] for out, size in zip(outs, sizes, strict=True)]
