@@ -86,8 +86,8 @@ def main() -> None:
     warnings.filterwarnings("ignore")
     print(f"# ACT ResNet18 (random, chunk 10), --max-steps {ARGS.max_steps}, episodes 2 x batch per task, "
           f"pairs interleaved (default, then --call-width 0), {ARGS.repeats} pair(s) each; CPU = run + workers")
-    print("| workload | run | default wall s | unpadded wall s | wall ratio | default CPU s | unpadded CPU s | "
-          "default check, thread counts |\n|---|---|---|---|---|---|---|---|")
+    print("| workload | run | default wall s | unpadded wall s | wall ratio | each pair | default CPU s | "
+          "unpadded CPU s | default check, thread counts |\n|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for workload in ARGS.workloads.split(","):
             policy = _save_act(Path(tmp) / f"act-{workload}", workload)
@@ -101,8 +101,9 @@ def main() -> None:
                 u_wall = sum(r[0] for r in runs["unpadded"]) / ARGS.repeats
                 d_cpu = sum(r[1] for r in runs["default"]) / ARGS.repeats
                 u_cpu = sum(r[1] for r in runs["unpadded"]) / ARGS.repeats
-                print(f"| {workload} | {name} | {d_wall:.1f} | {u_wall:.1f} | {d_wall / u_wall:.2f} | {d_cpu:.0f} | "
-                      f"{u_cpu:.0f} | {runs['default'][0][2]} |", flush=True)
+                pairs = " ".join(f"{d[0] / u[0]:.2f}" for d, u in zip(runs["default"], runs["unpadded"], strict=True))
+                print(f"| {workload} | {name} | {d_wall:.1f} | {u_wall:.1f} | {d_wall / u_wall:.2f} | {pairs} | "
+                      f"{d_cpu:.0f} | {u_cpu:.0f} | {runs['default'][0][2]} |", flush=True)
 
 
 if __name__ == "__main__":
@@ -113,7 +114,7 @@ if __name__ == "__main__":
                         help="batch size of the --parallel-tasks 2 run (0: none)")
     parser.add_argument("--max-steps", type=int, default=60, help="0: the suite's protocol horizon")
     parser.add_argument("--episodes", type=int, default=0, help="per task (0: 2 x the batch size)")
-    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=1, help="pairs per configuration (means are printed)")
     ARGS = parser.parse_args()
     ARGS.batches = [int(b) for b in ARGS.batches.split(",")]
     main()

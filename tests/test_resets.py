@@ -68,10 +68,15 @@ def test_every_metaworld_task_forgets_its_previous_episode():
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["libero_spatial", "libero_object", "libero_goal", "libero_10", "libero_90"])
 def test_every_libero_task_forgets_its_previous_episode(name):
-    """State, drawn poses, start digest and the agentview image at 32x32, bit for bit (a GL context per task:
-    about +50% on the sweep)."""
+    """State, drawn poses and start digest bit for bit; the agentview image at 32x32 too, except on libero_90.
+
+    libero_90's scenes are the other suites' scenes, objects and cameras, and the drawn poses (every geom, site,
+    body, camera and light) are what catch a stale scene (a goal site left behind changed 0 pixels at small
+    images); its 90 images take 2-4 minutes of CI (a GL context per task), so they are swept by
+    ``lerobench check-resets libero_90`` (measured clean, docs/suites.md) rather than on every push.
+    """
     pytest.importorskip("libero")
-    assert _stale(load_suite(name), cameras=["agentview"]) == {}
+    assert _stale(load_suite(name), cameras=[] if name == "libero_90" else ["agentview"]) == {}
 
 
 def test_a_runs_reset_claim_is_what_check_resets_found_on_this_stack(tmp_path, monkeypatch):
