@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -157,15 +158,31 @@ def checked_call(policy: Any, observation: dict[str, Any], descriptions: list[st
     """Run ``policy`` on the real rows, and the probe calls on twins of it; return its output and the outcome.
 
     The outcome: ``{"status": "verified" | "failed" | "unchecked", "max_abs_diff": float, "rows": n,
-    "reason": str | None, "probe_calls": k, "probe_rows": r, "probe_s": seconds}``. A probe call that raises
+    "reason": str | None, "probe_calls": k, "probe_rows": r, "probe_s": seconds, "call_s": the real call's
+    seconds, "threads": the call pool's thread plan}``. For a policy on lerobench's CPU call pool the probe
+    calls run beside the real call (on twins: the real call's rows and state are untouched). A probe call that raises
     makes the check fail (the real call still decides the run). ``select`` replaces ``policy.select_action``
     for the real call (a caller that wraps it); the probes never go through it.
     """
     select = select or policy.select_action
     if not policy_traits(policy).copy_safe:
-        return select(observation, descriptions), unchecked(len(observation["state"]), NOT_COPYABLE)
-    probe_out, probe_rows, probe_s = probe_calls(policy, observation, descriptions)
-    raw = select(observation, descriptions)
+        started = time.perf_counter()
+        raw = select(observation, descriptions)
+        return raw, {**unchecked(len(observation["state"]), NOT_COPYABLE), "call_s": time.perf_counter() - started}
+    if getattr(policy, "call_key", None) is not None:
+        # rows on lerobench's CPU call pool: the twins' rows run beside the real ones on the pool's cores (one-row
+        # calls of a probe and of a lone real row would each leave a core idle, in turn)
+        with ThreadPoolExecutor(1, thread_name_prefix="lerobench-probe") as helper:
+            probing = helper.submit(probe_calls, policy, observation, descriptions)
+            started = time.perf_counter()
+            raw = select(observation, descriptions)
+            call_s = time.perf_counter() - started
+            probe_out, probe_rows, probe_s = probing.result()
+    else:
+        probe_out, probe_rows, probe_s = probe_calls(policy, observation, descriptions)
+        started = time.perf_counter()
+        raw = select(observation, descriptions)
+        call_s = time.perf_counter() - started
     real = as_actions(raw)
     worst, reason = 0.0, None
     for out, where in probe_out:
@@ -185,7 +202,7 @@ def checked_call(policy: Any, observation: dict[str, Any], descriptions: list[st
                   "not drawn from row_generators?)")
     check = {"status": VERIFIED if worst == 0 else FAILED, "max_abs_diff": worst if np.isfinite(worst) else None,
              "rows": len(real), "reason": reason, "probe_calls": len(probe_out), "probe_rows": probe_rows,
-             "probe_s": round(probe_s, 6), "threads": thread_plan(getattr(policy, "call_key", None))}
+             "probe_s": round(probe_s, 6), "call_s": call_s, "threads": thread_plan(getattr(policy, "call_key", None))}
     return raw, check
 
 
