@@ -7,6 +7,7 @@ Meta-World, the corner2 image at 32x32 compared bit for bit.
 Meta-World's own reset (no ``mj_forward``) is named stale on exactly the tasks it was stale on.
 """
 
+import dataclasses
 import json
 
 import pytest
@@ -72,11 +73,14 @@ def test_every_libero_task_forgets_its_previous_episode(name):
 
     libero_90's scenes are the other suites' scenes, objects and cameras, and the drawn poses (every geom, site,
     body, camera and light) are what catch a stale scene (a goal site left behind changed 0 pixels at small
-    images); its 90 images take 2-4 minutes of CI (a GL context per task), so they are swept by
-    ``lerobench check-resets libero_90`` (measured clean, docs/suites.md) rather than on every push.
+    images); its 90 tasks take 100 s without images and 2-4 minutes with them, so CI sweeps every third task's
+    state and poses and ``lerobench check-resets libero_90`` all 90 with images (measured clean, docs/suites.md).
     """
     pytest.importorskip("libero")
-    assert _stale(load_suite(name), cameras=[] if name == "libero_90" else ["agentview"]) == {}
+    suite = load_suite(name)
+    if name == "libero_90":  # every third task in CI (about 35 s, not 100): check-resets sweeps all 90
+        suite = dataclasses.replace(suite, tasks=suite.tasks[::3])
+    assert _stale(suite, cameras=[] if name == "libero_90" else ["agentview"]) == {}
 
 
 def test_a_runs_reset_claim_is_what_check_resets_found_on_this_stack(tmp_path, monkeypatch):

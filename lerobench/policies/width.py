@@ -10,13 +10,14 @@ outcomes on a laptop, in CI and on a 16-core box.
 What holds on the CPU (measured, ``benchmarks/call_shape.py``; 2-core x86, torch 2.13): no two call widths agree
 with width 1. A row computed in a call of w rows differs from the same row computed alone at every w = 2..16 (the
 MLP by up to 6.7e-8, ACT 1.2e-6; diffusion, w = 2..4 tried, 1.9e-6), and at w = 2, 3, 5..7 and 9..11 a row's bits
-also depend on its position in the call. A row's bits also depend on the intra-op thread count (ACT: 9.8e-7
-between 1 and 2 threads), so a count that follows the machine's cores breaks "same numbers on every machine". A
+also depend on its position in the call. A row's bits also depended on the intra-op thread count (ACT: 9.8e-7
+between 1 and 2 threads), so a count that follows the machine's cores broke "same numbers on every machine". A
 set of equivalent widths therefore collapses to one width, and only width 1 needs no padding. So the CPU default
-is **one-row calls on one intra-op thread each**, spread over a pool of threads (one per usable core,
-``call_pool``): a row's bits depend on nothing but the row, whatever the batch, the schedule or the machine's core
-count, and the cores are used by rows side by side instead of threads inside one call (on a busy box OpenMP's team
-of 2 made a one-row ACT call 10x slower than two single-thread calls side by side). ``--call-width W`` > 1 keeps
+is **one-row calls**, spread over a pool of threads sharing the usable cores (``call_pool``): a lone row gets every
+core for its intra-op threads, rows side by side one each. The kernels inside a call do not follow the thread
+count (``kernels.py``), and a count is used only after it was checked on twins of the policy to give one
+thread's bits (``call_threads.py``), so a row's bits depend on nothing but the row, whatever the batch, the
+schedule or the machine's core count. ``--call-width W`` > 1 keeps
 the padded shape: the rows are split into calls of exactly W rows, the last one padded with copies of its last row
 (``slot`` -1, ``padding`` True; their outputs are discarded); those calls run on the pool too. On CUDA the default
 stays 16 padded rows: there too no width equals width 1, and a call of 16 rows cost at most 1.4x a call of one
