@@ -11,8 +11,8 @@ Workloads (random-init LeRobot ACT, ResNet18 backbone, chunk 10 = ``n_action_ste
 - ``metaworld``: metaworld_mt10 reach-v3,push-v3, ACT reading one 480x480 image (corner2) and the 39-D state.
 
 Each configuration (batch size b with ``--episodes 2b`` per task unless ``--episodes``, and ``--parallel-tasks 2``
-on two tasks)
-runs twice back to back, default then unpadded, in fresh processes (so one run's torch thread settings never
+on two tasks) runs once untimed (warm caches), then twice back to back per pair, default and unpadded in
+alternating order, in fresh processes (so one run's torch thread settings never
 reach the other); wall time and CPU time (the run and its worker processes) are printed per pair, with
 the ratio default / unpadded, each run's ``config.batch_invariant`` and the intra-op thread counts its calls
 used (``config.batch_invariance.threads``). A shared, busy box makes single
@@ -85,7 +85,8 @@ def _configs(workload: str, policy: Path) -> list[tuple[str, list[str]]]:
 def main() -> None:
     warnings.filterwarnings("ignore")
     print(f"# ACT ResNet18 (random, chunk 10), --max-steps {ARGS.max_steps}, episodes 2 x batch per task, "
-          f"pairs interleaved (default, then --call-width 0), {ARGS.repeats} pair(s) each; CPU = run + workers")
+          "one untimed warm-up run, then pairs back to back (default and --call-width 0, alternating which "
+          f"goes first), {ARGS.repeats} pair(s) each; CPU = run + workers")
     print("| workload | run | default wall s | unpadded wall s | wall ratio | each pair | default CPU s | "
           "unpadded CPU s | default check, thread counts |\n|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
@@ -93,8 +94,10 @@ def main() -> None:
             policy = _save_act(Path(tmp) / f"act-{workload}", workload)
             for name, args in _configs(workload, policy):
                 runs: dict[str, list[tuple[float, float, str]]] = {"default": [], "unpadded": []}
+                _run([*args, "--call-width", "0"], Path(tmp) / "warm-up")  # caches warm before either is timed
                 for k in range(ARGS.repeats):
-                    for label, extra in (("default", []), ("unpadded", ["--call-width", "0"])):
+                    order = (("default", []), ("unpadded", ["--call-width", "0"]))
+                    for label, extra in order if k % 2 == 0 else order[::-1]:  # neither always goes first
                         out = Path(tmp) / f"{workload}-{name}-{label}-{k}".replace(" ", "_").replace(",", "")
                         runs[label].append(_run([*args, *extra], out))
                 d_wall = sum(r[0] for r in runs["default"]) / ARGS.repeats
