@@ -113,10 +113,11 @@ _PINNED: Any = None
 
 
 def pinned_kernels() -> Any:
-    """A context manager: this thread's convolutions that torch would route by thread count run on one kernel.
+    """A context manager: inside it, this thread's kernels do not follow the intra-op thread count.
 
     A ``TorchFunctionMode`` (thread-local): every 1×1 ``conv1d``/``conv2d`` with stride 1, no padding or
-    dilation and one group becomes ``weight @ input`` per sample (``torch.mm``: MKL, whose counts are checked).
+    dilation and one group becomes ``weight @ input`` per sample (``torch.mm``), and every matrix product of
+    fewer than ``SMALL_PRODUCT`` multiply-adds runs on one MKL thread. What is left is checked per policy.
     """
     global _PINNED
     if _PINNED is None:
