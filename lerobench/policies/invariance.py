@@ -165,24 +165,25 @@ def checked_call(policy: Any, observation: dict[str, Any], descriptions: list[st
     for the real call (a caller that wraps it); the probes never go through it.
     """
     select = select or policy.select_action
-    if not policy_traits(policy).copy_safe:
+
+    def real_call() -> tuple[Any, float]:
         started = time.perf_counter()
-        raw = select(observation, descriptions)
-        return raw, {**unchecked(len(observation["state"]), NOT_COPYABLE), "call_s": time.perf_counter() - started}
+        out = select(observation, descriptions)
+        return out, time.perf_counter() - started
+
+    if not policy_traits(policy).copy_safe:
+        raw, call_s = real_call()
+        return raw, {**unchecked(len(observation["state"]), NOT_COPYABLE), "call_s": call_s}
     if getattr(policy, "call_key", None) is not None:
         # rows on lerobench's CPU call pool: the twins' rows run beside the real ones on the pool's cores (one-row
         # calls of a probe and of a lone real row would each leave a core idle, in turn)
         with ThreadPoolExecutor(1, thread_name_prefix="lerobench-probe") as helper:
             probing = helper.submit(probe_calls, policy, observation, descriptions)
-            started = time.perf_counter()
-            raw = select(observation, descriptions)
-            call_s = time.perf_counter() - started
+            raw, call_s = real_call()
             probe_out, probe_rows, probe_s = probing.result()
     else:
         probe_out, probe_rows, probe_s = probe_calls(policy, observation, descriptions)
-        started = time.perf_counter()
-        raw = select(observation, descriptions)
-        call_s = time.perf_counter() - started
+        raw, call_s = real_call()
     real = as_actions(raw)
     worst, reason = 0.0, None
     for out, where in probe_out:

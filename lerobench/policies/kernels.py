@@ -45,14 +45,20 @@ def mkl_mode() -> str:
     chosen = os.environ.get("MKL_CBWR", MKL_CBWR)
     if chosen != MKL_CBWR:
         return f"MKL_CBWR={chosen}"  # the user's choice: never overridden
-    library = Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"
     try:
-        mkl = ctypes.CDLL(str(library))
+        mkl = _torch_library()
         mkl.mkl_serv_cbwr_set.restype = ctypes.c_int
         mkl.mkl_serv_cbwr_set.argtypes = [ctypes.c_int]
         return "strict" if mkl.mkl_serv_cbwr_set(_MKL_CBWR_AUTO | _MKL_CBWR_STRICT) == 0 else "default"
     except (OSError, AttributeError):  # another build of torch: MKL's setting is not reachable
         return "default"
+
+
+def _torch_library() -> ctypes.CDLL:
+    """The CPU library of torch, which carries its MKL (MKL's own settings are reached through it)."""
+    import torch
+
+    return ctypes.CDLL(str(Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"))
 
 
 def _unit_stride(value: Any, unit: int) -> bool:
@@ -93,10 +99,8 @@ class _one_mkl_thread:  # noqa: N801 - used as a context manager, like contextli
     def __enter__(self) -> None:
         global _MKL
         if _MKL is None:
-            import torch
-
             try:
-                library = ctypes.CDLL(str(Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"))
+                library = _torch_library()
                 library.MKL_Set_Num_Threads_Local.restype = ctypes.c_int
                 library.MKL_Set_Num_Threads_Local.argtypes = [ctypes.c_int]
                 _MKL = library.MKL_Set_Num_Threads_Local

@@ -99,6 +99,9 @@ def pad_rows(observation: dict[str, Any], descriptions: list[str], width: int) -
     return out, [descriptions[i] for i in index.tolist()]
 
 
+NO_TWIN = "the policy gave no twin to check other thread counts on: calls run on one thread"
+
+
 class CallKey:
     """A model's identity for the call pool's thread checks; shared by a policy's shallow copies (one check)."""
 
@@ -129,7 +132,7 @@ class CallPool:
     def known(self, key: CallKey | None, observation: dict[str, Any]) -> ThreadPlan | None:
         """The plan already decided for ``key``'s calls of this shape (None: not checked yet)."""
         if key is None:
-            return one_thread("the policy gave no twin to check other thread counts on: calls run on one thread")
+            return one_thread(NO_TWIN)
         with self._checking:
             return self._plans.get(key, {}).get(observation_signature(observation))
 
@@ -139,15 +142,14 @@ class CallPool:
 
         ``reference``: the real call's one-thread output for ``observation``, if it ran already (saves a call).
         """
-        unchecked = "the policy gave no twin to check other thread counts on: calls run on one thread"
         if key is None:
-            return one_thread(unchecked)
+            return one_thread(NO_TWIN)
         signature = observation_signature(observation)
         with self._checking:
             plans = self._plans.setdefault(key, {})
             if signature not in plans:
                 if make_compute is None:
-                    return one_thread(unchecked)
+                    return one_thread(NO_TWIN)
                 from lerobench.policies.kernels import mkl_mode
 
                 mkl = mkl_mode()
