@@ -44,7 +44,8 @@ class Simulator(Protocol):
         """Release the simulator (idempotent)."""
 
 
-# Optional simulator methods, used when present: ``physics_state()`` (the full physics state as floats, hashed
+# Optional simulator methods, used when present: ``privileged_state()`` (float64 (PRIVILEGED_DIM,): the state a
+# privileged expert reads, sent only to a policy that declares ``ObservationNeeds.privileged``), ``physics_state()`` (the full physics state as floats, hashed
 # into each episode's ``start_digest``; without it ``state()`` is hashed) and ``mujoco_model()`` (the MuJoCo
 # model, for the ``camera_shift`` and ``light`` perturbations). See ``lerobench.envs.perturb``. ``scene_poses()``
 # (where every geom, camera and light is drawn, as floats) lets the reset check (``envs/resets.py``) compare what
@@ -175,6 +176,8 @@ class EnvSpec:
     """Steps per video frame: only steps 0, k, 2k... of a recorded episode render the video camera."""
     video_size: tuple[int, int] | None = None
     """(height, width) of frames rendered for the video alone; None: the protocol's image size."""
+    privileged: bool = False
+    """The policy reads the simulator's ``privileged_state()`` (``observation['privileged']``)."""
 
 
 def check_suite_names(suite: Any, offered_cameras: Sequence[str], known_tasks: Sequence[str] | None,
@@ -273,6 +276,8 @@ class LazyTaskEnv(gym.Env):
             spaces["images"] = gym.spaces.Dict(
                 {cam: gym.spaces.Box(0, 255, (h, w, 3), np.uint8) for cam in spec.cameras}
             )
+        if spec.privileged:
+            spaces["privileged"] = gym.spaces.Box(-np.inf, np.inf, (PRIVILEGED_DIM,), np.float64)
         self.observation_space = gym.spaces.Dict(spaces)
         self.action_space = gym.spaces.Dict({
             "action": gym.spaces.Box(-1.0, 1.0, (spec.action_dim,), np.float32),
@@ -331,6 +336,8 @@ class LazyTaskEnv(gym.Env):
     def _observe(self, cameras: tuple[str, ...]) -> dict[str, Any]:
         sim = self._simulator()
         obs: dict[str, Any] = {"state": np.asarray(sim.state(), dtype=np.float32)}
+        if self.spec_.privileged:
+            obs["privileged"] = privileged_state(sim, self.spec_)
         if self.spec_.cameras:
             last = self._last_obs["images"]
             obs["images"] = {cam: self._render(cam) if cam in cameras else last[cam] for cam in self.spec_.cameras}
@@ -479,6 +486,22 @@ class LazyTaskEnv(gym.Env):
         sim, self._sim, self._raw = self._sim, None, None
         if sim is not None:
             sim.close()
+
+
+PRIVILEGED_DIM = 2048
+"""Floats of ``observation['privileged']`` (a backend's layout pads with zeros; LIBERO's: ``envs/libero_state``)."""
+
+
+def privileged_state(sim: Any, spec: EnvSpec) -> np.ndarray:
+    """The simulator's privileged state as ``PRIVILEGED_DIM`` floats; an error naming the task if it has none."""
+    read = getattr(sim, "privileged_state", None)
+    if read is None:
+        raise RuntimeError(f"suite {spec.suite} task {spec.task.name!r}: backend {spec.backend!r} offers no "
+                           "privileged state (the policy declares ObservationNeeds(privileged=True))")
+    out = np.zeros(PRIVILEGED_DIM, dtype=np.float64)
+    values = np.asarray(read(), dtype=np.float64).ravel()
+    out[:min(len(values), PRIVILEGED_DIM)] = values[:PRIVILEGED_DIM]
+    return out
 
 
 def _format_error(where: str) -> str:

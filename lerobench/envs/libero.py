@@ -125,6 +125,18 @@ def _find_task(suite: str | None, name: str) -> tuple[Any, int]:
     raise unknown("LIBERO task", name, names, where=f"in {' / '.join(suites)}")
 
 
+def task_goal(suite: str | None, name: str) -> Any:
+    """The goal of LIBERO task ``name`` (in LIBERO suite ``suite``, or any), parsed from its BDDL file.
+
+    Cheap (LIBERO's task registry and a text file; no simulator): the privileged expert plans from it in the
+    driver. Returns ``lerobench.envs.bddl.TaskGoal``.
+    """
+    from lerobench.envs.bddl import read_bddl
+
+    bench, task_id = _find_task(suite, name)
+    return read_bddl(bench.get_task_bddl_file_path(task_id))
+
+
 class LiberoSimulator:
     """One LIBERO task; satisfies ``lerobench.envs.base.Simulator``."""
 
@@ -138,6 +150,8 @@ class LiberoSimulator:
         if unknown_keys:
             raise ValueError(f"unknown LIBERO backend_options {unknown_keys}; expected {', '.join(OPTIONS)}")
         bench, task_id = _find_task(options.get("suite"), spec.task.name)
+        self._bddl = bench.get_task_bddl_file_path(task_id)
+        self._privileged: Any = None
         height, width = spec.protocol.image_size
         self._cameras = tuple(dict.fromkeys(_robosuite_camera(c) for c in spec.cameras))
         self._renders = bool(self._cameras) or spec.record_camera is not None
@@ -243,6 +257,15 @@ class LiberoSimulator:
             ]
         ).astype(np.float32)
 
+    def privileged_state(self) -> np.ndarray:
+        """What the privileged expert reads (object poses and bounds, joints, goal conditions): ``libero_state``."""
+        if self._privileged is None:
+            from lerobench.envs.bddl import read_bddl
+            from lerobench.envs.libero_state import PrivilegedWriter
+
+            self._privileged = PrivilegedWriter(self._live().env, read_bddl(self._bddl))
+        return self._privileged.write()
+
     def physics_state(self) -> np.ndarray:
         """The flattened MuJoCo state (time, qpos, qvel) LIBERO's init states are made of (the start digest)."""
         return np.asarray(self._live().sim.get_state().flatten(), dtype=np.float64)
@@ -274,6 +297,7 @@ class LiberoSimulator:
         """Free the MuJoCo sim and GL context; safe to call twice."""
         env, self._env = self._env, None
         self._obs = {}
+        self._privileged = None
         if env is not None:
             env.close()
 

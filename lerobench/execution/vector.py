@@ -100,7 +100,7 @@ class VectorExecutor:
         sink.task_started(task)
         recorder = sink.recorder(task)
         cameras = observation_needs(policy).cameras
-        spec = plan.env_spec(task, cameras, recorder.camera)
+        spec = plan.env_spec(task, cameras, recorder.camera, observation_needs(policy).privileged)
         run = plan.task_run(task, observation_needs(policy), stop=self._stop,
                             wants=lambda episode: sink.wants(task.name, episode))
         trajectories = sink.trajectories()

@@ -215,17 +215,21 @@ class RunPlan:
         return PolicyContext(
             suite=s.suite.name, backend=s.suite.backend, tasks=s.suite.tasks, action_dim=self.action_dim,
             state_dim=self.state_dim, cameras=self.protocol.cameras, image_size=self.protocol.image_size,
-            seed=s.seed, device=s.device, call_width=s.call_width,
+            seed=s.seed, device=s.device, call_width=s.call_width, backend_options=dict(s.suite.backend_options),
         )
 
-    def env_spec(self, task: TaskSpec, cameras: tuple[str, ...], record_camera: str | None) -> EnvSpec:
-        """The lazy env of one task, rendering only ``cameras`` (and ``record_camera`` when recording)."""
+    def env_spec(self, task: TaskSpec, cameras: tuple[str, ...], record_camera: str | None,
+                 privileged: bool = False) -> EnvSpec:
+        """The lazy env of one task, rendering only ``cameras`` (and ``record_camera`` when recording).
+
+        ``privileged``: its observations carry the simulator's privileged state (a policy that declared it).
+        """
         s = self.settings
         return EnvSpec(
             suite=s.suite.name, backend=s.suite.backend, task=task, protocol=self.protocol, seed=s.seed,
             state_dim=self.state_dim, action_dim=self.action_dim, cameras=cameras, record_camera=record_camera,
             stop_on_success=s.stop_on_success, backend_options=dict(s.suite.backend_options), perturb=s.perturb,
-            video_every=self.video_every, video_size=self.video_size,
+            video_every=self.video_every, video_size=self.video_size, privileged=privileged,
         )
 
     def task_run(self, task: TaskSpec, needs: ObservationNeeds, stop: Any = None, wants: Any = None) -> TaskRun:

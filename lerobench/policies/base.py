@@ -9,6 +9,8 @@ row is in exactly one call per chunk executed. Rows of one call may come from an
   under ``lerobench serve --max-batch``. Key per-env state by ``row_ids(observation)``, never by position.
 - ``state``: float32 (B, state_dim) — always present, never costs a render.
 - ``images``: {camera: uint8 (B, H, W, 3)} — only the cameras in ``observation_needs.cameras``.
+- ``privileged``: float64 (B, P) — only with ``observation_needs.privileged``: the simulator's state that no robot
+  sees (a scripted expert's input; LIBERO's layout: ``lerobench.envs.libero_state``).
 - ``task``: list[str] of task names; ``episode``: int64 (B,) episode index; ``episode_seed``: int64 (B,);
   ``episode_start``: bool (B,) True on an episode's first observation (reset per-env state there);
   ``active``: bool (B,) all True (kept for policies written against the old whole-batch contract).
@@ -66,6 +68,11 @@ class ObservationNeeds:
     A policy that keeps an observation history must be asked at every step anyway: it returns single
     actions (B, A), and then every observation is read and rendered without this flag."""
 
+    privileged: bool = False
+    """The policy reads the simulator's privileged state (``observation['privileged']``: object poses, joints,
+    goal conditions; a backend that offers it documents its layout, LIBERO's is ``lerobench.envs.libero_state``).
+    Workers send it only when declared; a privileged policy is an expert, never a learned one, and results say so."""
+
     chunk_length: int | None = None
     """Actions per returned chunk, when the policy fixes it: ``--delay-steps d`` then checks before the run that a
     chunk covers the delay plus the executed actions (otherwise at the first chunk returned)."""
@@ -95,6 +102,8 @@ class PolicyContext:
     seed: int = 0
     device: str = "cpu"
     options: dict[str, Any] = field(default_factory=dict)
+    backend_options: dict[str, Any] = field(default_factory=dict)
+    """The suite's ``backend_options`` (which LIBERO suite its tasks are in: where a task's BDDL file is)."""
     call_width: int | None = None
     """``--call-width``: rows per call of a batched torch policy (padded; 0 unpadded); None = the device's default
     (``lerobench.policies.width``)."""

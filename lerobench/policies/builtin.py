@@ -1,4 +1,4 @@
-"""Built-in policies: baselines (random, zero) and Meta-World's scripted experts."""
+"""Built-in policies: baselines (random, zero), Meta-World's scripted experts and LIBERO's privileged expert."""
 
 from __future__ import annotations
 
@@ -122,4 +122,14 @@ BUILTIN = {
     "metaworld-adaptive-reach": make_adaptive_reach,
     "metaworld-expert-chunks": make_metaworld_expert_chunks,
     "metaworld-expert-blend": make_metaworld_expert_blend,
+    "libero-expert": lambda context: _libero("make_libero_expert", context),
+    "libero-expert-chunks": lambda context: _libero("make_libero_expert_chunks", context),
+    "libero-expert-blend": lambda context: _libero("make_libero_expert_blend", context),
 }
+
+
+def _libero(factory: str, context: PolicyContext) -> Any:
+    """LIBERO's privileged expert (``policies/libero_expert.py``), imported only when asked for."""
+    from lerobench.policies import libero_expert
+
+    return getattr(libero_expert, factory)(context)

@@ -83,7 +83,7 @@ def first_rows(plan: Any, policy: Policy, task: Any, episodes: int, steps: int) 
     from lerobench.envs.vector import make_vector_env
 
     needs = observation_needs(policy)
-    venv = make_vector_env(plan.env_spec(task, needs.cameras, None), 1, in_process=True)
+    venv = make_vector_env(plan.env_spec(task, needs.cameras, None, needs.privileged), 1, in_process=True)
     rows: list[dict[str, Any]] = []
     try:
         for episode in range(episodes):
@@ -95,6 +95,8 @@ def first_rows(plan: Any, policy: Policy, task: Any, episodes: int, steps: int) 
                 row: dict[str, Any] = {"state": np.array(obs["state"], dtype=np.float32)}
                 if needs.cameras:
                     row["images"] = {c: np.array(obs["images"][c]) for c in needs.cameras}
+                if needs.privileged:
+                    row["privileged"] = np.array(obs["privileged"])
                 row.update(slot=np.array([episode]), task=[task.name], episode=np.array([episode]),
                            episode_seed=np.array([episode_seed(plan.settings.seed, task.index, episode)]),
                            episode_start=np.array([step == 0]), trial=np.array([0]), trial_start=np.array([step == 0]),

@@ -65,7 +65,8 @@ def suite_context(suite: str, protocol: str | None = None, seed: int = 0, device
     proto = s.protocol(protocol)
     return PolicyContext(suite=s.name, backend=s.backend, tasks=s.tasks, action_dim=backend.action_dim,
                          state_dim=backend.state_dim, cameras=proto.cameras, image_size=proto.image_size,
-                         seed=seed, device=device, call_width=call_width)
+                         seed=seed, device=device, call_width=call_width,
+                         backend_options=dict(s.backend_options))
 
 
 class PolicyServer:

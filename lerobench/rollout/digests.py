@@ -48,9 +48,11 @@ class ReadDigests:
     def read(self, batch: dict[str, Any], rows: np.ndarray) -> None:
         """The policy is about to read ``batch`` (row ``k`` is slot ``rows[k]``): extend each slot's chain."""
         images: dict[str, Any] = batch["images"] if isinstance(batch.get("images"), dict) else {}
-        names = ("state", *images)
+        privileged = batch.get("privileged")
+        names = ("state", *images, *(("privileged",) if privileged is not None else ()))
         for k, i in enumerate(rows.tolist()):
-            digests = [part_digest(batch["state"][k]), *(part_digest(img[k]) for img in images.values())]
+            digests = [part_digest(batch["state"][k]), *(part_digest(img[k]) for img in images.values()),
+                       *((part_digest(privileged[k]),) if privileged is not None else ())]
             self.chain[i] = hashlib.blake2b(self.chain[i] + b"".join(digests), digest_size=DIGEST_BYTES).digest()
             self.reads[i] += 1
             self.parts[i] = names

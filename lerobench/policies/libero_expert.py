@@ -1,0 +1,842 @@
+"""``libero-expert``: a privileged scripted expert that solves LIBERO tasks from the simulator's state.
+
+Why: LIBERO ships no scripted policy, and a check on runs in which every episode fails cannot fail. This expert
+reads the task's goal from its BDDL (``lerobench.envs.bddl``) and, each call, the simulator's privileged state
+(object poses and bounds, joint positions of drawers, doors and knobs, goal regions, which goal conditions hold:
+``lerobench.envs.libero_state``), which the LIBERO backend sends only because the policy declares
+``ObservationNeeds(privileged=True)``. It is not a learned policy and sees no camera.
+
+It acts through LIBERO's own action space (7-D delta end-effector pose + gripper, OSC at 20 Hz), composing one
+skill per goal condition:
+
+- ``On`` / ``In``: pick (top-down; across the narrow side of a small object, on the rim of a wide one), lift over
+  whatever lies on the way, carry, lower until the object meets its support, release, retreat;
+- ``Open`` / ``Close`` of a drawer (slide joint): grasp the handle and pull / push the front along the slide;
+- ``Open`` / ``Close`` of a door and ``TurnOn`` / ``TurnOff`` of a knob (hinge joints): push the moving part
+  round its hinge at its far edge, in the direction that makes LIBERO's predicate hold.
+
+Conditions run in a fixed order (open, then place, then close and switch) and a condition that holds already is
+skipped; one that stops holding (a bowl knocked off a plate) is done again. Per-row state is keyed by
+``row_ids`` and reset at each episode's start, so outcomes do not depend on which rows share a call.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from lerobench.envs.bddl import Condition, TaskGoal
+from lerobench.envs.libero_state import EntityView, JointView, Scene, read_scene
+from lerobench.policies.base import ObservationNeeds, PolicyTraits, row_ids
+
+POS_SCALE = 0.05
+"""LIBERO's OSC maps a position action of 1 to a 5 cm target offset per step."""
+ROT_SCALE = 0.5
+"""... and a rotation action of 1 to 0.5 rad."""
+DT = 0.05
+"""Control period (20 Hz)."""
+GRIP_OPEN, GRIP_CLOSE = -1.0, 1.0
+MAX_PINCH = 0.075
+"""Widest side the Panda gripper (8 cm stroke) closes across with margin; wider objects are taken by the rim."""
+ROBOT_BASE_XY = np.array([-0.66, 0.0])
+"""Where LIBERO mounts the Panda (approach the rim of a wide object from this side)."""
+
+HANDLE_DEPTH = 0.008
+"""Half the thickness of LIBERO's cabinet handle bars: their centre lies this far inside the drawer's front."""
+KNOB_RADIUS = 0.09
+"""A hinged part smaller than this is a knob (turned by the wrist); larger ones are doors (pushed round)."""
+GRIP_HALF = 0.0
+"""A gripper action of 0 holds the fingers where they are (robosuite ramps them by the action's sign)."""
+
+ORDER = {"open": 0, "on": 1, "in": 1, "close": 2, "turnon": 3, "turnoff": 3}
+"""Conditions run in this order: a drawer opens before things go in, closes after."""
+
+
+def down_rotation(yaw: float) -> np.ndarray:
+    """The gripper pointing down with its fingers closing along ``(cos yaw, sin yaw, 0)``."""
+    c, s = math.cos(yaw), math.sin(yaw)
+    return np.array([[c, s, 0.0], [s, -c, 0.0], [0.0, 0.0, -1.0]])
+
+
+def rotation_error(target: np.ndarray, current: np.ndarray) -> np.ndarray:
+    """Axis-angle (world frame) that takes ``current`` to ``target``."""
+    r = target @ current.T
+    angle = math.acos(max(-1.0, min(1.0, (np.trace(r) - 1.0) / 2.0)))
+    if angle < 1e-9:
+        return np.zeros(3)
+    axis = np.array([r[2, 1] - r[1, 2], r[0, 2] - r[2, 0], r[1, 0] - r[0, 1]])
+    norm = np.linalg.norm(axis)
+    if norm < 1e-9:  # 180 degrees: any perpendicular axis from the symmetric part
+        w, v = np.linalg.eigh((r + np.eye(3)) / 2.0)
+        axis = v[:, int(np.argmax(w))]
+        norm = 1.0
+    return axis / norm * angle
+
+
+def current_yaw(rotation: np.ndarray) -> float:
+    """The yaw of the finger axis (the gripper frame's x column)."""
+    return math.atan2(rotation[1, 0], rotation[0, 0])
+
+
+def nearest_yaw(direction_yaw: float, reference: float) -> float:
+    """``direction_yaw`` or its opposite (a pinch is symmetric), whichever is closer to ``reference``."""
+    best = direction_yaw
+    for k in (-2, -1, 0, 1, 2):
+        cand = direction_yaw + k * math.pi
+        if abs(_wrap(cand - reference)) < abs(_wrap(best - reference)):
+            best = cand
+    return reference + _wrap(best - reference)
+
+
+def _wrap(a: float) -> float:
+    return (a + math.pi) % (2 * math.pi) - math.pi
+
+
+@dataclass
+class Grasp:
+    """Where and how to take an object: the grip site's point and the finger axis's yaw."""
+
+    point: np.ndarray
+    yaw: float
+
+
+def plan_grasp(obj: EntityView, reference_yaw: float, others: list[EntityView] | None = None) -> Grasp:
+    """Across the narrow horizontal side at the centre for a small object; radially on the rim for a wide one.
+
+    The rim point is the one that keeps the hand clear of the other objects (``others``: an open drawer beside a
+    bowl) and the wrist near ``reference_yaw``, on the robot's side where that is free.
+    """
+    rot = obj.rotation
+    centre_local = (obj.local_lo + obj.local_hi) / 2.0
+    centre = obj.pos + rot @ centre_local
+    half = (obj.local_hi - obj.local_lo) / 2.0
+    vertical = int(np.argmax(np.abs(rot[2, :])))
+    horizontal = [i for i in range(3) if i != vertical]
+    widths = {i: 2.0 * half[i] for i in horizontal}
+    narrow = min(horizontal, key=lambda i: widths[i])
+    top, bottom = float(obj.hi[2]), float(obj.lo[2])
+    height = top - bottom
+    if widths[narrow] <= MAX_PINCH:
+        axis = rot[:, narrow]
+        z = max(top - min(0.03, 0.5 * height), bottom + 0.015)
+        return Grasp(np.array([centre[0], centre[1], z]), nearest_yaw(math.atan2(axis[1], axis[0]), reference_yaw))
+    radius = widths[narrow] / 2.0
+    z = max(top - 0.025, bottom + 0.015)
+    toward = ROBOT_BASE_XY - centre[:2]
+    toward = toward / max(float(np.linalg.norm(toward)), 1e-9)
+    obstacles = [o for o in (others or []) if o.hi[2] > bottom + 0.01]
+    best: tuple[float, Grasp] | None = None
+    for k in range(16):
+        angle = k * math.pi / 8
+        u = np.array([math.cos(angle), math.sin(angle)])
+        xy = centre[:2] + u * max(radius - 0.015, 0.0)
+        yaw = nearest_yaw(angle, reference_yaw)
+        clearance = min((_box_distance(xy, o.lo[:2], o.hi[:2]) for o in obstacles), default=1.0)
+        cost = -min(clearance, 0.08) * 4.0 + 0.1 * abs(_wrap(yaw - reference_yaw)) - 0.05 * float(u @ toward)
+        if best is None or cost < best[0]:
+            best = (cost, Grasp(np.array([xy[0], xy[1], z]), yaw))
+    assert best is not None
+    return best[1]
+
+
+def _box_distance(point: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> float:
+    """Distance from a 2-D point to a 2-D box (0 inside)."""
+    return float(np.linalg.norm(np.maximum(np.maximum(lo - point, point - hi), 0.0)))
+
+
+@dataclass
+class Memory:
+    """One row's progress: which condition, which phase, since when, and what the phase measured."""
+
+    condition: int = -1
+    phase: str = "choose"
+    since: float = 0.0
+    tries: int = 0
+    grasp: Grasp | None = None
+    offset: np.ndarray | None = None
+    """Held object: eef position minus object position, measured after the lift."""
+    held_z: float = 0.0
+    last_z: float = 0.0
+    stalled: int = 0
+    anchor: np.ndarray | None = None
+    carry_z: float = 0.0
+    yaw: float = math.pi / 2
+    working: Condition | None = None
+    """The condition being worked on: the goal's, or one it needs first (a drawer opened to put a bowl in)."""
+
+
+@dataclass
+class Command:
+    """What one step asks of the arm: a position, the hand pointing down at ``yaw`` (or ``rotation``), a grip."""
+
+    pos: np.ndarray
+    yaw: float
+    grip: float
+    rotation: np.ndarray | None = None
+
+
+def action_for(scene: Scene, command: Command) -> np.ndarray:
+    """The 7-D LIBERO action that moves towards ``command`` (P control, saturated)."""
+    err = command.pos - scene.eef_pos
+    pos = np.clip(err / POS_SCALE * 2.0, -1.0, 1.0)
+    target = command.rotation if command.rotation is not None else down_rotation(command.yaw)
+    rot = np.clip(rotation_error(target, scene.eef_rotation) / ROT_SCALE * 1.0, -1.0, 1.0)
+    return np.concatenate([pos, rot, [command.grip]]).astype(np.float32)
+
+
+class TaskExpert:
+    """The skill machine for one task's goal; ``act`` advances one row's ``Memory`` by one step."""
+
+    def __init__(self, goal: TaskGoal):
+        self.goal = goal
+        self.order = sorted(range(len(goal.goal)), key=lambda k: (ORDER.get(goal.goal[k].predicate, 9), k))
+
+    def act(self, scene: Scene, mem: Memory) -> np.ndarray:
+        """One action for this row, advancing its memory."""
+        for _ in range(8):  # phase changes that need no step (choose the next condition) happen at once
+            command = self._phase(scene, mem)
+            if command is not None:
+                return action_for(scene, command)
+        return action_for(scene, Command(scene.eef_pos.copy(), mem.yaw, GRIP_OPEN))
+
+    # -- phases ------------------------------------------------------------------------------------------------
+    def _enter(self, mem: Memory, scene: Scene, phase: str) -> None:
+        mem.phase, mem.since, mem.stalled = phase, scene.time, 0
+        mem.last_z = float(scene.eef_pos[2])
+
+    def _elapsed(self, scene: Scene, mem: Memory) -> int:
+        return int(round((scene.time - mem.since) / DT))
+
+    def _phase(self, scene: Scene, mem: Memory) -> Command | None:
+        if mem.phase == "choose":
+            return self._choose(scene, mem)
+        condition = mem.working
+        assert condition is not None
+        if condition.predicate in ("on", "in"):
+            return self._place(scene, mem, condition)
+        return self._articulate(scene, mem, condition)
+
+    def _choose(self, scene: Scene, mem: Memory) -> Command | None:
+        pending = [k for k in self.order if not scene.satisfied[k]]
+        if not pending:
+            self._enter(mem, scene, "idle")
+            mem.phase = "choose"
+            return Command(scene.eef_pos.copy(), mem.yaw, GRIP_OPEN)
+        k = pending[0]
+        if k != mem.condition:
+            mem.tries = 0
+        mem.condition = k
+        mem.tries += 1
+        mem.working = _prerequisite(scene, self.goal.goal[k]) or self.goal.goal[k]
+        mem.grasp = mem.offset = None
+        self._enter(mem, scene, "start")
+        return None
+
+    # -- pick and place ----------------------------------------------------------------------------------------
+    def _place(self, scene: Scene, mem: Memory, condition: Condition) -> Command | None:
+        obj = scene.entities[condition.args[0]]
+        t = self._elapsed(scene, mem)
+        eef = scene.eef_pos
+        if mem.phase == "start":
+            mem.yaw = current_yaw(scene.eef_rotation)
+            others = [e for n, e in scene.entities.items() if n != condition.args[0]]
+            mem.grasp = plan_grasp(obj, mem.yaw, others)
+            mem.yaw = mem.grasp.yaw
+            self._enter(mem, scene, "rise")
+            return None
+        grasp = mem.grasp
+        assert grasp is not None
+        hover = grasp.point + np.array([0.0, 0.0, 0.10])
+        if mem.phase == "rise":  # up before moving sideways, so the open fingers sweep nothing
+            z = max(float(eef[2]), hover[2])
+            if eef[2] >= z - 0.02 or t > 30:
+                self._enter(mem, scene, "above")
+                return None
+            return Command(np.array([eef[0], eef[1], z]), mem.yaw, GRIP_OPEN)
+        if mem.phase == "above":
+            target = np.array([hover[0], hover[1], max(hover[2], float(eef[2]) if t < 2 else hover[2])])
+            if (np.linalg.norm((hover - eef)[:2]) < 0.01 and abs(hover[2] - eef[2]) < 0.02) or t > 60:
+                self._enter(mem, scene, "descend")
+                return None
+            return Command(target, mem.yaw, GRIP_OPEN)
+        if mem.phase == "descend":
+            if np.linalg.norm(grasp.point - eef) < 0.008 or t > 40:
+                self._enter(mem, scene, "close")
+                return None
+            return Command(grasp.point, mem.yaw, GRIP_OPEN)
+        if mem.phase == "close":
+            if t >= 12:
+                mem.held_z = float(obj.pos[2])
+                mem.carry_z = self._carry_height(scene, condition, obj, eef)
+                self._enter(mem, scene, "lift")
+                return None
+            return Command(grasp.point, mem.yaw, GRIP_CLOSE)
+        if mem.phase == "lift":
+            target = np.array([grasp.point[0], grasp.point[1], mem.carry_z])
+            if obj.pos[2] - mem.held_z < 0.5 * (eef[2] - grasp.point[2]) - 0.01 and eef[2] - grasp.point[2] > 0.04:
+                self._enter(mem, scene, "drop")  # it slipped: open and try again
+                return None
+            if abs(target[2] - eef[2]) < 0.02 or t > 50:
+                mem.offset = eef - obj.pos
+                self._enter(mem, scene, "carry")
+                return None
+            return Command(target, mem.yaw, GRIP_CLOSE)
+        if mem.phase == "drop":
+            if t >= 6:
+                mem.phase = "choose"
+                return None
+            return Command(eef.copy(), mem.yaw, GRIP_OPEN)
+        offset = mem.offset if mem.offset is not None else np.zeros(3)
+        place = self._place_point(scene, condition, obj)
+        goal_xy = place[:2] + offset[:2]
+        if mem.phase == "carry":
+            target = np.array([goal_xy[0], goal_xy[1], mem.carry_z])
+            if np.linalg.norm((target - eef)[:2]) < 0.008 or t > 80:
+                self._enter(mem, scene, "lower")
+                return None
+            return Command(target, mem.yaw, GRIP_CLOSE)
+        if mem.phase == "lower":
+            target = np.array([goal_xy[0], goal_xy[1], place[2] + offset[2]])
+            moved = mem.last_z - float(eef[2])
+            mem.last_z = float(eef[2])
+            mem.stalled = mem.stalled + 1 if moved < 0.001 and t > 3 else 0
+            if abs(target[2] - eef[2]) < 0.006 or mem.stalled >= 2 or t > 60:
+                self._enter(mem, scene, "release")
+                return None
+            return Command(target, mem.yaw, GRIP_CLOSE)
+        if mem.phase == "release":
+            if t >= 8:
+                self._enter(mem, scene, "retreat")
+                return None
+            return Command(eef.copy(), mem.yaw, GRIP_OPEN)
+        if mem.phase == "retreat":
+            target = np.array([eef[0], eef[1], max(mem.carry_z, float(eef[2]))])
+            if t >= 10 or eef[2] > mem.carry_z - 0.03:
+                mem.phase = "choose"
+                return None
+            return Command(target, mem.yaw, GRIP_OPEN)
+        raise AssertionError(f"unknown phase {mem.phase}")
+
+    def _place_point(self, scene: Scene, condition: Condition, obj: EntityView) -> np.ndarray:
+        """Where the object's body origin should end: over the target's centre, just above its support."""
+        target = condition.args[1]
+        if target in scene.entities:
+            other = scene.entities[target]
+            return np.array([other.pos[0], other.pos[1], float(other.hi[2]) + 0.005 + (obj.pos[2] - obj.lo[2])])
+        region = scene.regions[target]
+        up = region.rotation[:, 2]
+        if condition.predicate == "in":
+            point = region.pos.copy()
+            point[2] = max(point[2], point[2])
+            return point + np.array([0.0, 0.0, obj.pos[2] - obj.lo[2]])
+        return region.pos + up * (region.size[2] + 0.01) + np.array([0.0, 0.0, obj.pos[2] - obj.lo[2]])
+
+    def _carry_height(self, scene: Scene, condition: Condition, obj: EntityView, eef: np.ndarray) -> float:
+        """Grip-site height that carries the object's bottom 4 cm over everything between here and the target."""
+        place = self._place_point(scene, condition, obj)
+        start, end = obj.pos[:2], place[:2]
+        reach = max(float(np.max(obj.hi[:2] - obj.lo[:2])) / 2.0, 0.03) + 0.03
+        tallest = max(float(obj.hi[2]), place[2])
+        for name, other in scene.entities.items():
+            if name == condition.args[0]:
+                continue
+            if _segment_hits_box(start, end, other.lo[:2] - reach, other.hi[:2] + reach):
+                tallest = max(tallest, float(other.hi[2]))
+        below = float(eef[2] - obj.lo[2])  # grip site above the object's bottom
+        return min(tallest + 0.04 + below, 1.45)
+
+    # -- drawers, doors, knobs ---------------------------------------------------------------------------------
+    def _articulate(self, scene: Scene, mem: Memory, condition: Condition) -> Command | None:
+        joint = _condition_joint(scene, condition)
+        if joint is None:  # nothing to move (refused before the run; a scene that lost it): wait
+            return Command(scene.eef_pos.copy(), mem.yaw, GRIP_OPEN)
+        goal_q = _goal_position(joint, condition.predicate)
+        sense = 1.0 if goal_q > joint.qpos else -1.0
+        if _is_slide(joint):
+            return self._drawer(scene, mem, joint, goal_q, sense)
+        if _part_radius(joint) < KNOB_RADIUS:
+            return self._twist(scene, mem, joint, goal_q, sense)
+        return self._swing(scene, mem, joint, goal_q, sense)
+
+    def _approach(self, scene: Scene, mem: Memory, point: np.ndarray, rotation: np.ndarray, grip: float,
+                  then: str) -> Command | None:
+        """Rise to ``mem.carry_z``, move over ``point``, then down to it (phases rise / above / descend)."""
+        t = self._elapsed(scene, mem)
+        eef = scene.eef_pos
+        if mem.phase == "rise":
+            if eef[2] >= mem.carry_z - 0.02 or t > 30:
+                self._enter(mem, scene, "above")
+                return None
+            return Command(np.array([eef[0], eef[1], mem.carry_z]), mem.yaw, grip, rotation)
+        if mem.phase == "above":
+            target = np.array([point[0], point[1], mem.carry_z])
+            if np.linalg.norm((target - eef)[:2]) < 0.01 or t > 60:
+                self._enter(mem, scene, "descend")
+                return None
+            return Command(target, mem.yaw, grip, rotation)
+        turned = float(np.linalg.norm(rotation_error(rotation, scene.eef_rotation))) < 0.1
+        if (np.linalg.norm(point - eef) < 0.01 and turned) or t > 50:
+            self._enter(mem, scene, then)
+            return None
+        return Command(point, mem.yaw, grip, rotation)
+
+    def _drawer(self, scene: Scene, mem: Memory, joint: JointView, goal_q: float, sense: float) -> Command | None:
+        """A drawer, with the hand level and the fingers closing vertically.
+
+        Opening pinches the handle bar and pulls; closing pushes the bar with closed fingers. A hand from above
+        would meet the handle above, or the cabinet's top, with its palm.
+        """
+        t = self._elapsed(scene, mem)
+        eef = scene.eef_pos
+        opening = _opens(joint, sense)
+        motion = joint.axis * sense
+        outward = motion if opening else -motion
+        if mem.phase == "start":
+            mem.yaw = current_yaw(scene.eef_rotation) if scene.eef_rotation[2, 2] < -0.7 else math.pi / 2
+            handle = _handle_point(joint, outward)
+            mem.grasp = Grasp(handle + outward * (0.0 if opening else 0.025), mem.yaw)
+            mem.carry_z = max(float(handle[2]) + 0.15, float(eef[2]))
+            self._enter(mem, scene, "rise")
+            return None
+        assert mem.grasp is not None
+        level = facing(-outward)
+        before = mem.grasp.point + outward * 0.10
+        grip = GRIP_HALF if opening else GRIP_CLOSE
+        if mem.phase in ("rise", "above", "descend"):
+            if mem.phase == "rise" and t < 4 and opening:  # four steps of closing leave the fingers half open
+                return Command(np.array([eef[0], eef[1], mem.carry_z]), mem.yaw, GRIP_CLOSE, level)
+            return self._approach(scene, mem, before, level, grip, "insert")
+        if mem.phase == "insert":
+            target = mem.grasp.point
+            if np.linalg.norm(target - eef) < 0.008 or t > 40:
+                self._enter(mem, scene, "grip" if opening else "move")
+                return None
+            return Command(target, mem.yaw, grip, level)
+        if mem.phase == "grip":
+            if t >= 10:
+                self._enter(mem, scene, "move")
+                return None
+            return Command(mem.grasp.point, mem.yaw, GRIP_CLOSE, level)
+        if mem.phase == "move":
+            if (joint.qpos - goal_q) * sense >= -0.003 or t > 100:
+                self._enter(mem, scene, "release")
+                return None
+            target = eef + motion * 0.03
+            target[2] = mem.grasp.point[2]
+            target[:2] += _perpendicular_pull(mem.grasp.point, eef, motion)
+            return Command(target, mem.yaw, GRIP_CLOSE, level)
+        if mem.phase == "release":
+            if t >= (8 if opening else 1):
+                self._enter(mem, scene, "back")
+                return None
+            return Command(eef.copy(), mem.yaw, GRIP_OPEN if opening else GRIP_CLOSE, level)
+        if mem.phase == "back":
+            if t >= 6:
+                self._enter(mem, scene, "up")
+                return None
+            return Command(eef + outward * 0.03, mem.yaw, GRIP_OPEN if opening else GRIP_CLOSE, level)
+        if mem.phase == "up":  # and the hand back to pointing down before anything else
+            down = float(np.linalg.norm(rotation_error(down_rotation(mem.yaw), scene.eef_rotation))) < 0.15
+            if (t >= 12 or eef[2] > mem.carry_z - 0.03) and (down or t > 30):
+                mem.phase = "choose"
+                return None
+            return Command(np.array([eef[0], eef[1], mem.carry_z]), mem.yaw, GRIP_OPEN)
+        raise AssertionError(f"unknown phase {mem.phase}")
+
+    def _twist(self, scene: Scene, mem: Memory, joint: JointView, goal_q: float, sense: float) -> Command | None:
+        """A knob: pinch its fin from above across its narrow side, then turn the wrist (and the fin's centre
+        round the axis) until the joint is where the predicate holds.
+        """
+        t = self._elapsed(scene, mem)
+        eef = scene.eef_pos
+        spin = float(np.sign(joint.axis[2]) or 1.0)
+        if mem.phase == "start":
+            mem.yaw = current_yaw(scene.eef_rotation)
+            centre, narrow, top = _handle_grip(joint)
+            mem.grasp = Grasp(np.array([centre[0], centre[1], top - 0.015]),
+                              nearest_yaw(math.atan2(narrow[1], narrow[0]), mem.yaw))
+            mem.yaw = mem.grasp.yaw
+            mem.held_z = joint.qpos
+            mem.carry_z = max(top + 0.10, float(eef[2]))
+            self._enter(mem, scene, "rise")
+            return None
+        assert mem.grasp is not None
+        if mem.phase in ("rise", "above", "descend"):
+            return self._approach(scene, mem, mem.grasp.point, down_rotation(mem.yaw), GRIP_OPEN, "grip")
+        if mem.phase == "grip":
+            if t >= 10:
+                self._enter(mem, scene, "move")
+                return None
+            return Command(mem.grasp.point, mem.yaw, GRIP_CLOSE)
+        if mem.phase == "move":
+            if (joint.qpos - goal_q) * sense >= -0.01 or t > 60:
+                self._enter(mem, scene, "release")
+                return None
+            turn = sense * spin * min(abs(goal_q - mem.held_z) + 0.15, 0.12 * (t + 1))
+            pos = _rotate_about(mem.grasp.point, joint.anchor, turn)
+            return Command(pos, mem.grasp.yaw + turn, GRIP_CLOSE)
+        if mem.phase == "release":
+            if t >= 6:
+                self._enter(mem, scene, "up")
+                return None
+            return Command(eef.copy(), current_yaw(scene.eef_rotation), GRIP_OPEN)
+        if mem.phase == "up":
+            if t >= 12 or eef[2] > mem.carry_z - 0.03:
+                mem.yaw = current_yaw(scene.eef_rotation)
+                mem.phase = "choose"
+                return None
+            return Command(np.array([eef[0], eef[1], mem.carry_z]), current_yaw(scene.eef_rotation), GRIP_OPEN)
+        raise AssertionError(f"unknown phase {mem.phase}")
+
+    def _swing(self, scene: Scene, mem: Memory, joint: JointView, goal_q: float, sense: float) -> Command | None:
+        """A door: closed fingers behind its far edge, pushed round the hinge."""
+        t = self._elapsed(scene, mem)
+        eef = scene.eef_pos
+        if mem.phase == "start":
+            mem.yaw = current_yaw(scene.eef_rotation)
+            contact, _ = _hinge_contact(joint, sense)
+            mem.grasp = Grasp(contact, mem.yaw)
+            mem.carry_z = max(float(contact[2]) + 0.15, float(eef[2]))
+            self._enter(mem, scene, "rise")
+            return None
+        assert mem.grasp is not None
+        if mem.phase in ("rise", "above", "descend"):
+            return self._approach(scene, mem, mem.grasp.point, down_rotation(mem.yaw), GRIP_CLOSE, "move")
+        if mem.phase == "move":
+            if (joint.qpos - goal_q) * sense >= -0.003 or t > 120:
+                self._enter(mem, scene, "up")
+                return None
+            return Command(_hinge_target(joint, sense, mem.grasp.point[2]), mem.yaw, GRIP_CLOSE)
+        if mem.phase == "up":
+            if t >= 12 or eef[2] > mem.carry_z - 0.03:
+                mem.phase = "choose"
+                return None
+            return Command(np.array([eef[0], eef[1], mem.carry_z]), mem.yaw, GRIP_CLOSE)
+        raise AssertionError(f"unknown phase {mem.phase}")
+
+def _prerequisite(scene: Scene, condition: Condition) -> Condition | None:
+    """``(Open drawer_region)`` before putting something in a drawer that is not open; None: nothing first."""
+    if condition.predicate not in ("on", "in") or len(condition.args) < 2:
+        return None
+    region = scene.regions.get(condition.args[1])
+    if region is None or region.joint is None or region.joint.open_dir == 0.0:
+        return None
+    joint = region.joint
+    opened = _goal_position(joint, "open")
+    if abs(joint.qpos - opened) < 0.25 * abs(joint.high - joint.low):
+        return None
+    return Condition("open", (condition.args[1],))
+
+
+def _condition_joint(scene: Scene, condition: Condition) -> JointView | None:
+    """The joint a condition is about: a region's own (a drawer), or the entity's joint with that affordance."""
+    name = condition.args[0]
+    if name in scene.regions:
+        return scene.regions[name].joint
+    entity = scene.entities.get(name)
+    if entity is None:
+        return None
+    switch = condition.predicate in ("turnon", "turnoff")
+    joints = [j for j in entity.joints if (j.on_dir if switch else j.open_dir) != 0.0]
+    if not joints:
+        return None
+    pending = [j for j in joints if abs(j.qpos - _goal_position(j, condition.predicate)) > 0.01]
+    return (pending or joints)[0]
+
+
+def _goal_position(joint: JointView, predicate: str) -> float:
+    """Where to drive the joint: the end of its range that opens / closes it, mid-range to switch it on."""
+    if predicate in ("turnon", "turnoff"):
+        if predicate == "turnon":
+            return (joint.low + joint.high) / 2.0
+        return joint.low if joint.on_dir > 0 else joint.high
+    opened = joint.high if joint.open_dir > 0 else joint.low
+    closed = joint.low if joint.open_dir > 0 else joint.high
+    return opened if predicate == "open" else closed
+
+
+def _opens(joint: JointView, sense: float) -> bool:
+    return joint.open_dir * sense > 0
+
+
+def _is_slide(joint: JointView) -> bool:
+    """A drawer: its part translates (a slide joint's part moves along the axis through the anchor)."""
+    return bool(abs(joint.axis[2]) < 0.5)
+
+
+def _part_corners(joint: JointView, lo: np.ndarray | None = None, hi: np.ndarray | None = None) -> np.ndarray:
+    """The moving part's box corners (or the box ``lo``-``hi`` in its frame), world frame (8, 3)."""
+    from lerobench.envs.libero_state import quat_matrix
+
+    lo = joint.part_lo if lo is None else lo
+    hi = joint.part_hi if hi is None else hi
+    corners = np.array([[x, y, z] for x in (lo[0], hi[0]) for y in (lo[1], hi[1]) for z in (lo[2], hi[2])])
+    return joint.part_pos + corners @ quat_matrix(joint.part_quat).T
+
+
+def _perpendicular_pull(contact: np.ndarray, eef: np.ndarray, direction: np.ndarray) -> np.ndarray:
+    """Keep the hand on the drawer's line while it slides (corrects sideways drift)."""
+    off = (eef - contact)[:2]
+    d = direction[:2] / max(float(np.linalg.norm(direction[:2])), 1e-9)
+    side = off - d * float(off @ d)
+    return -side
+
+
+def _hinge_geometry(joint: JointView, sense: float) -> tuple[np.ndarray, float, np.ndarray]:
+    """The far edge to push: (radial unit vector from the axis, radius, push direction), chosen so the hand
+    pushes away from the robot where the part has two far ends (a knob's paddle).
+    """
+    axis = joint.axis / max(float(np.linalg.norm(joint.axis)), 1e-9)
+    radial = _part_corners(joint) - joint.anchor
+    radial -= np.outer(radial @ axis, axis)
+    lengths = np.linalg.norm(radial, axis=1)
+    far = lengths >= 0.8 * lengths.max()
+    best, best_score = 0, -np.inf
+    for i in np.flatnonzero(far):
+        u = radial[i] / max(lengths[i], 1e-9)
+        tangent = sense * np.cross(axis, u)
+        point = joint.anchor + radial[i]
+        away = point[:2] - ROBOT_BASE_XY
+        score = float(tangent[:2] @ away / max(float(np.linalg.norm(away)), 1e-9)) + 0.1 * lengths[i]
+        if score > best_score:
+            best, best_score = int(i), score
+    u = radial[best] / max(lengths[best], 1e-9)
+    return u, float(lengths[best]), sense * np.cross(axis, u)
+
+
+def _hinge_contact(joint: JointView, sense: float) -> tuple[np.ndarray, np.ndarray]:
+    """Where the closed fingertips start: behind the far edge, at the part's mid height."""
+    u, radius, tangent = _hinge_geometry(joint, sense)
+    corners = _part_corners(joint)
+    z = float(corners[:, 2].min() + 0.6 * (corners[:, 2].max() - corners[:, 2].min()))
+    point = joint.anchor + u * radius * 0.85 - tangent * 0.035
+    point[2] = z
+    return point, tangent
+
+
+def _hinge_target(joint: JointView, sense: float, z: float) -> np.ndarray:
+    """A point ahead on the far edge's arc: moving there pushes the part round its hinge."""
+    u, radius, tangent = _hinge_geometry(joint, sense)
+    axis = joint.axis / max(float(np.linalg.norm(joint.axis)), 1e-9)
+    lead = 0.35
+    ahead = u * math.cos(lead) + np.cross(axis, u) * sense * math.sin(lead)
+    point = joint.anchor + ahead * radius * 0.85 - tangent * 0.01
+    point[2] = z
+    return point
+
+
+def facing(direction: np.ndarray) -> np.ndarray:
+    """The hand level, pointing along ``direction`` (horizontal), fingers closing vertically."""
+    z = np.array([direction[0], direction[1], 0.0])
+    z /= max(float(np.linalg.norm(z)), 1e-9)
+    x = np.array([0.0, 0.0, 1.0])
+    y = np.cross(z, x)
+    return np.stack([x, y, z], axis=1)
+
+
+def _rotate_about(point: np.ndarray, anchor: np.ndarray, angle: float) -> np.ndarray:
+    """``point`` turned by ``angle`` about the vertical line through ``anchor``."""
+    c, s = math.cos(angle), math.sin(angle)
+    d = point[:2] - anchor[:2]
+    return np.array([anchor[0] + c * d[0] - s * d[1], anchor[1] + s * d[0] + c * d[1], point[2]])
+
+
+def _part_radius(joint: JointView) -> float:
+    """How far the moving part reaches from its hinge axis."""
+    radial = _part_corners(joint) - joint.anchor
+    axis = joint.axis / max(float(np.linalg.norm(joint.axis)), 1e-9)
+    radial -= np.outer(radial @ axis, axis)
+    return float(np.linalg.norm(radial, axis=1).max())
+
+
+def _handle_grip(joint: JointView) -> tuple[np.ndarray, np.ndarray, float]:
+    """A knob's fin: (centre in the world, its narrow horizontal axis, its top z)."""
+    from lerobench.envs.libero_state import quat_matrix
+
+    rot = quat_matrix(joint.part_quat)
+    centre = joint.part_pos + rot @ ((joint.handle_lo + joint.handle_hi) / 2.0)
+    half = (joint.handle_hi - joint.handle_lo) / 2.0
+    vertical = int(np.argmax(np.abs(rot[2, :])))
+    narrow = min((i for i in range(3) if i != vertical), key=lambda i: half[i])
+    corners = _part_corners(joint, joint.handle_lo, joint.handle_hi)
+    return centre, rot[:, narrow], float(corners[:, 2].max())
+
+
+def _handle_point(joint: JointView, outward: np.ndarray) -> np.ndarray:
+    """The middle of a drawer's handle bar: ``HANDLE_DEPTH`` inside the part's outermost face, at mid height."""
+    corners = _part_corners(joint)
+    centre = corners.mean(axis=0)
+    front = float((corners @ outward).max())
+    return centre + outward * (front - float(centre @ outward) - HANDLE_DEPTH)
+
+
+def _segment_hits_box(a: np.ndarray, b: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> bool:
+    """Whether the 2-D segment a-b passes through the box [lo, hi]."""
+    t0, t1 = 0.0, 1.0
+    d = b - a
+    for i in range(2):
+        if abs(d[i]) < 1e-12:
+            if a[i] < lo[i] or a[i] > hi[i]:
+                return False
+            continue
+        u0, u1 = (lo[i] - a[i]) / d[i], (hi[i] - a[i]) / d[i]
+        t0, t1 = max(t0, min(u0, u1)), min(t1, max(u0, u1))
+        if t0 > t1:
+            return False
+    return True
+
+
+class LiberoExpert:
+    """The expert over a suite's tasks: one ``TaskExpert`` per task, one ``Memory`` per row."""
+
+    observation_needs = ObservationNeeds(privileged=True)
+    traits = PolicyTraits(replicable=True, batchable=True, batch_invariant=True)
+    privileged_expert = True
+    """Reads the simulator's state: results and reports say so wherever its numbers appear."""
+
+    def __init__(self, goals: dict[str, TaskGoal]):
+        self.experts = {task: TaskExpert(goal) for task, goal in goals.items()}
+        self._memory: dict[int, Memory] = {}
+
+    def reset(self) -> None:
+        """Forget every row (rebinds: a shallow copy never shares memory with its original)."""
+        self._memory = {}
+
+    def _row(self, key: int, start: bool) -> Memory:
+        if start or key not in self._memory:
+            self._memory[key] = Memory()
+        return self._memory[key]
+
+    def select_action(self, observation: dict[str, Any], task_descriptions: list[str]) -> np.ndarray:
+        """One action per row from its task's skill machine."""
+        keys = row_ids(observation).tolist()
+        starts = np.asarray(observation.get("episode_start", np.zeros(len(keys), bool)), dtype=bool)
+        out = np.zeros((len(keys), 7), dtype=np.float32)
+        for i, key in enumerate(keys):
+            expert = self.experts[observation["task"][i]]
+            scene = read_scene(observation["privileged"][i], expert.goal)
+            out[i] = expert.act(scene, self._row(int(key), bool(starts[i])))
+        return out
+
+    def memory_of(self, key: int) -> Memory:
+        """A copy of one row's memory (tests and debugging)."""
+        return copy.deepcopy(self._memory[key])
+
+
+CHUNK = 16
+"""Actions per chunk of ``libero-expert-chunks``: room for d = 8 with an execute horizon of 8."""
+TRACKING = 0.28
+"""Fraction of a position action's 5 cm offset the arm covers in one step (measured on LIBERO's OSC, steady
+motion): how a chunk predicts where the hand will be."""
+
+
+def predict(scene: Scene, action: np.ndarray, held: str | None) -> Scene:
+    """The scene one step later, as a chunk plans it: the hand moves by ``TRACKING`` of its action, a held object
+    with it, the clock by one step; everything else stays where it is."""
+    from dataclasses import replace
+
+    move = np.clip(action[:3], -1.0, 1.0) * POS_SCALE * TRACKING
+    entities = dict(scene.entities)
+    if held is not None and held in entities:
+        e = entities[held]
+        entities[held] = replace(e, pos=e.pos + move, lo=e.lo + move, hi=e.hi + move)
+    return replace(scene, eef_pos=scene.eef_pos + move, time=scene.time + DT, entities=entities)
+
+
+class LiberoExpertChunks(LiberoExpert):
+    """The expert planning ``CHUNK`` actions ahead from a predicted hand (open loop within a chunk).
+
+    Blind to ``--delay-steps``: the chunk starts where the hand is at the call, so with a delay its first actions
+    are late; its success falls as the delay grows (docs/latency.md).
+    """
+
+    observation_needs = ObservationNeeds(privileged=True, chunk_length=CHUNK)
+    aware = False
+
+    def select_action(self, observation: dict[str, Any], task_descriptions: list[str]) -> np.ndarray:
+        """(B, CHUNK, 7): each row's planned actions."""
+        keys = row_ids(observation).tolist()
+        starts = np.asarray(observation.get("episode_start", np.zeros(len(keys), bool)), dtype=bool)
+        delays = np.asarray(observation.get("delay_steps", np.zeros(len(keys))), dtype=np.int64)
+        committed = observation.get("committed_actions")
+        known = observation.get("committed_from_previous")
+        out = np.zeros((len(keys), CHUNK, 7), dtype=np.float32)
+        for i, key in enumerate(keys):
+            expert = self.experts[observation["task"][i]]
+            scene = read_scene(observation["privileged"][i], expert.goal)
+            mem = self._row(int(key), bool(starts[i]))
+            d = int(delays[i]) if self.aware and committed is not None else 0
+            for k in range(d):  # where the committed actions take the hand before this chunk starts
+                action = np.asarray(committed[i, k], dtype=np.float64)
+                if known is None or bool(known[i, k]):
+                    scene = predict(scene, action, _held(mem))
+                out[i, k] = action
+            for k in range(d, CHUNK):
+                out[i, k] = expert.act(scene, mem if k == d else mem)
+                scene = predict(scene, out[i, k], _held(mem))
+            self._memory[int(key)] = mem
+        return out
+
+
+class LiberoExpertBlend(LiberoExpertChunks):
+    """The chunking expert told the delay: it plans from where the committed actions take the hand and starts
+    its chunk with them (as real-time chunking's inpainting does)."""
+
+    aware = True
+
+
+def _held(mem: Memory) -> str | None:
+    """The object the hand carries in this phase (it moves with the hand in a prediction)."""
+    if mem.working is None or mem.working.predicate not in ("on", "in"):
+        return None
+    return mem.working.args[0] if mem.phase in ("lift", "carry", "lower") else None
+
+
+def _goals(context: Any, policy: str) -> dict[str, TaskGoal]:
+    """Every task's goal, refused before the run where the expert has no skill for it (``ConfigError``)."""
+    from lerobench.envs.bddl import PREDICATES
+    from lerobench.envs.libero import task_goal
+    from lerobench.envs.libero_state import check_fits
+    from lerobench.errors import ConfigError
+
+    if context.backend != "libero":
+        raise ConfigError(f"policy {policy!r} only runs on LIBERO suites; suite {context.suite!r} uses backend "
+                          f"{context.backend!r}")
+    goals = {}
+    for task in context.tasks:
+        goal = task_goal(context.backend_options.get("suite"), task.name)
+        bad = goal.unsupported()
+        if bad:
+            raise ConfigError(f"policy {policy!r} cannot solve suite {context.suite} task {task.name!r}: goal "
+                              f"condition {bad[0]} has no skill (it handles {', '.join(PREDICATES)})")
+        named = set(goal.entities)
+        for condition in goal.goal:
+            if condition.predicate in ("on", "in") and condition.args[0] not in goal.objects:
+                raise ConfigError(f"policy {policy!r} cannot solve suite {context.suite} task {task.name!r}: "
+                                  f"{condition} moves {condition.args[0]!r}, which is not a movable object")
+            if condition.predicate not in ("on", "in") and condition.args[0] in named and \
+                    condition.args[0] not in goal.fixtures + goal.objects:
+                raise ConfigError(f"policy {policy!r} cannot solve suite {context.suite} task {task.name!r}: "
+                                  f"{condition} names nothing in the scene")
+        check_fits(goal, f"suite {context.suite} task {task.name!r}")
+        goals[task.name] = goal
+    return goals
+
+
+def make_libero_expert(context: Any) -> LiberoExpert:
+    """Factory for ``--policy libero-expert``: LIBERO suites only; refuses a goal it has no skill for."""
+    return LiberoExpert(_goals(context, "libero-expert"))
+
+
+def make_libero_expert_chunks(context: Any) -> LiberoExpertChunks:
+    """Factory for ``--policy libero-expert-chunks``: the expert as 16-step chunks (delay sweeps)."""
+    return LiberoExpertChunks(_goals(context, "libero-expert-chunks"))
+
+
+def make_libero_expert_blend(context: Any) -> LiberoExpertBlend:
+    """Factory for ``--policy libero-expert-blend``: the chunking expert told the committed actions."""
+    return LiberoExpertBlend(_goals(context, "libero-expert-blend"))
