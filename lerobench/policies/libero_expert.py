@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from lerobench.envs.bddl import Condition, TaskGoal
-from lerobench.envs.libero_state import EntityView, JointView, Scene, read_scene
+from lerobench.envs.libero_state import EntityView, JointView, RegionView, Scene, read_scene
 from lerobench.policies.base import ObservationNeeds, PolicyTraits, row_ids
 
 POS_SCALE = 0.05
@@ -40,8 +40,14 @@ ROT_SCALE = 0.5
 DT = 0.05
 """Control period (20 Hz)."""
 GRIP_OPEN, GRIP_CLOSE = -1.0, 1.0
-MAX_PINCH = 0.075
+MAX_PINCH = 0.085
 """Widest side the Panda gripper (8 cm stroke) closes across with margin; wider objects are taken by the rim."""
+PALM_REACH = 0.11
+"""The Panda hand reaches 10.5 cm either side of the grip site along the finger axis, 2.6 cm above it: what a
+carried object's path must clear besides the object itself."""
+WRIST_OFFSET = np.array([-0.088, 0.0, 0.204])
+"""Where the Panda's wrist (link 6) sits relative to the grip site when the hand points down, at any yaw
+(measured on LIBERO's mounted Panda): an open drawer beside a bowl meets the wrist, not the hand."""
 ROBOT_BASE_XY = np.array([-0.66, 0.0])
 """Where LIBERO mounts the Panda (approach the rim of a wide object from this side)."""
 
@@ -136,11 +142,41 @@ def plan_grasp(obj: EntityView, reference_yaw: float, others: list[EntityView] |
         xy = centre[:2] + u * max(radius - 0.015, 0.0)
         yaw = nearest_yaw(angle, reference_yaw)
         clearance = min((_box_distance(xy, o.lo[:2], o.hi[:2]) for o in obstacles), default=1.0)
-        cost = -min(clearance, 0.08) * 4.0 + 0.1 * abs(_wrap(yaw - reference_yaw)) - 0.05 * float(u @ toward)
+        wrist = xy + WRIST_OFFSET[:2]
+        high = [o for o in obstacles if o.hi[2] > z + WRIST_OFFSET[2] - 0.08]
+        wrist_clearance = min((_box_distance(wrist, o.lo[:2], o.hi[:2]) for o in high), default=1.0)
+        cost = (-min(clearance, 0.08) * 4.0 - min(wrist_clearance, 0.15) * 4.0
+                + 0.1 * abs(_wrap(yaw - reference_yaw)) - 0.05 * float(u @ toward))
         if best is None or cost < best[0]:
             best = (cost, Grasp(np.array([xy[0], xy[1], z]), yaw))
     assert best is not None
     return best[1]
+
+
+def _free_spot(scene: Scene, region: RegionView, centre: np.ndarray, args: tuple[str, ...],
+               obj: EntityView) -> np.ndarray:
+    """The point of a goal region farthest from what already lies in it (a second moka pot on the same burner).
+
+    Candidates keep the object's centre 1.5 cm inside the region (LIBERO tests the body origin against the box).
+    """
+    held, target = args[0], args[1]
+    inside = [e for n, e in scene.entities.items() if n != held and not target.startswith(n + "_")
+              and e.hi[2] - e.lo[2] < 0.25
+              and _box_distance(centre[:2], e.lo[:2], e.hi[:2]) < float(np.max(region.size[:2])) + 0.05]
+    if not inside:
+        return centre
+    half = np.abs(region.rotation[:2, :2] @ region.size[:2]) - 0.015
+    half = np.maximum(half, 0.0)
+    radius = float(np.max(obj.hi[:2] - obj.lo[:2])) / 2.0
+    best, best_score = centre, -np.inf
+    for fx in np.linspace(-1.0, 1.0, 5):
+        for fy in np.linspace(-1.0, 1.0, 5):
+            xy = centre[:2] + np.array([fx * half[0], fy * half[1]])
+            gap = min(_box_distance(xy, e.lo[:2], e.hi[:2]) for e in inside) - radius
+            score = min(gap, 0.02) - 0.1 * float(np.linalg.norm(xy - centre[:2]))
+            if score > best_score:
+                best, best_score = np.array([xy[0], xy[1], centre[2]]), score
+    return best
 
 
 def _box_distance(point: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> float:
@@ -160,6 +196,8 @@ class Memory:
     offset: np.ndarray | None = None
     """Held object: eef position minus object position, measured after the lift."""
     held_z: float = 0.0
+    place: np.ndarray | None = None
+    """Where the carried object's body origin goes (chosen once per carry)."""
     last_z: float = 0.0
     stalled: int = 0
     anchor: np.ndarray | None = None
@@ -232,7 +270,7 @@ class TaskExpert:
         mem.condition = k
         mem.tries += 1
         mem.working = _prerequisite(scene, self.goal.goal[k]) or self.goal.goal[k]
-        mem.grasp = mem.offset = None
+        mem.grasp = mem.offset = mem.place = None
         self._enter(mem, scene, "start")
         return None
 
@@ -282,6 +320,10 @@ class TaskExpert:
                 return None
             if abs(target[2] - eef[2]) < 0.02 or t > 50:
                 mem.offset = eef - obj.pos
+                rose = float(obj.pos[2] - mem.held_z)
+                if rose < 0.5 * float(eef[2] - grasp.point[2]) or np.linalg.norm(mem.offset[:2]) > 0.09:
+                    self._enter(mem, scene, "drop")  # not in the hand: open and try again
+                    return None
                 self._enter(mem, scene, "carry")
                 return None
             return Command(target, mem.yaw, GRIP_CLOSE)
@@ -291,7 +333,12 @@ class TaskExpert:
                 return None
             return Command(eef.copy(), mem.yaw, GRIP_OPEN)
         offset = mem.offset if mem.offset is not None else np.zeros(3)
-        place = self._place_point(scene, condition, obj)
+        if mem.phase in ("carry", "lower") and np.linalg.norm(eef - obj.pos - offset) > 0.05:
+            self._enter(mem, scene, "drop")  # it slipped out on the way: open and start again
+            return None
+        if mem.place is None:
+            mem.place = self._place_point(scene, condition, obj)
+        place = mem.place
         goal_xy = place[:2] + offset[:2]
         if mem.phase == "carry":
             target = np.array([goal_xy[0], goal_xy[1], mem.carry_z])
@@ -329,17 +376,27 @@ class TaskExpert:
             return np.array([other.pos[0], other.pos[1], float(other.hi[2]) + 0.005 + (obj.pos[2] - obj.lo[2])])
         region = scene.regions[target]
         up = region.rotation[:, 2]
-        if condition.predicate == "in":
-            point = region.pos.copy()
-            point[2] = max(point[2], point[2])
-            return point + np.array([0.0, 0.0, obj.pos[2] - obj.lo[2]])
-        return region.pos + up * (region.size[2] + 0.01) + np.array([0.0, 0.0, obj.pos[2] - obj.lo[2]])
+        lift = np.array([0.0, 0.0, obj.pos[2] - obj.lo[2]])
+        centre = region.pos.copy() if condition.predicate == "in" else region.pos + up * (region.size[2] + 0.01)
+        sharing = [c for c in self.goal.goal if c.predicate in ("on", "in") and c.args[1:] == condition.args[1:]]
+        if len(sharing) > 1:  # several objects for one region: each its own side of it, first come first
+            half = np.maximum(np.abs(region.rotation[:2, :2] @ region.size[:2]) - 0.015, 0.0)
+            parent = [e for n, e in scene.entities.items() if target.startswith(n + "_")]
+            room = half.copy()
+            if parent:  # the side along which the fixture under the region leaves the most room
+                room = np.minimum(centre[:2] - parent[0].lo[:2], parent[0].hi[:2] - centre[:2])
+            axis = int(np.argmax(np.minimum(room, half + 0.03)))
+            k = sharing.index(condition)
+            shift = np.zeros(3)
+            shift[axis] = (2.0 * k / (len(sharing) - 1) - 1.0) * min(half[axis], 0.045)
+            centre = centre + shift
+        return _free_spot(scene, region, centre, condition.args, obj) + lift
 
     def _carry_height(self, scene: Scene, condition: Condition, obj: EntityView, eef: np.ndarray) -> float:
         """Grip-site height that carries the object's bottom 4 cm over everything between here and the target."""
         place = self._place_point(scene, condition, obj)
         start, end = obj.pos[:2], place[:2]
-        reach = max(float(np.max(obj.hi[:2] - obj.lo[:2])) / 2.0, 0.03) + 0.03
+        reach = max(float(np.max(obj.hi[:2] - obj.lo[:2])) / 2.0 + 0.03, PALM_REACH)
         tallest = max(float(obj.hi[2]), place[2])
         for name, other in scene.entities.items():
             if name == condition.args[0]:
@@ -736,7 +793,8 @@ motion): how a chunk predicts where the hand will be."""
 
 def predict(scene: Scene, action: np.ndarray, held: str | None) -> Scene:
     """The scene one step later, as a chunk plans it: the hand moves by ``TRACKING`` of its action, a held object
-    with it, the clock by one step; everything else stays where it is."""
+    with it, the clock by one step; everything else stays where it is.
+    """
     from dataclasses import replace
 
     move = np.clip(action[:3], -1.0, 1.0) * POS_SCALE * TRACKING
@@ -784,7 +842,8 @@ class LiberoExpertChunks(LiberoExpert):
 
 class LiberoExpertBlend(LiberoExpertChunks):
     """The chunking expert told the delay: it plans from where the committed actions take the hand and starts
-    its chunk with them (as real-time chunking's inpainting does)."""
+    its chunk with them (as real-time chunking's inpainting does).
+    """
 
     aware = True
 
