@@ -20,12 +20,14 @@ ENV MUJOCO_GL=egl \
     PYTHONUNBUFFERED=1
 
 WORKDIR /opt/lerobench
-COPY docker/constraints.txt docker/check-shared-libs.sh docker/
+COPY docker/constraints.txt docker/check-shared-libs.sh docker/require-success.py docker/
 
 # Dependencies first, from pyproject.toml alone (an empty package stands in for the code), so editing the code
 # does not download LIBERO's ~2 GB again. Every version comes from docker/constraints.txt.
 COPY pyproject.toml ./
+# (lerobench/_version.py too: pyproject.toml reads the version from it)
 RUN mkdir -p lerobench suites && touch lerobench/__init__.py README.md \
+ && echo '__version__ = "0.0.0"' > lerobench/_version.py \
  && pip install --upgrade pip \
  && pip install ".[metaworld,libero]" \
  && pip uninstall -y lerobench \

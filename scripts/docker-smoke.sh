@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build the Docker image and run its smoke on both simulators with --max-errors 0: a broken backend (a missing
-# system library, a simulator that cannot reset) fails here with a non-zero exit instead of "passing".
+# system library, a simulator that cannot reset) fails here with a non-zero exit instead of "passing"; the LIBERO
+# episode (the privileged expert) must also succeed (exit 4 otherwise).
 # The same steps as .github/workflows/smoke.yml; .ci/run calls it when a Docker engine is available.
 #
 # Usage: scripts/docker-smoke.sh
@@ -34,7 +35,12 @@ run_smoke() {
         ${LEROBENCH_SMOKE_ARGS:-}
 }
 run_smoke smoke          # Meta-World: two tasks, rendered videos
-run_smoke smoke_libero   # LIBERO: one short episode, rendered cameras
+# LIBERO: one episode of the privileged expert, which must succeed: a simulator that resets, steps and renders but
+# moves objects wrongly (a broken asset, a changed physics default) fails here, not only one that raises.
+step "lerobench eval --suite smoke_libero --max-errors 0 (the expert's episode must succeed)"
+# shellcheck disable=SC2086
+docker run --rm "$image" sh -c "lerobench eval --suite smoke_libero --max-errors 0 --output /tmp/smoke_libero \
+    ${LEROBENCH_SMOKE_ARGS:-} && python docker/require-success.py /tmp/smoke_libero"
 
 # Negative control: the smoke must be able to fail. The same image without GLib (the system library whose absence
 # once broke every LIBERO reset while the smoke "passed") must fail the LIBERO smoke with exit 3.

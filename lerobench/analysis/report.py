@@ -60,6 +60,14 @@ def _label(run: Run, index: int) -> str:
     return f"#{index + 1} {run.results.get('policy')}"
 
 
+def _privileged(run: Run) -> str:
+    """A line on the card of a run whose policy read the simulator's state."""
+    if not run.config.get("privileged_state"):
+        return ""
+    return ("<div class='bad'><b>privileged expert</b>: reads the simulator's state (object poses, joints, goal "
+            "conditions), not a learned policy</div>")
+
+
 def _headline(run: Run, index: int) -> str:
     r, o = run.results, run.results.get("overall", {})
     prov = r.get("provenance", {})
@@ -70,7 +78,7 @@ def _headline(run: Run, index: int) -> str:
     stop = (f"<div><b>{_e(stopping_line(stopping))}</b></div><div class='dim'>95% CI: {_e(FIXED_N_NOTE)}</div>"
             if stopping else "")
     return f"""<div class="card"><h3>{_e(_label(run, index))} on {_e(r.get('suite'))}</h3>
-<div class="big">{_pct(o.get('success_rate'))}</div>{stop}
+<div class="big">{_pct(o.get('success_rate'))}</div>{stop}{_privileged(run)}
 <div>95% CI {_ci(o.get('ci95', [0, 1]))} · {o.get('n_episodes', 0)} episodes · {o.get('n_errors', 0)} errors ·
 {'–' if wall is None else f'{wall:.1f} s'} · {state}</div>
 <div class="dim">protocol {_e(run.config.get('protocol'))}, max steps

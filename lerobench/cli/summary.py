@@ -23,6 +23,10 @@ def _trial_cells(block: dict[str, Any], trials: int) -> list[str]:
     return rates + deltas + (passes or ["-"] * (trials - 1))
 
 
+PRIVILEGED_NOTE = ("privileged expert: a scripted policy that reads the simulator's state (object poses, joints, "
+                   "goal conditions), not a learned policy; its rate measures the tasks' solvability, not a model")
+
+
 def print_summary(results: dict[str, Any], output: Path, merged_from: int = 0) -> None:
     """The results table and a timing line; ``merged_from`` > 0: a merge, whose eval_s is the shards' sum."""
     trials = results.get("config", {}).get("trials", 1)
@@ -46,6 +50,8 @@ def print_summary(results: dict[str, Any], output: Path, merged_from: int = 0) -
     table.add_row("[bold]overall[/]", str(o["n_episodes"]), f"[bold]{rate_text(o['success_rate'])}[/]",
                   percent_interval((lo, hi)), str(o["n_errors"]), "", *_trial_cells(o, trials))
     print_names_table(table)
+    if results.get("config", {}).get("privileged_state"):
+        console.print(f"{results['policy']} is a {PRIVILEGED_NOTE}", highlight=False, soft_wrap=True)
     if trials > 1:
         console.print(f"overall: {headline_rates(o, trials)}", highlight=False, soft_wrap=True)
         console.print("success/CI/errors: trial 0 (comparable with 1-trial runs); Δk = rate(trial k) − rate(trial 0) "

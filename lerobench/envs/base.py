@@ -45,11 +45,11 @@ class Simulator(Protocol):
 
 
 # Optional simulator methods, used when present: ``privileged_state()`` (float64 (PRIVILEGED_DIM,): the state a
-# privileged expert reads, sent only to a policy that declares ``ObservationNeeds.privileged``), ``physics_state()`` (the full physics state as floats, hashed
-# into each episode's ``start_digest``; without it ``state()`` is hashed) and ``mujoco_model()`` (the MuJoCo
-# model, for the ``camera_shift`` and ``light`` perturbations). See ``lerobench.envs.perturb``. ``scene_poses()``
-# (where every geom, camera and light is drawn, as floats) lets the reset check (``envs/resets.py``) compare what
-# the cameras see exactly, at any image size.
+# privileged expert reads, sent only to a policy that declares ``ObservationNeeds.privileged``),
+# ``physics_state()`` (the full physics state as floats, hashed into each episode's ``start_digest``; without it
+# ``state()`` is hashed) and ``mujoco_model()`` (the MuJoCo model, for the ``camera_shift`` and ``light``
+# perturbations). See ``lerobench.envs.perturb``. ``scene_poses()`` (where every geom, camera and light is drawn,
+# as floats) lets the reset check (``envs/resets.py``) compare what the cameras see exactly, at any image size.
 
 
 def announce_reads(sim: Simulator, cameras: Sequence[str]) -> None:

@@ -161,8 +161,9 @@ class PrivilegedWriter:
         model = env.sim.model._model
         self.model = model
         self._geoms: dict[str, np.ndarray] = {}
-        self._joints: dict[str, list[tuple[int, np.ndarray, float, float]]] = {}
-        """Per entity: (joint id, the moving part's collision geoms, open direction, on direction)."""
+        self._joints: dict[str, list[tuple[int, np.ndarray, np.ndarray, float, float]]] = {}
+        """Per entity: (joint id, the moving part's collision geoms, its handle's, open direction, on direction);
+        the part is rigid, so which geoms make its handle is found once."""
         for name in goal.entities:
             body = env.obj_body_id.get(name)
             if body is None:
@@ -170,17 +171,18 @@ class PrivilegedWriter:
             self._geoms[name] = _collision_geoms(model, _subtree(model, body))
             obj = env.get_object(name)
             self._joints[name] = [self._joint_info(obj, j) for j in _articulations(model, getattr(obj, "joints", []))]
-        self._region_joint: dict[str, tuple[int, np.ndarray, float, float] | None] = {}
+        self._region_joint: dict[str, tuple[int, np.ndarray, np.ndarray, float, float] | None] = {}
         for name in goal.regions:
             site = env.object_sites_dict.get(name)
             joints = _articulations(model, getattr(site, "joints", None) or [])
             parent = env.get_object(site.parent_name) if site is not None and site.parent_name else None
             self._region_joint[name] = self._joint_info(parent, joints[0]) if joints and parent is not None else None
 
-    def _joint_info(self, obj: Any, joint: int) -> tuple[int, np.ndarray, float, float]:
+    def _joint_info(self, obj: Any, joint: int) -> tuple[int, np.ndarray, np.ndarray, float, float]:
         model = self.model
         low, high = (float(x) for x in model.jnt_range[joint])
-        return joint, _collision_geoms(model, _subtree(model, int(model.jnt_bodyid[joint]))), \
+        geoms = _collision_geoms(model, _subtree(model, int(model.jnt_bodyid[joint])))
+        return joint, geoms, _top_geoms(model, self.env.sim.data._data, geoms), \
             _direction(obj, "is_open", low, high), _direction(obj, "turn_on", low, high)
 
     def write(self) -> np.ndarray:
@@ -218,9 +220,9 @@ class PrivilegedWriter:
         for k, info in enumerate(self._joints[name][:MAX_JOINTS]):
             self._write_joint(e[20 + k * JOINT:20 + (k + 1) * JOINT], info)
 
-    def _write_joint(self, j: np.ndarray, info: tuple[int, np.ndarray, float, float]) -> None:
+    def _write_joint(self, j: np.ndarray, info: tuple[int, np.ndarray, np.ndarray, float, float]) -> None:
         model, data = self.model, self.env.sim.data._data
-        joint, geoms, open_dir, on_dir = info
+        joint, geoms, handle, open_dir, on_dir = info
         part = int(model.jnt_bodyid[joint])
         j[0] = 1.0
         j[1] = data.qpos[model.jnt_qposadr[joint]]
@@ -231,7 +233,7 @@ class PrivilegedWriter:
         j[13:17] = data.xquat[part]
         frame = (data.xpos[part], data.xmat[part].reshape(3, 3))
         j[17:20], j[20:23] = _bounds(model, data, geoms, *frame)
-        j[23:26], j[26:29] = _bounds(model, data, _top_geoms(model, data, geoms), *frame)
+        j[23:26], j[26:29] = _bounds(model, data, handle, *frame)
         j[29], j[30] = open_dir, on_dir
 
     def _region(self, r: np.ndarray, name: str) -> None:

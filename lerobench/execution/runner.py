@@ -259,6 +259,10 @@ def simulator_claim(plan: RunPlan) -> dict[str, Any]:
                                     "against another run by lerobench compare"}}
 
 
+PRIVILEGED_KIND = "privileged expert"
+"""``config.policy_kind`` of a policy that reads the simulator's state (``ObservationNeeds.privileged``)."""
+
+
 def policy_config(policy: Policy, replan_steps: int) -> dict[str, Any]:
     """What the policy makes of the run, for ``results.json`` ``config``: the executed chunk length and its traits.
 
@@ -266,6 +270,8 @@ def policy_config(policy: Policy, replan_steps: int) -> dict[str, Any]:
     ``batch_invariant`` starts ``unchecked``: the sink replaces it with what the run's own check found
     (``lerobench.policies.invariance``); the policy's declaration is ``batch_invariance.declared``.
     ``numerics`` and ``call_width`` (torch policies) fix a row's bits; None for other policies.
+    ``policy_kind`` says ``privileged expert`` for a policy that reads the simulator's state (no robot could):
+    its numbers measure the environment side, never a learned policy.
     """
     from lerobench.policies.base import policy_numerics
     from lerobench.policies.invariance import summarize_checks
@@ -275,6 +281,7 @@ def policy_config(policy: Policy, replan_steps: int) -> dict[str, Any]:
     invariance = {**summarize_checks([]), "declared": traits.batch_invariant,
                   "checkable": traits.checkable}
     return {"replan_steps_executed": needs.executed_steps(replan_steps), "every_frame": needs.every_frame,
+            "policy_kind": PRIVILEGED_KIND if needs.privileged else "policy", "privileged_state": needs.privileged,
             "batch_invariant": invariance["status"], "batch_invariance": invariance,
             "stochastic_policy": traits.stochastic, "numerics": numerics,
             "call_width": numerics.get("call_width") if numerics else None}

@@ -75,7 +75,7 @@ def rotation_error(target: np.ndarray, current: np.ndarray) -> np.ndarray:
     if angle < 1e-9:
         return np.zeros(3)
     axis = np.array([r[2, 1] - r[1, 2], r[0, 2] - r[2, 0], r[1, 0] - r[0, 1]])
-    norm = np.linalg.norm(axis)
+    norm = float(np.linalg.norm(axis))
     if norm < 1e-9:  # 180 degrees: any perpendicular axis from the symmetric part
         w, v = np.linalg.eigh((r + np.eye(3)) / 2.0)
         axis = v[:, int(np.argmax(w))]
@@ -505,8 +505,9 @@ class TaskExpert:
         raise AssertionError(f"unknown phase {mem.phase}")
 
     def _twist(self, scene: Scene, mem: Memory, joint: JointView, goal_q: float, sense: float) -> Command | None:
-        """A knob: pinch its fin from above across its narrow side, then turn the wrist (and the fin's centre
-        round the axis) until the joint is where the predicate holds.
+        """A knob: pinch its fin from above, then turn the wrist (and the fin's centre round the axis).
+
+        It turns until the joint is where the predicate holds.
         """
         t = self._elapsed(scene, mem)
         eef = scene.eef_pos
@@ -644,8 +645,9 @@ def _perpendicular_pull(contact: np.ndarray, eef: np.ndarray, direction: np.ndar
 
 
 def _hinge_geometry(joint: JointView, sense: float) -> tuple[np.ndarray, float, np.ndarray]:
-    """The far edge to push: (radial unit vector from the axis, radius, push direction), chosen so the hand
-    pushes away from the robot where the part has two far ends (a knob's paddle).
+    """The far edge to push: (radial unit vector from the axis, radius, push direction).
+
+    Chosen so the hand pushes away from the robot where the part has two far ends (a knob's paddle).
     """
     axis = joint.axis / max(float(np.linalg.norm(joint.axis)), 1e-9)
     radial = _part_corners(joint) - joint.anchor
@@ -792,8 +794,10 @@ motion): how a chunk predicts where the hand will be."""
 
 
 def predict(scene: Scene, action: np.ndarray, held: str | None) -> Scene:
-    """The scene one step later, as a chunk plans it: the hand moves by ``TRACKING`` of its action, a held object
-    with it, the clock by one step; everything else stays where it is.
+    """The scene one step later, as a chunk plans it.
+
+    The hand moves by ``TRACKING`` of its action, a held object with it, the clock by one step; everything else
+    stays where it is.
     """
     from dataclasses import replace
 
@@ -829,6 +833,7 @@ class LiberoExpertChunks(LiberoExpert):
             mem = self._row(int(key), bool(starts[i]))
             d = int(delays[i]) if self.aware and committed is not None else 0
             for k in range(d):  # where the committed actions take the hand before this chunk starts
+                assert committed is not None
                 action = np.asarray(committed[i, k], dtype=np.float64)
                 if known is None or bool(known[i, k]):
                     scene = predict(scene, action, _held(mem))
@@ -841,8 +846,10 @@ class LiberoExpertChunks(LiberoExpert):
 
 
 class LiberoExpertBlend(LiberoExpertChunks):
-    """The chunking expert told the delay: it plans from where the committed actions take the hand and starts
-    its chunk with them (as real-time chunking's inpainting does).
+    """The chunking expert told the delay.
+
+    It plans from where the committed actions take the hand and starts its chunk with them (as real-time
+    chunking's inpainting does).
     """
 
     aware = True

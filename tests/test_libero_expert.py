@@ -1,0 +1,161 @@
+"""``libero-expert``: goals read from LIBERO's BDDL files, refusals before a run, and real LIBERO episodes that
+succeed and fail, with the same outcomes and observation digests at any batch size and executor."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from lerobench.cli import app
+from lerobench.envs.bddl import PREDICATES, parse_bddl
+
+runner = CliRunner()
+SUITES = Path(__file__).resolve().parent.parent / "suites"
+
+CONJUNCTION = """
+(define (problem LIBERO_Kitchen_Tabletop_Manipulation)
+  (:domain robosuite)
+  (:language turn on the stove and put the moka pot on it)
+  (:fixtures
+    kitchen_table - kitchen_table
+    flat_stove_1 - flat_stove
+  )
+  (:objects
+    chefmate_8_frypan_1 - chefmate_8_frypan
+    moka_pot_1 moka_pot_2 - moka_pot
+  )
+  (:goal
+    (And (Turnon flat_stove_1) (On moka_pot_1 flat_stove_1_cook_region))
+  )
+)
+"""
+
+
+def test_a_conjunctive_goal_parses_into_its_conditions_and_names():
+    goal = parse_bddl(CONJUNCTION)
+    assert goal.language == "turn on the stove and put the moka pot on it"
+    assert goal.objects == ("chefmate_8_frypan_1", "moka_pot_1", "moka_pot_2")
+    assert goal.fixtures == ("kitchen_table", "flat_stove_1")
+    assert [(c.predicate, c.args) for c in goal.goal] == [("turnon", ("flat_stove_1",)),
+                                                         ("on", ("moka_pot_1", "flat_stove_1_cook_region"))]
+    assert goal.regions == ("flat_stove_1_cook_region",) and not goal.unsupported()
+    assert str(goal.goal[1]) == "(On moka_pot_1 flat_stove_1_cook_region)"
+
+
+def test_every_goal_of_the_five_suites_uses_a_predicate_the_expert_has_a_skill_for():
+    """130 tasks: the predicates are exactly On, In, Open, Close, TurnOn, TurnOff (docs/suites.md lists them)."""
+    pytest.importorskip("libero.libero")
+    from libero.libero import benchmark
+
+    from lerobench.envs.bddl import read_bddl
+
+    seen = set()
+    for name in ("libero_spatial", "libero_object", "libero_goal", "libero_10", "libero_90"):
+        with contextlib.redirect_stdout(io.StringIO()):
+            bench = benchmark.get_benchmark_dict()[name]()
+        for i in range(bench.n_tasks):
+            goal = read_bddl(bench.get_task_bddl_file_path(i))
+            assert goal.goal and not goal.unsupported(), (name, i, goal.goal)
+            seen |= {c.predicate for c in goal.goal}
+    assert seen == set(PREDICATES)
+
+
+def test_a_goal_without_a_skill_is_refused_naming_task_and_condition(monkeypatch):
+    pytest.importorskip("libero.libero")
+    from lerobench.errors import ConfigError
+    from lerobench.policies import libero_expert
+    from lerobench.policies.base import PolicyContext
+    from lerobench.suite.registry import load_suite
+
+    suite = load_suite("libero_goal")
+    stacked = parse_bddl(CONJUNCTION.replace("(Turnon flat_stove_1)", "(Stack moka_pot_2 moka_pot_1)"))
+    monkeypatch.setattr("lerobench.envs.libero.task_goal", lambda suite, name: stacked)
+    context = PolicyContext(suite=suite.name, backend="libero", tasks=suite.tasks[:1], action_dim=7, state_dim=8,
+                            cameras=(), image_size=(128, 128), backend_options=dict(suite.backend_options))
+    with pytest.raises(ConfigError) as caught:
+        libero_expert.make_libero_expert(context)
+    message = str(caught.value)
+    assert suite.tasks[0].name in message and "(Stack moka_pot_2 moka_pot_1)" in message
+
+
+def test_the_expert_on_another_backend_is_one_line_and_exit_2(tmp_path):
+    result = runner.invoke(app, ["eval", "--suite", "smoke", "--policy", "libero-expert", "--output",
+                                 str(tmp_path / "o")])
+    assert result.exit_code == 2, result.output
+    assert "only runs on LIBERO suites" in result.output and "Traceback" not in result.output
+
+
+def _mixed_suite(tmp_path: Path, steps: int) -> Path:
+    """libero_spatial's task 1 alone at a step limit where some episodes succeed and some do not."""
+    text = (SUITES / "libero_spatial.toml").read_text()
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("tasks = ["))
+    task = lines[start + 2]  # the second task
+    end = next(i for i in range(start, len(lines)) if lines[i].strip() == "]")
+    body = "\n".join([*lines[:start], "tasks = [", task, "]", *lines[end + 1:]])
+    body = body.replace("max_steps = 220", f"max_steps = {steps}", 1).replace('name = "libero_spatial"',
+                                                                             'name = "libero_spatial_short"', 1)
+    path = tmp_path / "libero_spatial_short.toml"
+    path.write_text(body)
+    return path
+
+
+def _seen(out: Path) -> list[tuple]:
+    lines = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
+    return sorted((e["task"], e["episode"], e["success"], e["steps"], e["return"], e["obs_digest"], e["obs_reads"],
+                   tuple(e["obs_parts"] or ())) for e in lines)
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+def test_expert_episodes_succeed_and_fail_the_same_at_any_batch_size_and_executor(tmp_path):
+    """A short step limit splits the expert's episodes into successes and failures (a check that cannot fail on
+    all-failure runs would prove nothing); batch 1, batch 4 and worker processes give the same episodes, down to
+    the digests of the privileged state the policy read."""
+    pytest.importorskip("libero.libero")
+    suite = _mixed_suite(tmp_path, steps=72)
+    runs = {"b1": ["--batch-size", "1"], "b4": ["--batch-size", "4"],
+            "processes": ["--executor", "processes", "--workers", "2"]}
+    reference = None
+    for name, args in runs.items():
+        out = tmp_path / name
+        result = runner.invoke(app, ["eval", "--suite", str(suite), "--episodes", "6", "--videos", "0",
+                                     "--output", str(out), *args])
+        assert result.exit_code == 0, result.output
+        results = json.loads((out / "results.json").read_text())
+        assert results["policy"] == "libero-expert"  # the suite's default
+        assert results["config"]["policy_kind"] == "privileged expert" and results["config"]["privileged_state"]
+        seen = _seen(out)
+        assert all(s[5] is not None and s[7] == ("state", "privileged") for s in seen), seen
+        reference = reference or seen
+        assert seen == reference, name
+    outcomes = [s[2] for s in reference]
+    assert any(outcomes) and not all(outcomes), outcomes
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+@pytest.mark.parametrize(("suite", "task"), [
+    ("libero_goal", 0),   # Open: a drawer, pulled by its handle
+    ("libero_goal", 7),   # TurnOn: the stove's knob
+    ("libero_object", 3),  # In: a bottle into the basket
+    ("libero_90", 0),     # Close: a drawer pushed shut
+])
+def test_each_kind_of_goal_is_solved_at_the_protocol_limit(tmp_path, suite, task):
+    """One episode per skill, at the suite's own step limit (standard protocol): it must succeed."""
+    pytest.importorskip("libero.libero")
+    from lerobench.suite.registry import load_suite
+
+    name = load_suite(suite).tasks[task].name
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["eval", "--suite", suite, "--tasks", name, "--episodes", "1", "--videos", "0",
+                                 "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    (episode,) = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
+    assert episode["success"] and episode["error"] is None, episode
+    assert "privileged expert" in " ".join(result.output.split())
