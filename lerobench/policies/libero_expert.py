@@ -134,7 +134,8 @@ def plan_grasp(obj: EntityView, reference_yaw: float, others: list[EntityView] |
     z = max(top - 0.025, bottom + 0.015)
     toward = ROBOT_BASE_XY - centre[:2]
     toward = toward / max(float(np.linalg.norm(toward)), 1e-9)
-    obstacles = [o for o in (others or []) if o.hi[2] > bottom + 0.01]
+    obstacles = [o for o in (others or []) if o.hi[2] > bottom + 0.01  # what the object stands in is no obstacle
+                 and _box_distance(centre[:2], o.lo[:2], o.hi[:2]) > 0.0]
     best: tuple[float, Grasp] | None = None
     for k in range(16):
         angle = k * math.pi / 8
@@ -146,7 +147,7 @@ def plan_grasp(obj: EntityView, reference_yaw: float, others: list[EntityView] |
         high = [o for o in obstacles if o.hi[2] > z + WRIST_OFFSET[2] - 0.08]
         wrist_clearance = min((_box_distance(wrist, o.lo[:2], o.hi[:2]) for o in high), default=1.0)
         cost = (-min(clearance, 0.08) * 4.0 - min(wrist_clearance, 0.15) * 4.0
-                + 0.1 * abs(_wrap(yaw - reference_yaw)) - 0.05 * float(u @ toward))
+                + 0.05 * abs(_wrap(yaw - reference_yaw)) - 0.12 * float(u @ toward))
         if best is None or cost < best[0]:
             best = (cost, Grasp(np.array([xy[0], xy[1], z]), yaw))
     assert best is not None
