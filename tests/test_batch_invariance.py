@@ -322,7 +322,7 @@ def test_camera_policy_on_libero_same_outcomes_and_inputs(tmp_path):
     text = (Path(__file__).parent.parent / "suites" / "smoke_libero.toml").read_text()
     suite = tmp_path / "libero_small.toml"
     suite.write_text(text.replace("image_size = [256, 256]", "image_size = [64, 64]", 1)
-                     .replace("max_steps = 20", "max_steps = 12", 1))
+                     .replace("max_steps = 120", "max_steps = 12", 1))
     _same_everywhere(tmp_path, suite, "fixture_policies:make_declared_image_chunk",
                      {"b1": ["--batch-size", "1"], "b3": ["--batch-size", "3"],
                       "processes": ["--executor", "processes", "--workers", "2"]}, "--episodes", "3")

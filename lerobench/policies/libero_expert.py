@@ -865,9 +865,7 @@ def _held(mem: Memory) -> str | None:
 
 def _goals(context: Any, policy: str) -> dict[str, TaskGoal]:
     """Every task's goal, refused before the run where the expert has no skill for it (``ConfigError``)."""
-    from lerobench.envs.bddl import PREDICATES
     from lerobench.envs.libero import task_goal
-    from lerobench.envs.libero_state import check_fits
     from lerobench.errors import ConfigError
 
     if context.backend != "libero":
@@ -876,22 +874,28 @@ def _goals(context: Any, policy: str) -> dict[str, TaskGoal]:
     goals = {}
     for task in context.tasks:
         goal = task_goal(context.backend_options.get("suite"), task.name)
-        bad = goal.unsupported()
-        if bad:
-            raise ConfigError(f"policy {policy!r} cannot solve suite {context.suite} task {task.name!r}: goal "
-                              f"condition {bad[0]} has no skill (it handles {', '.join(PREDICATES)})")
-        named = set(goal.entities)
-        for condition in goal.goal:
-            if condition.predicate in ("on", "in") and condition.args[0] not in goal.objects:
-                raise ConfigError(f"policy {policy!r} cannot solve suite {context.suite} task {task.name!r}: "
-                                  f"{condition} moves {condition.args[0]!r}, which is not a movable object")
-            if condition.predicate not in ("on", "in") and condition.args[0] in named and \
-                    condition.args[0] not in goal.fixtures + goal.objects:
-                raise ConfigError(f"policy {policy!r} cannot solve suite {context.suite} task {task.name!r}: "
-                                  f"{condition} names nothing in the scene")
-        check_fits(goal, f"suite {context.suite} task {task.name!r}")
+        check_goal(goal, f"suite {context.suite} task {task.name!r}", policy)
         goals[task.name] = goal
     return goals
+
+
+def check_goal(goal: TaskGoal, where: str, policy: str = "libero-expert") -> None:
+    """Refuse, before the run, a goal the expert has no skill for (``ConfigError`` naming ``where`` and the
+    condition): a predicate other than ``PREDICATES``, an ``On``/``In`` that moves a fixture or an unknown name.
+    """
+    from lerobench.envs.bddl import PREDICATES
+    from lerobench.envs.libero_state import check_fits
+    from lerobench.errors import ConfigError
+
+    bad = goal.unsupported()
+    if bad:
+        raise ConfigError(f"policy {policy!r} cannot solve {where}: goal condition {bad[0]} has no skill (it "
+                          f"handles {', '.join(PREDICATES)})")
+    for condition in goal.goal:
+        if condition.predicate in ("on", "in") and condition.args[0] not in goal.objects:
+            raise ConfigError(f"policy {policy!r} cannot solve {where}: {condition} moves {condition.args[0]!r}, "
+                              "which is not a movable object of the scene")
+    check_fits(goal, where)
 
 
 def make_libero_expert(context: Any) -> LiberoExpert:
