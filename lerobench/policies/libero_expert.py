@@ -880,8 +880,9 @@ def _goals(context: Any, policy: str) -> dict[str, TaskGoal]:
 
 
 def check_goal(goal: TaskGoal, where: str, policy: str = "libero-expert") -> None:
-    """Refuse, before the run, a goal the expert has no skill for (``ConfigError`` naming ``where`` and the
-    condition): a predicate other than ``PREDICATES``, an ``On``/``In`` that moves a fixture or an unknown name.
+    """Refuse, before the run, a goal the expert has no skill for (``ConfigError`` naming ``where``).
+
+    A predicate other than ``PREDICATES``, or an ``On``/``In`` that moves a fixture or an unknown name.
     """
     from lerobench.envs.bddl import PREDICATES
     from lerobench.envs.libero_state import check_fits
