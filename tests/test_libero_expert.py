@@ -155,3 +155,22 @@ def test_each_kind_of_goal_is_solved_at_the_protocol_limit(tmp_path, suite, task
     (episode,) = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
     assert episode["success"] and episode["error"] is None, episode
     assert "privileged expert" in " ".join(result.output.split())
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+def test_videos_are_named_by_each_episodes_own_outcome(tmp_path):
+    """Mixed outcomes (the step limit above): every recorded episode's file says success or failure as its line
+    in episodes.jsonl does, so a wrong name cannot hide behind runs where every episode fails."""
+    pytest.importorskip("libero.libero")
+    suite = _mixed_suite(tmp_path, steps=83)
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["eval", "--suite", str(suite), "--episodes", "4", "--videos", "4",
+                                 "--video-size", "64", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
+    assert {e["success"] for e in lines} == {True, False}, [e["steps"] for e in lines]
+    for e in lines:
+        name = Path(e["video"]).name
+        assert name == f"episode_{e['episode']}_{'success' if e['success'] else 'failure'}.mp4", (name, e)
+        assert (out / e["video"]).is_file() or Path(e["video"]).is_file()
