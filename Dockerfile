@@ -20,7 +20,7 @@ ENV MUJOCO_GL=egl \
     PYTHONUNBUFFERED=1
 
 WORKDIR /opt/lerobench
-COPY docker/constraints.txt docker/check-shared-libs.sh docker/require-success.py docker/
+COPY docker/constraints.txt docker/check-shared-libs.sh docker/
 
 # Dependencies first, from pyproject.toml alone (an empty package stands in for the code), so editing the code
 # does not download LIBERO's ~2 GB again. Every version comes from docker/constraints.txt.
@@ -34,6 +34,7 @@ RUN mkdir -p lerobench suites && touch lerobench/__init__.py README.md \
  && rm -rf lerobench suites README.md
 
 COPY README.md ./
+COPY docker/require-success.py docker/
 COPY lerobench ./lerobench
 COPY suites ./suites
 RUN pip install --no-deps . && docker/check-shared-libs.sh

@@ -38,9 +38,9 @@ run_smoke smoke          # Meta-World: two tasks, rendered videos
 # LIBERO: one episode of the privileged expert, which must succeed: a simulator that resets, steps and renders but
 # moves objects wrongly (a broken asset, a changed physics default) fails here, not only one that raises.
 step "lerobench eval --suite smoke_libero --max-errors 0 (the expert's episode must succeed)"
-# shellcheck disable=SC2086
-docker run --rm "$image" sh -c "lerobench eval --suite smoke_libero --max-errors 0 --output /tmp/smoke_libero \
-    ${LEROBENCH_SMOKE_ARGS:-} && python docker/require-success.py /tmp/smoke_libero"
+# shellcheck disable=SC2086  # LEROBENCH_SMOKE_ARGS is a list of arguments, passed on as "$@", never re-parsed
+docker run --rm "$image" sh -c 'lerobench eval --suite smoke_libero --max-errors 0 --output /tmp/smoke_libero "$@" \
+    && python docker/require-success.py /tmp/smoke_libero' sh ${LEROBENCH_SMOKE_ARGS:-}
 
 # Negative control: the smoke must be able to fail. The same image without GLib (the system library whose absence
 # once broke every LIBERO reset while the smoke "passed") must fail the LIBERO smoke with exit 3.

@@ -174,3 +174,12 @@ def test_videos_are_named_by_each_episodes_own_outcome(tmp_path):
         name = Path(e["video"]).name
         assert name == f"episode_{e['episode']}_{'success' if e['success'] else 'failure'}.mp4", (name, e)
         assert (out / e["video"]).is_file() or Path(e["video"]).is_file()
+
+
+def test_the_expert_is_refused_by_serve_which_cannot_send_the_simulators_state():
+    pytest.importorskip("libero.libero")
+    from lerobench.errors import ConfigError
+    from lerobench.policies.serve import PolicyServer, suite_context
+
+    with pytest.raises(ConfigError, match="privileged state"):
+        PolicyServer("libero-expert", suite_context("smoke_libero"), port=0)

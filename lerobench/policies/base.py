@@ -68,14 +68,14 @@ class ObservationNeeds:
     A policy that keeps an observation history must be asked at every step anyway: it returns single
     actions (B, A), and then every observation is read and rendered without this flag."""
 
+    chunk_length: int | None = None
+    """Actions per returned chunk, when the policy fixes it: ``--delay-steps d`` then checks before the run that a
+    chunk covers the delay plus the executed actions (otherwise at the first chunk returned)."""
+
     privileged: bool = False
     """The policy reads the simulator's privileged state (``observation['privileged']``: object poses, joints,
     goal conditions; a backend that offers it documents its layout, LIBERO's is ``lerobench.envs.libero_state``).
     Workers send it only when declared; a privileged policy is an expert, never a learned one, and results say so."""
-
-    chunk_length: int | None = None
-    """Actions per returned chunk, when the policy fixes it: ``--delay-steps d`` then checks before the run that a
-    chunk covers the delay plus the executed actions (otherwise at the first chunk returned)."""
 
     def executed_steps(self, requested: int) -> int:
         """Actions executed per chunk given ``--replan-steps requested`` (1 = the CLI default)."""
@@ -102,11 +102,11 @@ class PolicyContext:
     seed: int = 0
     device: str = "cpu"
     options: dict[str, Any] = field(default_factory=dict)
-    backend_options: dict[str, Any] = field(default_factory=dict)
-    """The suite's ``backend_options`` (which LIBERO suite its tasks are in: where a task's BDDL file is)."""
     call_width: int | None = None
     """``--call-width``: rows per call of a batched torch policy (padded; 0 unpadded); None = the device's default
     (``lerobench.policies.width``)."""
+    backend_options: dict[str, Any] = field(default_factory=dict)
+    """The suite's ``backend_options`` (which LIBERO suite its tasks are in: where a task's BDDL file is)."""
 
 
 @dataclass(frozen=True)

@@ -774,7 +774,7 @@ class LiberoExpert:
     def select_action(self, observation: dict[str, Any], task_descriptions: list[str]) -> np.ndarray:
         """One action per row from its task's skill machine."""
         keys = row_ids(observation).tolist()
-        starts = np.asarray(observation.get("episode_start", np.zeros(len(keys), bool)), dtype=bool)
+        starts = _starts(observation, len(keys))
         out = np.zeros((len(keys), 7), dtype=np.float32)
         for i, key in enumerate(keys):
             expert = self.experts[observation["task"][i]]
@@ -789,6 +789,8 @@ class LiberoExpert:
 
 CHUNK = 16
 """Actions per chunk of ``libero-expert-chunks``: room for d = 8 with an execute horizon of 8."""
+EXECUTED = 8
+"""Actions of each chunk executed before the next call (declared: the row's memory advances by exactly these)."""
 TRACKING = 0.28
 """Fraction of a position action's 5 cm offset the arm covers in one step (measured on LIBERO's OSC, steady
 motion): how a chunk predicts where the hand will be."""
@@ -817,13 +819,13 @@ class LiberoExpertChunks(LiberoExpert):
     are late; its success falls as the delay grows (docs/latency.md).
     """
 
-    observation_needs = ObservationNeeds(privileged=True, chunk_length=CHUNK)
+    observation_needs = ObservationNeeds(privileged=True, chunk_length=CHUNK, replan_steps=EXECUTED)
     aware = False
 
     def select_action(self, observation: dict[str, Any], task_descriptions: list[str]) -> np.ndarray:
         """(B, CHUNK, 7): each row's planned actions."""
         keys = row_ids(observation).tolist()
-        starts = np.asarray(observation.get("episode_start", np.zeros(len(keys), bool)), dtype=bool)
+        starts = _starts(observation, len(keys))
         delays = np.asarray(observation.get("delay_steps", np.zeros(len(keys))), dtype=np.int64)
         committed = observation.get("committed_actions")
         known = observation.get("committed_from_previous")
@@ -832,16 +834,19 @@ class LiberoExpertChunks(LiberoExpert):
             expert = self.experts[observation["task"][i]]
             scene = read_scene(observation["privileged"][i], expert.goal)
             mem = self._row(int(key), bool(starts[i]))
-            d = int(delays[i]) if self.aware and committed is not None else 0
+            d = max(int(delays[i]), 0) if self.aware and committed is not None else 0
             for k in range(d):  # where the committed actions take the hand before this chunk starts
                 assert committed is not None
                 action = np.asarray(committed[i, k], dtype=np.float64)
                 if known is None or bool(known[i, k]):
                     scene = predict(scene, action, _held(mem))
                 out[i, k] = action
+            plan = mem
             for k in range(d, CHUNK):
-                out[i, k] = expert.act(scene, mem if k == d else mem)
-                scene = predict(scene, out[i, k], _held(mem))
+                if k == d + EXECUTED:  # the rest is planned on a copy: only these steps run before the next call
+                    plan = copy.deepcopy(mem)
+                out[i, k] = expert.act(scene, plan)
+                scene = predict(scene, out[i, k], _held(plan))
             self._memory[int(key)] = mem
         return out
 
@@ -854,6 +859,13 @@ class LiberoExpertBlend(LiberoExpertChunks):
     """
 
     aware = True
+
+
+def _starts(observation: dict[str, Any], n: int) -> np.ndarray:
+    """Rows whose memory starts afresh: a new episode, or a new trial of it (the env is back at its start)."""
+    false = np.zeros(n, bool)
+    return np.asarray(observation.get("episode_start", false), dtype=bool) | \
+        np.asarray(observation.get("trial_start", false), dtype=bool)
 
 
 def _held(mem: Memory) -> str | None:

@@ -33,7 +33,7 @@ import numpy as np
 from lerobench._version import __version__
 from lerobench.errors import ConfigError, MissingDependencyError
 from lerobench.policies.actions import ActionError, action_chunk
-from lerobench.policies.base import PolicyContext, policy_numerics, policy_traits
+from lerobench.policies.base import PolicyContext, close_policy, policy_numerics, policy_traits
 from lerobench.policies.batching import Batcher, SlotTable, check_batching
 from lerobench.policies.loading import load_policy, observation_needs
 from lerobench.policies.msgpack_numpy import SERVE_EXTRA_HINT, DecodeError, packb, unpackb
@@ -78,6 +78,11 @@ class PolicyServer:
         check_batching(max_batch, max_wait_ms, self.policy, policy_spec)
         self.context = context
         needs = observation_needs(self.policy)
+        if needs.privileged:  # the simulator's state never crosses the websocket: a served run could not feed it
+            close_policy(self.policy)
+            raise ConfigError(f"policy {policy_spec!r} reads the simulator's privileged state, which a served "
+                              "client does not send: evaluate it locally (lerobench eval --policy "
+                              f"{policy_spec}), not through lerobench serve")
         self.cameras = needs.cameras
         self.metadata = {
             "server": "lerobench", "version": __version__, "policy": policy_spec, "suite": context.suite,
