@@ -410,7 +410,7 @@ class TaskExpert:
     # -- drawers, doors, knobs ---------------------------------------------------------------------------------
     def _articulate(self, scene: Scene, mem: Memory, condition: Condition) -> Command | None:
         joint = _condition_joint(scene, condition)
-        if joint is None:  # nothing to move (refused before the run; a scene that lost it): wait
+        if joint is None:  # nothing with that affordance in the scene: wait (the episode fails at the limit)
             return Command(scene.eef_pos.copy(), mem.yaw, GRIP_OPEN)
         goal_q = _goal_position(joint, condition.predicate)
         sense = 1.0 if goal_q > joint.qpos else -1.0
