@@ -379,8 +379,10 @@ class TaskExpert:
         up = region.rotation[:, 2]
         lift = np.array([0.0, 0.0, obj.pos[2] - obj.lo[2]])
         centre = region.pos.copy() if condition.predicate == "in" else region.pos + up * (region.size[2] + 0.01)
-        sharing = [c for c in self.goal.goal if c.predicate in ("on", "in") and c.args[1:] == condition.args[1:]]
-        if len(sharing) > 1:  # several objects for one region: each its own side of it, first come first
+        sharing = [c for c in self.goal.goal if c.predicate == condition.predicate and c.args[1:] == condition.args[1:]]
+        if len(sharing) > 1 and condition.predicate == "in":  # several into one container: each at its centre
+            return centre + lift  # (they may pile up; a spot off centre lands on the container's wall)
+        if len(sharing) > 1:  # several objects on one surface: each its own side of it, first come first
             half = np.maximum(np.abs(region.rotation[:2, :2] @ region.size[:2]) - 0.015, 0.0)
             parent = [e for n, e in scene.entities.items() if target.startswith(n + "_")]
             room = half.copy()
