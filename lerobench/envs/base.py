@@ -333,11 +333,15 @@ class LazyTaskEnv(gym.Env):
         video_step = (self._steps + 1) % self.spec_.video_every == 0  # the step about to be taken
         return (cam,) if self._record and cam in self.spec_.cameras and video_step else ()
 
-    def _observe(self, cameras: tuple[str, ...]) -> dict[str, Any]:
+    def _observe(self, cameras: tuple[str, ...], read: bool = True) -> dict[str, Any]:
+        """The observation after a step / reset; ``read``: the policy reads it.
+
+        Unread, the privileged state is the last read one, like unread images: only a read step pays for it.
+        """
         sim = self._simulator()
         obs: dict[str, Any] = {"state": np.asarray(sim.state(), dtype=np.float32)}
         if self.spec_.privileged:
-            obs["privileged"] = privileged_state(sim, self.spec_)
+            obs["privileged"] = privileged_state(sim, self.spec_) if read else self._last_obs["privileged"]
         if self.spec_.cameras:
             last = self._last_obs["images"]
             obs["images"] = {cam: self._render(cam) if cam in cameras else last[cam] for cam in self.spec_.cameras}
@@ -466,7 +470,7 @@ class LazyTaskEnv(gym.Env):
             self._max_reward = max(self._max_reward, float(reward))
             self._success_now = bool(success)
             self._success = self._success or self._success_now
-            self._last_obs = self._observe(cameras)
+            self._last_obs = self._observe(cameras, observe)
         except Exception:  # noqa: BLE001 - contained: reported as this episode's error
             self._done = True
             return self._last_obs, 0.0, True, False, {"episode_end": self._summary(_format_error("step"))}

@@ -192,7 +192,6 @@ class Memory:
     condition: int = -1
     phase: str = "choose"
     since: float = 0.0
-    tries: int = 0
     grasp: Grasp | None = None
     offset: np.ndarray | None = None
     """Held object: eef position minus object position, measured after the lift."""
@@ -201,7 +200,6 @@ class Memory:
     """Where the carried object's body origin goes (chosen once per carry)."""
     last_z: float = 0.0
     stalled: int = 0
-    anchor: np.ndarray | None = None
     carry_z: float = 0.0
     yaw: float = math.pi / 2
     working: Condition | None = None
@@ -266,10 +264,7 @@ class TaskExpert:
             mem.phase = "choose"
             return Command(scene.eef_pos.copy(), mem.yaw, GRIP_OPEN)
         k = pending[0]
-        if k != mem.condition:
-            mem.tries = 0
         mem.condition = k
-        mem.tries += 1
         mem.working = _prerequisite(scene, self.goal.goal[k]) or self.goal.goal[k]
         mem.grasp = mem.offset = mem.place = None
         self._enter(mem, scene, "start")
@@ -559,7 +554,7 @@ class TaskExpert:
         eef = scene.eef_pos
         if mem.phase == "start":
             mem.yaw = current_yaw(scene.eef_rotation)
-            contact, _ = _hinge_contact(joint, sense)
+            contact = _hinge_contact(joint, sense)
             mem.grasp = Grasp(contact, mem.yaw)
             mem.carry_z = max(float(contact[2]) + 0.15, float(eef[2]))
             self._enter(mem, scene, "rise")
@@ -670,14 +665,14 @@ def _hinge_geometry(joint: JointView, sense: float) -> tuple[np.ndarray, float, 
     return u, float(lengths[best]), sense * np.cross(axis, u)
 
 
-def _hinge_contact(joint: JointView, sense: float) -> tuple[np.ndarray, np.ndarray]:
+def _hinge_contact(joint: JointView, sense: float) -> np.ndarray:
     """Where the closed fingertips start: behind the far edge, at the part's mid height."""
     u, radius, tangent = _hinge_geometry(joint, sense)
     corners = _part_corners(joint)
     z = float(corners[:, 2].min() + 0.6 * (corners[:, 2].max() - corners[:, 2].min()))
     point = joint.anchor + u * radius * 0.85 - tangent * 0.035
     point[2] = z
-    return point, tangent
+    return point
 
 
 def _hinge_target(joint: JointView, sense: float, z: float) -> np.ndarray:
@@ -784,9 +779,6 @@ class LiberoExpert:
             out[i] = expert.act(scene, self._row(int(key), bool(starts[i])))
         return out
 
-    def memory_of(self, key: int) -> Memory:
-        """A copy of one row's memory (tests and debugging)."""
-        return copy.deepcopy(self._memory[key])
 
 
 CHUNK = 16
