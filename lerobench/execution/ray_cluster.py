@@ -28,6 +28,10 @@ RAY_RETRIES = 2
 """Times Ray reruns a unit whose worker process died (episodes are pure functions: a rerun is identical)."""
 
 
+WAIT_SLICE_S = 0.5
+"""Longest ``ray.wait`` between two chances for a signal handler to run in the main thread."""
+
+
 class RayExecutor:
     """Submits every unit as one Ray task; at most ``workers`` in flight (0: all, or one per CPU under ``--until``)."""
 
@@ -149,10 +153,12 @@ def _wait(ray: Any, refs: list[Any]) -> list[Any]:
     An exception raised by a Python signal handler while Ray's Cython ``wait`` runs comes back as a
     ``SystemError`` whose cause is that exception; the CLI's cleanup expects the exception itself.
     """
-    try:
-        ready, _ = ray.wait(refs, num_returns=1)
-    except SystemError as exc:
-        if isinstance(exc.__cause__, BaseException) and not isinstance(exc.__cause__, Exception):
-            raise exc.__cause__ from None
-        raise
-    return ready
+    while True:  # in slices: a wait for a task whose raylet was killed with us (SIGTERM to the process group)
+        try:      # never returns, and the handler's exception only lands between slices
+            ready, _ = ray.wait(refs, num_returns=1, timeout=WAIT_SLICE_S)
+        except SystemError as exc:
+            if isinstance(exc.__cause__, BaseException) and not isinstance(exc.__cause__, Exception):
+                raise exc.__cause__ from None
+            raise
+        if ready:
+            return ready
