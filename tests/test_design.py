@@ -90,3 +90,73 @@ def test_ledger_follows_the_design_and_stops_at_its_max_pairs(b_wins, expected):
     assert block["pairs"] <= design.max_pairs and block["design"]["max_pairs"] == design.max_pairs
     if not b_wins:
         assert block["pairs"] == design.max_pairs and block["reason"] == "max pairs"
+
+
+def exact_by_pairs(design, summary, p_gain: float, p_lost: float) -> float:
+    """P("better") by a walk over *pairs* (B-only, A-only, concordant) up to the cap, through ``design.decide``.
+
+    Independent of ``design.walk``/``operating`` (which walk the discordant pairs and add the cap by binomial sums):
+    a dynamic programme over the (B-only, A-only) counts after each pair, stopping mass where the table decides.
+    """
+    ahead_p, behind_p = (p_gain, p_lost) if summary["effect"] > 0 else (p_lost, p_gain)
+    alive = {(0, 0): 1.0}
+    better = 0.0
+    for _ in range(design.max_pairs):
+        nxt: dict[tuple[int, int], float] = {}
+        for (b, a), p in alive.items():
+            for (db, da), q in (((1, 0), ahead_p), ((0, 1), behind_p), ((0, 0), 1 - ahead_p - behind_p)):
+                if q <= 0:
+                    continue
+                state, mass = (b + db, a + da), p * q
+                verdict = design.decide(*state)
+                if verdict == "better":
+                    better += mass
+                elif verdict is None:
+                    nxt[state] = nxt.get(state, 0.0) + mass
+        alive = nxt
+    return better
+
+
+@pytest.mark.parametrize(("base", "effect", "power"), [
+    (0.0, 0.3, 0.8),    # run A at 0%: every discordant pair favours B at the effect
+    (0.0, 0.9, 0.8),    # a huge effect over 0%
+    (0.0, 1.0, 0.8),    # the largest possible
+    (1.0, -0.2, 0.8),   # run A at 100%, B worse
+    (0.0, 0.3, 0.99),   # power near 1
+    (0.3, 0.6, 0.95),   # theta1 < 1, a large effect at high power
+])
+def test_edge_baselines_design_a_test_whose_type_one_error_and_power_hold_exactly(base, effect, power):
+    design, summary = plan_design(base, effect, power=power)
+    assert design is not None, summary
+    r = summary["discordance"]
+    gain, lost = (r + abs(effect)) / 2, (r - abs(effect)) / 2
+    if effect < 0:
+        gain, lost = lost, gain
+    type_i = exact_by_pairs(design, summary, r / 2, r / 2)  # no difference, the same discordance
+    at_effect = exact_by_pairs(design, summary, gain, lost)
+    assert type_i <= 0.025 + 1e-12 and at_effect >= power - 1e-12, (type_i, at_effect)
+    assert abs(at_effect - summary["power"]) < 1e-9
+    assert type_i <= summary["type_i"] + 1e-12  # the summary's type-I bounds every discordance (cap included)
+    for r0 in (0.01, 0.5, 1.0):
+        assert exact_by_pairs(design, summary, r0 / 2, r0 / 2) <= summary["type_i"] + 1e-12
+
+
+@pytest.mark.parametrize(("base", "effect", "cap", "why"), [
+    (0.5, 0.001, None, "no fixed-n test"),   # a tiny effect: more than 200,000 pairs
+    (0.0, 0.5, 1, "no design reaches"),      # a run A of one pair
+    (1.0, -0.5, 3, "no design reaches"),     # too few pairs for 2^-k <= alpha/2
+])
+def test_a_design_that_cannot_reach_its_power_says_why_instead_of_raising(base, effect, cap, why):
+    design, summary = plan_design(base, effect, cap=cap)
+    assert design is None and why in summary["reason"]
+
+
+@pytest.mark.parametrize(("base", "effect"), [(1.0, 0.1), (0.0, -0.1), (0.95, 0.2)])
+def test_an_impossible_effect_is_refused_in_one_line(base, effect):
+    from typer.testing import CliRunner
+
+    from lerobench.cli import app
+
+    result = CliRunner().invoke(app, ["plan", "--base", str(base), "--diff", str(effect)])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1 and "[0, 1]" in result.output

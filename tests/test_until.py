@@ -117,3 +117,26 @@ def test_ledger_updates_in_index_order_only():
     stop = ledger.block()["tasks"]["t"]
     assert stop["episodes"] == 8 and stop["recorded"] == 8
     assert Until("decided").interleaved and not parse_until("halfwidth=0.1").interleaved
+
+
+@pytest.mark.parametrize("effect", ["0.5", "0.8"])
+def test_the_designed_test_decides_against_a_run_at_zero(random_run, tmp_path, effect):
+    """Run A at 0%: every discordant pair favours B at the effect; the design decides after a handful of pairs."""
+    out = tmp_path / effect
+    result = run("--tasks", "reach-v3,push-v3", "--policy", "metaworld-expert", "--versus", str(random_run),
+                 "--until", "decided", "--effect", effect, "--power", "0.8", "--output", str(out))
+    assert result.exit_code == 0 and "Traceback" not in result.output, result.output
+    versus = json.loads((out / "results.json").read_text())["stopping"]["versus"]
+    assert versus["decision"] == "B better" and versus["lost"] == 0
+    design = versus["design"]
+    assert design["theta1"] == 1.0 and design["type_i"] <= 0.025 and design["power"] >= 0.8
+    assert versus["pairs"] == versus["gained"] == 6  # 2^-6 <= alpha/2 < 2^-5
+
+
+def test_an_effect_that_cannot_happen_is_refused_in_one_line_before_b_runs(random_run, tmp_path):
+    out = tmp_path / "never"
+    result = run("--tasks", "reach-v3,push-v3", "--policy", "metaworld-expert", "--versus", str(random_run),
+                 "--until", "decided", "--effect", "-0.1", "--output", str(out))
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "--effect -0.1" in result.output and "impossible" in result.output
+    assert not (out / "episodes.jsonl").exists() or not (out / "episodes.jsonl").read_text()

@@ -142,10 +142,24 @@ def elide_middle(text: str, width: int) -> str:
 
 
 def print_json(data: Any) -> None:
-    """``--json`` output: indented, never NaN (not JSON), straight to stdout (no rich markup or wrapping)."""
+    """``--json`` output: indented, never NaN (not JSON), straight to stdout (no rich markup or wrapping).
+
+    Floats are written at 12 significant digits: ``0.8 * (1 - 0.9)`` is 0.08, not ``0.07999999999999999``.
+    """
     import json
 
-    sys.stdout.write(json.dumps(data, indent=2, allow_nan=False) + "\n")
+    sys.stdout.write(json.dumps(_readable(data), indent=2, allow_nan=False) + "\n")
+
+
+def _readable(data: Any) -> Any:
+    """``data`` with every float at 12 significant digits (binary noise below that is not information)."""
+    if isinstance(data, float):
+        return float(f"{data:.12g}")
+    if isinstance(data, dict):
+        return {k: _readable(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_readable(v) for v in data]
+    return data
 
 
 

@@ -45,6 +45,9 @@ def plan(
     try:
         if not (0 < alpha < 1 and 0 < power < 1):
             raise ConfigError(f"--alpha and --power must lie in (0, 1), got {alpha:g} and {power:g}")
+        if not (0 <= base <= 1 and 0 <= base + diff <= 1):
+            raise ConfigError(f"--diff {diff:g} over --base {base:g} gives rate(B) = {base + diff:g}: impossible "
+                              f"(both rates must lie in [0, 1])")
         result = plan_comparison(base, diff, discordance, alpha, power, sims)
     except ValueError as exc:
         fail(ConfigError(str(exc)))

@@ -137,11 +137,14 @@ def check_resets(specs: Sequence[EnvSpec], episode: int = 1, other: int = 0, ste
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
+    from lerobench.envs.start import from_lerobench_entry_point
+
     context = multiprocessing.get_context("forkserver")
     group = processes * MAX_TASKS_PER_WORKER
     for start in range(0, len(specs), group):  # fresh workers per group (see MAX_TASKS_PER_WORKER)
         with ProcessPoolExecutor(processes, mp_context=context, initializer=_one_render_thread) as pool:
-            futures = [pool.submit(_check_one, spec, episode, other, steps) for spec in specs[start:start + group]]
+            with from_lerobench_entry_point():  # submit starts the workers (envs/start.py)
+                futures = [pool.submit(_check_one, spec, episode, other, steps) for spec in specs[start:start + group]]
             try:
                 for future in futures:
                     yield future.result()

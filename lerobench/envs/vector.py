@@ -296,20 +296,23 @@ def make_vector_env(spec: EnvSpec, batch_size: int, in_process: bool | None = No
     if in_process:
         return InProcessVectorEnv(fns, autoreset_mode=AutoresetMode.DISABLED, copy=False)
     from lerobench.envs import template
+    from lerobench.envs.start import from_lerobench_entry_point
     from lerobench.suite.registry import get_backend
 
     backend = get_backend(spec.backend)
     if not (backend.task_template and template.sharing(share_task)):
         preload_forkserver(spec.backend)
-        return WorkerVectorEnv(
-            fns, shared_memory=True, context=START_METHOD, autoreset_mode=AutoresetMode.DISABLED, copy=False
-        )
+        with from_lerobench_entry_point():
+            return WorkerVectorEnv(
+                fns, shared_memory=True, context=START_METHOD, autoreset_mode=AutoresetMode.DISABLED, copy=False
+            )
     ctx = template.TemplateContext(spec, ["lerobench.envs.base", *backend.preload_modules])
     ctx.register()
     try:
-        env = WorkerVectorEnv(
-            fns, shared_memory=True, context=ctx.key, autoreset_mode=AutoresetMode.DISABLED, copy=False
-        )
+        with from_lerobench_entry_point():
+            env = WorkerVectorEnv(
+                fns, shared_memory=True, context=ctx.key, autoreset_mode=AutoresetMode.DISABLED, copy=False
+            )
     except BaseException:
         _close_template(ctx)
         raise

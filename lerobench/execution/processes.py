@@ -117,6 +117,7 @@ class ProcessExecutor:
 
     def run(self, plan: RunPlan, units: list[WorkUnit], sink: EpisodeSink) -> None:
         """Hand units to idle workers until every episode is recorded; terminate workers on the way out."""
+        from lerobench.envs.start import from_lerobench_entry_point
         from lerobench.envs.vector import preload_forkserver
 
         preload_forkserver(plan.suite.backend)
@@ -130,7 +131,8 @@ class ProcessExecutor:
             process = context.Process(target=_worker_main,
                                       args=(child, plan, self.workers, self.cores, dict(os.environ)),
                                       name="lerobench-episode-worker", daemon=True)
-            process.start()
+            with from_lerobench_entry_point():  # never the caller's unguarded script again (envs/start.py)
+                process.start()
             child.close()
             return _Worker(process, parent)
 

@@ -215,8 +215,10 @@ def design_test(theta1: float, discordance0: float, discordance1: float, max_pai
     import numpy as np
     from scipy.stats import binom
 
-    if not 0.5 < theta1 < 1:
-        raise ValueError(f"theta1 = P(B wins | discordant) at the effect must lie in (1/2, 1), got {theta1}")
+    if not 0.5 < theta1 <= 1:
+        raise ValueError(f"theta1 = P(B wins | discordant) at the effect must lie in (1/2, 1], got {theta1}")
+    if theta1 == 1:
+        return _every_discordant_pair_for_b(max_pairs, discordance1, alpha, power)
     # Truncate the walk at a discordant count the pair cap reaches in 98% of runs at the effect's discordance:
     # the table then decides (nearly always) before the cap, where an undecided stop would cost power.
     M = max(1, int(binom.ppf(_CAP_REACHED, max_pairs, discordance1)))
@@ -236,3 +238,28 @@ def design_test(theta1: float, discordance0: float, discordance1: float, max_pai
     if best is None:
         return None
     return Design(theta1=theta1, max_pairs=max_pairs, max_discordant=M, actions=best)
+
+
+def _every_discordant_pair_for_b(max_pairs: int, discordance: float, alpha: float, power: float) -> Design | None:
+    """The design when the effect leaves every discordant pair to B (theta1 = 1: A at 0% and B better, or 100%).
+
+    Run A at 0% is the normal first A/B on a hard suite.
+
+    The likelihood ratio of H+ to H0 after m discordant pairs is 2^m while all went B's way, and 0 after any
+    pair went A's way. So the most powerful test of any length is: "B better" after the first k discordant pairs
+    all went B's way, with k the smallest count at which that is rare under H0 (2^-k <= alpha: type-I exactly
+    2^-k); any pair going A's way rules the effect out ("not better by the effect", H0's side). Power at the
+    effect is the chance that k discordant pairs arrive within the pair cap (each one is B's there); None when
+    that chance misses ``power``.
+    """
+    import numpy as np
+    from scipy.stats import binom
+
+    k = max(1, math.ceil(math.log2(1 / alpha) - 1e-12))
+    if max_pairs < k or float(binom.sf(k - 1, max_pairs, discordance)) < power:
+        return None
+    actions = np.full((k + 1, k + 1), ACCEPT, dtype=np.int8)
+    for m in range(k):
+        actions[m, m] = CONTINUE
+    actions[k, k] = B_BETTER
+    return Design(theta1=1.0, max_pairs=max_pairs, max_discordant=k, actions=actions)
