@@ -1,7 +1,8 @@
 """lerobench: honest, fast success rates for robot policies on real simulators.
 
-``lerobench.evaluate(policy, suite, ...)`` evaluates from Python (a training loop); the rest is the CLI.
-Both are imported lazily: ``import lerobench`` stays instant.
+``lerobench.evaluate(policy, suite, ...)`` is ``lerobench eval`` from Python (a training loop), ``compare`` and
+``plan_comparison`` are ``lerobench compare`` and ``lerobench plan``. All are imported lazily: ``import lerobench``
+stays instant.
 """
 
 from typing import Any
@@ -11,13 +12,22 @@ from lerobench.system import strict_mkl_default
 
 strict_mkl_default()  # before any MKL call: a CPU call's threads may then follow the cores (policies/kernels.py)
 
-__all__ = ["Results", "TaskResult", "TrackerWarning", "__version__", "evaluate"]
+_API = ("evaluate", "compare", "plan_comparison", "Results", "TaskResult", "TrackerWarning", "EpisodeErrors",
+        "EpisodeErrorWarning")
+"""Names served from ``lerobench.api``, imported on first use."""
+
+__all__ = [*_API, "__version__"]
 
 
 def __getattr__(name: str) -> Any:
-    """``evaluate``, ``Results``, ``TaskResult``, ``TrackerWarning`` from ``lerobench.api``, imported on first use."""
-    if name in ("evaluate", "Results", "TaskResult", "TrackerWarning"):
+    """The names of ``_API``, from ``lerobench.api`` on first use."""
+    if name in _API:
         from lerobench import api
 
         return getattr(api, name)
     raise AttributeError(f"module 'lerobench' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """What a user can call (tab completion, ``dir(lerobench)``), not this module's imports."""
+    return sorted(__all__)

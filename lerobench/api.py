@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from lerobench.core.records import EpisodeRecord
-from lerobench.plan.options import default, given
+from lerobench.plan.options import default, given, settings_help
 
 LOG_DIR = "lerobench-logs"
 """Where ``evaluate(output=None, log_to=...)`` puts the trackers' stores (relative to the working directory): its run
@@ -68,6 +68,17 @@ class Results:
     """Trackers of ``log_to`` that failed after the evaluation (tracker -> why); also warned as a
     ``TrackerWarning``. The results are whole either way."""
 
+    @property
+    def stopping(self) -> dict[str, Any] | None:
+        """``until``/``versus``: the stopping block of results.json (reasons, intervals, the A/B test); else None."""
+        return self.document.get("stopping")
+
+    @property
+    def decision(self) -> str | None:
+        """``versus``: the A/B decision ("B better", "A better", "equivalent within ±m", "undecided"...); else None."""
+        versus = (self.stopping or {}).get("versus") or {}
+        return versus.get("decision")
+
     def task(self, name: str) -> TaskResult:
         """The result of task ``name``."""
         for t in self.tasks:
@@ -95,7 +106,7 @@ class TrackerWarning(UserWarning):
     """A tracker of ``log_to`` failed after the evaluation; ``Results.log_errors`` says which and why."""
 
 
-def evaluate(
+def evaluate(  # noqa: D417 - the shared settings' help is appended from plan/options.py (below)
     policy: Any,
     suite: str | Path,
     *,
@@ -109,27 +120,47 @@ def evaluate(
     videos: int = default("videos"),
     video_fps: float = default("video_fps"),
     video_size: int = default("video_size"),
+    episode_timeout: float | None = default("episode_timeout"),
     replan_steps: int = default("replan_steps"),
     delay_steps: int | str = default("delay_steps"),
     parallel_tasks: int = default("parallel_tasks"),
     trials: int | None = default("trials"),
+    formats: str | Sequence[str] = default("formats"),
+    record: str = default("record"),
+    rerun: bool = default("rerun"),
     device: str = default("device"),
     call_width: int | None = default("call_width"),
     share_task: bool = default("share_task"),
+    shard: str | None = default("shard"),
     executor: str = default("executor"),
     workers: int = default("workers"),
+    ray_address: str | None = default("ray_address"),
+    ray_gpus_per_worker: float = default("ray_gpus_per_worker"),
+    allow_sim_drift: bool = default("allow_sim_drift"),
+    perturb: str | Sequence[str] = default("perturb"),
+    until: str | None = default("until"),
+    versus: str | Path | None = default("versus"),
+    alpha: float = default("alpha"),
+    margin: float = default("margin"),
+    effect: float | None = default("effect"),
+    power: float = default("power"),
     resume: bool = default("resume"),
-    record: str = default("record"),
     output: str | Path | None = None,
-    log_to: str | Sequence[str] = (),
-    step: int | None = None,
-    project: str = "lerobench",
+    max_errors: int | None = default("max_errors"),
+    log_to: str | Sequence[str] = default("log_to"),
+    log_step: int = default("log_step"),
+    log_project: str = default("log_project"),
     log_dir: str | Path | None = None,
     policy_name: str | None = None,
     preprocessor: Any = None,
     postprocessor: Any = None,
 ) -> Results:
-    """Evaluate ``policy`` on every task of ``suite``; every argument but the last block has the CLI's default.
+    """Evaluate ``policy`` on every task of ``suite``: ``lerobench eval`` from Python, same settings and defaults.
+
+    Every argument named like a ``lerobench eval`` flag (``delay_steps`` for ``--delay-steps``) means what the
+    flag means and has its default (``lerobench eval --help``, docs/usage.md); both are made from one
+    declaration (``lerobench/plan/options.py``). The exceptions: ``output=None`` is a temporary run directory
+    removed on return, and ``policy_name``, ``preprocessor``, ``postprocessor`` and ``log_dir`` exist only here.
 
     Args:
         policy: A spec string (as ``--policy``), a ``torch.nn.Module`` (``select_action(batch, tasks)``, or a
@@ -139,33 +170,24 @@ def evaluate(
             another process.
         suite: A suite name (``lerobench list``) or a suite TOML path.
         tasks: Task names or indices (a list, or the CLI's comma-separated string); None: every task.
-        episodes: Episodes per task (``--episodes``; None: the suite's).
-        batch_size: Envs per task (``--batch-size``; 0: auto from cores and memory).
-        seed: Run seed: episode i of a task is fixed by (seed, task, i).
-        protocol: Named protocol of the suite (``--protocol``).
-        max_steps: Step limit override (``--max-steps``).
-        stop_on_success: End an episode at its first success.
-        videos: Record the first N episodes of each task (``--videos``; 0: none).
-        video_fps: Video frame rate (``--video-fps``): only those frames are rendered.
-        video_size: Longer side of video-only frames in pixels (``--video-size``; 0: the protocol's size).
-        replan_steps: Actions executed per returned chunk (``--replan-steps``).
-        delay_steps: Inference delay in control steps, or ``"measured"`` (``--delay-steps``, docs/latency.md).
-        parallel_tasks: Tasks evaluated at once, in threads (``--parallel-tasks``).
-        trials: Attempts per episode at the same start (``--trials``; None: the suite's).
-        device: cpu, cuda, cuda:N or auto (torch policies).
-        call_width: Rows per call of a torch policy (``--call-width``; None: the device's default).
-        share_task: Fork a task's vector workers from one built scene (``--share-task``; less memory, same
-            episodes).
-        executor: auto, inline or vector for an in-memory policy; also processes or ray for a spec.
-        workers: Worker processes or Ray tasks (spec policies; 0: auto).
-        resume: Continue the run in ``output``.
-        record: Rollout recording to HDF5: none, success or all (``--record``).
+        episodes: Episodes per task (None: the suite's; with ``versus``: run A's).
+        delay_steps: Inference delay in control steps, or ``"measured"`` (docs/latency.md).
+        formats: Other formats to write as well (``"lerobot"``): a list or a comma-separated string.
+        shard: ``"I/N"``: run only shard I of N (``lerobench merge`` combines them).
+        perturb: Perturbations, as ``--perturb`` (``"obs_noise=0.01,light=0.5"`` or a list).
+        until: ``"halfwidth=H"``, ``"suite-halfwidth=H"`` or ``"decided"`` (with ``versus``): stop early, validly.
+        versus: Run A's directory: pair this run with its episodes; with ``until="decided"`` (and ``effect``,
+            ``power`` for the designed test) stop once B better / A better / equivalent is decided. The decision
+            is ``Results.decision``, the whole stopping block ``Results.stopping``.
         output: The run directory to write (as ``--output``); None: a temporary directory removed on return.
+        max_errors: Raise ``EpisodeErrors`` (with the ``Results``) if more than this many episodes end in an
+            error. Whatever the limit, a run in which *every* episode ended in an error raises (there is no rate
+            to return), and one in which some did warns with an ``EpisodeErrorWarning`` naming the first.
         log_to: Experiment trackers to log the results to (``wandb``, ``trackio``, ``mlflow``, ``tensorboard``):
             a list, or the CLI's comma-separated string. A tracker that fails after the evaluation does not lose
             it: the results come back with ``log_errors`` set and a ``TrackerWarning``.
-        step: The training step the trackers log at (an int >= 0; None: 0).
-        project: The trackers' project name.
+        log_step: The training step the trackers log at (an int >= 0).
+        log_project: The trackers' project name.
         log_dir: Where the trackers' offline stores go (``wandb/``, ``trackio/``, ``mlruns/``, ``tensorboard/``).
             None: the run directory, or ``./lerobench-logs`` with ``output=None`` (whose directory is removed on
             return); the runs are then named after the suite, so a training loop's evaluations gather there
@@ -175,51 +197,106 @@ def evaluate(
         postprocessor: A LeRobot policy's postprocessor.
 
     Returns:
-        ``Results``: per-task and overall rates with exact 95% intervals, pass@k, the episodes, throughput and
-        the run directory (None with ``output=None``).
+        ``Results``: per-task and overall rates with exact 95% intervals, pass@k, the episodes, throughput, the
+        stopping decision (``until``/``versus``) and the run directory (None with ``output=None``).
 
     Raises:
-        LerobenchError: an argument (named, before anything runs), the suite, the policy or the simulator refused
-            the run (one-line message).
+        LerobenchError: an argument (named in the API's words, before anything runs), the suite, the policy or
+            the simulator refused the run (one-line message); ``EpisodeErrors`` as ``max_errors`` says.
     """
-    from lerobench.arguments import check_arguments, check_output, check_store
+    from lerobench.arguments import check_arguments, check_output, check_store, in_api_words
 
     args = check_arguments(locals())  # every argument's type and range, named, before anything runs
     tasks, log_to = args["tasks"], args["log_to"]
-    declared = given(args)  # the settings declared once in plan/options.py
+    from lerobench.errors import ConfigError
     from lerobench.execution.runner import Evaluation, RunSettings
     from lerobench.suite.registry import load_suite
 
-    if output is not None:
-        check_output(Path(output), resume)
-    if log_to:
-        from lerobench.trackers import check_trackers
+    try:
+        declared = settings_from(args)  # the settings declared once in plan/options.py, parsed as the CLI does
+        if output is not None:
+            check_output(Path(output), resume)
+        if log_to:
+            from lerobench.trackers import check_trackers
 
-        check_trackers(log_to, flag="log_to")
-        store = _store(log_dir, output is None)
-        check_store(store if store is not None else Path(str(output)))
-    chosen = load_suite(str(suite)).select_tasks([str(t) for t in tasks] if tasks is not None else None, flag="tasks=")
+            check_trackers(log_to, flag="log_to")
+            store = _store(log_dir, output is None)
+            check_store(store if store is not None else Path(str(output)))
+        chosen = load_suite(str(suite)).select_tasks([str(t) for t in tasks] if tasks is not None else None,
+                                                     flag="tasks=")
+    except ConfigError as exc:
+        raise type(exc)(in_api_words(str(exc))) from None
     in_memory = not isinstance(policy, str)
     spec = policy if not in_memory else (policy_name or f"python:{type(policy).__module__}.{type(policy).__qualname__}")
     scratch = Path(tempfile.mkdtemp(prefix="lerobench-")) if output is None else None
     run_dir = scratch / "run" if scratch is not None else Path(str(output))
     try:
-        settings = RunSettings(**declared, suite=chosen, policy=spec, output=run_dir,
-                               command=("lerobench.evaluate", f"suite={chosen.name}", f"policy={spec}"))
-        with _restored_torch_state(policy if in_memory else None):
-            evaluation = Evaluation(settings, **_in_memory(policy, preprocessor, postprocessor) if in_memory else {})
-            document = evaluation.run()
-            records = _records(evaluation.s.output)
-        logged, failed = _log(document, evaluation.s.output, log_to, step, project, log_dir,
+        try:
+            settings = RunSettings(**declared, suite=chosen, policy=spec, output=run_dir,
+                                   command=("lerobench.evaluate", f"suite={chosen.name}", f"policy={spec}"))
+            with _restored_torch_state(policy if in_memory else None):
+                adapter = _in_memory(policy, preprocessor, postprocessor) if in_memory else {}
+                evaluation = Evaluation(settings, **adapter)
+                document = evaluation.run()
+                records = _records(evaluation.s.output)
+        except ConfigError as exc:
+            raise type(exc)(in_api_words(str(exc))) from None
+        logged, failed = _log(document, evaluation.s.output, log_to, log_step, log_project, log_dir,
                               chosen.name if scratch else None)
         if failed:
             warnings.warn(TrackerWarning(f"lerobench.evaluate: the evaluation finished but could not be logged to "
                                          f"{'; '.join(f'{k}: {v}' for k, v in failed.items())} (Results.log_errors)"),
                           stacklevel=2)
-        return Results.from_document(document, records, None if scratch else evaluation.s.output, logged, failed)
+        results = Results.from_document(document, records, None if scratch else evaluation.s.output, logged, failed)
+        _check_errors(results, evaluation.errored_episodes, max_errors)
+        return results
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+evaluate.__doc__ = (evaluate.__doc__ or "") + settings_help()
+
+
+def settings_from(args: dict[str, Any]) -> dict[str, Any]:
+    """``RunSettings`` keyword arguments from ``evaluate``'s checked arguments: the CLI's spellings parsed."""
+    from lerobench.core.shards import parse_shard
+    from lerobench.envs.perturb import parse_perturbations
+
+    declared = given(args)
+    declared.update(shard=parse_shard(args["shard"]), perturb=parse_perturbations(args["perturb"]),
+                    formats=args["formats"], versus=None if args["versus"] is None else Path(args["versus"]))
+    return declared
+
+
+class EpisodeErrorWarning(UserWarning):
+    """Some episodes ended in an error (counted as failures); ``Results.episodes`` holds each one's ``error``."""
+
+
+class EpisodeErrors(Exception):
+    """More episodes ended in an error than ``max_errors`` allows, or every one did; ``.results`` has the run."""
+
+    def __init__(self, message: str, results: Results):
+        super().__init__(message)
+        self.results = results
+
+
+def _check_errors(results: Results, n_errors: int, max_errors: int | None) -> None:
+    """Raise when no episode ran or past ``max_errors``; warn when some episodes ended in an error."""
+    if not n_errors:
+        return
+    first = next(r for r in results.episodes if r.error is not None)
+    where = f"the first: task {first.task!r}, episode {first.episode}: {first.error}"
+    saved = f"; results are in {results.run_dir}" if results.run_dir is not None else ""
+    every = all(r.error is not None for r in results.episodes)
+    if every:
+        raise EpisodeErrors(f"lerobench.evaluate: every episode ({n_errors}) ended in an error, so there is no "
+                            f"success rate ({where}){saved}", results)
+    if max_errors is not None and n_errors > max_errors:
+        raise EpisodeErrors(f"lerobench.evaluate: {n_errors} episodes ended in an error, more than max_errors="
+                            f"{max_errors} ({where}){saved}", results)
+    warnings.warn(EpisodeErrorWarning(f"lerobench.evaluate: {n_errors} episode{'s' * (n_errors != 1)} ended in an "
+                                      f"error, counted as failures ({where})"), stacklevel=3)
 
 
 def _store(log_dir: str | Path | None, scratch: bool) -> Path | None:
@@ -298,3 +375,51 @@ def _restored_torch_state(policy: Any) -> Iterator[None]:
 def _modules(policy: Any, torch: Any) -> list[Any]:
     """The caller's torch modules (the policy itself: a module or a LeRobot policy), whose mode must survive."""
     return [policy] if isinstance(policy, torch.nn.Module) else []
+
+
+def compare(run_a: str | Path, run_b: str | Path, *, alpha: float = 0.05,
+            allow_different: bool = False) -> dict[str, Any]:
+    """``lerobench compare RUN_A RUN_B``: is B better than A? Exact paired tests on the same episodes.
+
+    Returns what ``lerobench compare --json`` prints: per task, per group and overall rates, B - A with its 95%
+    interval and p-value (tasks Holm-adjusted), ``b_worse`` and the one-line ``verdict`` ("B better than A", ...). A run
+    directory is also what ``evaluate(output=...)`` returns as ``Results.run_dir``.
+
+    Raises:
+        LerobenchError: a run cannot be read, or the two runs are not of the same episodes (unless
+            ``allow_different``), naming the field and both values.
+    """
+    from lerobench.analysis.compare import compare_runs, load_run
+    from lerobench.arguments import in_api_words
+    from lerobench.errors import ConfigError
+
+    try:
+        return compare_runs(load_run(Path(run_a)), load_run(Path(run_b)), alpha=alpha,
+                            allow_different=allow_different)
+    except ConfigError as exc:
+        raise type(exc)(in_api_words(str(exc))) from None
+
+
+def plan_comparison(base: float, diff: float, *, discordance: float | None = None, alpha: float = 0.05,
+                    power: float = 0.8, sims: int = 2000) -> dict[str, Any]:
+    """``lerobench plan --base --diff``: pairs an A/B comparison needs, fixed-n, designed and anytime-valid.
+
+    Returns what ``lerobench plan --json`` prints; ``["designed"]`` is the test ``evaluate(versus=...,
+    until="decided", effect=diff, power=power)`` runs against a run A at rate ``base``.
+
+    Raises:
+        ConfigError: a rate outside [0, 1] (``base`` or ``base + diff``), ``diff`` 0, alpha or power outside (0, 1).
+    """
+    from lerobench.errors import ConfigError
+    from lerobench.stats.planning import plan_comparison as plan
+
+    if not (0 < alpha < 1 and 0 < power < 1):
+        raise ConfigError(f"lerobench.plan_comparison: alpha and power must lie in (0, 1), got {alpha:g} and "
+                          f"{power:g}")
+    if not (0 <= base <= 1 and 0 <= base + diff <= 1):
+        raise ConfigError(f"lerobench.plan_comparison: diff {diff:g} over base {base:g} gives rate(B) = "
+                          f"{base + diff:g}: impossible (both rates must lie in [0, 1])")
+    try:
+        return plan(base, diff, discordance, alpha, power, sims)
+    except ValueError as exc:
+        raise ConfigError(f"lerobench.plan_comparison: {exc}") from None

@@ -10,6 +10,7 @@ command line's flags: the planner's range checks speak ``--flags`` because the C
 
 from __future__ import annotations
 
+import math
 import numbers
 import os
 import re
@@ -23,14 +24,22 @@ from lerobench.plan.planner import MAX_SEED
 INTS: dict[str, tuple[int, bool]] = {
     "episodes": (1, True), "batch_size": (0, False), "seed": (0, False), "max_steps": (1, True),
     "videos": (0, False), "video_size": (0, False), "replan_steps": (1, False), "parallel_tasks": (1, False),
-    "trials": (1, True), "call_width": (0, True), "workers": (0, False), "step": (0, True),
+    "trials": (1, True), "call_width": (0, True), "workers": (0, False), "log_step": (0, False),
+    "max_errors": (0, True),
 }
-"""Integer arguments: (smallest value, None allowed). ``step`` is a training step: never negative."""
+"""Integer arguments: (smallest value, None allowed). ``log_step`` is a training step: never negative."""
 
-BOOLS = ("stop_on_success", "resume")
-STRS = ("protocol", "device", "executor", "record", "project")
-OPTIONAL_STRS = ("policy_name",)
-PATHS = ("output", "log_dir")
+FLOATS: dict[str, tuple[float, float, bool, bool]] = {
+    "episode_timeout": (0.0, math.inf, False, True), "alpha": (0.0, 1.0, False, False),
+    "margin": (0.0, 1.0, False, False), "power": (0.0, 1.0, False, False), "effect": (-1.0, 1.0, True, True),
+    "ray_gpus_per_worker": (0.0, math.inf, True, False),
+}
+"""Real arguments: (low, high, low included, None allowed); high is never included (``effect``: 1 is, below)."""
+
+BOOLS = ("stop_on_success", "resume", "rerun", "allow_sim_drift", "share_task")
+STRS = ("protocol", "device", "executor", "record", "log_project")
+OPTIONAL_STRS = ("policy_name", "shard", "until", "ray_address")
+PATHS = ("output", "log_dir", "versus")
 """Path-like arguments that may be None."""
 
 
@@ -73,6 +82,8 @@ def check_arguments(args: dict[str, Any]) -> dict[str, Any]:
         if not (isinstance(value, (str, os.PathLike)) or (value is None and name != "suite")):
             raise ConfigError(f"lerobench.evaluate: {name} must be a path (str or Path)"
                               f"{'' if name == 'suite' else ' or None'}, got {_type_name(value)}")
+    for name, (low, high, low_ok, optional) in FLOATS.items():
+        _check_real(name, args[name], low, high, low_ok, optional)
     fps = args["video_fps"]
     if not isinstance(fps, numbers.Real) or isinstance(fps, bool) or not float(fps) > 0:
         raise ConfigError(f"lerobench.evaluate: video_fps must be a number > 0, got {_type_name(fps)}")
@@ -80,7 +91,44 @@ def check_arguments(args: dict[str, Any]) -> dict[str, Any]:
     if args["resume"] and args["output"] is None:
         raise ConfigError("lerobench.evaluate: resume=True needs output= (the run directory to continue)")
     return {**args, "tasks": _names("tasks", args["tasks"], allow_int=True),
-            "log_to": _names("log_to", args["log_to"]) or ()}
+            "log_to": _names("log_to", args["log_to"]) or (), "formats": _names("formats", args["formats"]) or (),
+            "perturb": _names("perturb", args["perturb"]) or ()}
+
+
+def _check_real(name: str, value: Any, low: float, high: float, low_ok: bool, optional: bool) -> None:
+    """A real argument inside its range, said in the API's words."""
+    if value is None and optional:
+        return
+    if not isinstance(value, numbers.Real) or isinstance(value, bool) or math.isnan(float(value)):
+        raise ConfigError(f"lerobench.evaluate: {name} must be a number{' or None' * optional}, got "
+                          f"{_type_name(value)}")
+    high_ok, x = name == "effect", float(value)
+    inside = (low <= x if low_ok else low < x) and (x <= high if high_ok else x < high)
+    if not inside or (name == "effect" and x == 0):
+        span = f"{'[' if low_ok else '('}{low:g}, {high:g}{']' if high_ok else ')'}"
+        extra = ", not 0" if name == "effect" else ""
+        raise ConfigError(f"lerobench.evaluate: {name} must lie in {span}{extra}, got {value!r}")
+
+
+def in_api_words(message: str) -> str:
+    """A message written for the command line (``--delay-steps 'abc'``) in ``lerobench.evaluate``'s words.
+
+    The planner's checks speak ``--flags`` (most runs start on the command line); from Python each flag becomes
+    its argument's name (``delay_steps='abc'``), so the message names what the caller actually typed.
+    """
+    from lerobench.plan.options import flags_to_names
+
+    names = flags_to_names()
+    names.update({"--tasks": "tasks", "--suite": "suite", "--policy": "policy", "--output": "output"})
+
+    def spoken(match: re.Match[str]) -> str:
+        name = names.get(match.group(1))
+        if name is None:
+            return match.group(0)
+        return f"{name}=" if match.group(2) else name
+
+    text = re.sub(r"(?<![\w-])(--[a-z][a-z-]*)( (?=[-\d'\"./~]))?", spoken, message)
+    return text if text.startswith("lerobench.evaluate") else f"lerobench.evaluate: {text}"
 
 
 def _check_choices(args: dict[str, Any]) -> None:

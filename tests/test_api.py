@@ -22,32 +22,77 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("metaworld")
 
 
-def test_cli_settings_and_api_share_every_default():
-    """One declaration (plan/options.py): every ``RunSettings`` field with a flag has the same default on the
-    command line, in ``RunSettings`` and in ``lerobench.evaluate`` (where it takes the setting)."""
+def test_the_api_and_the_cli_take_the_same_settings_with_the_same_defaults():
+    """One declaration (plan/options.py): ``lerobench eval`` and ``lerobench.evaluate`` take the same settings
+    under the same names with the same defaults (and ``RunSettings`` too); the only differences are the declared
+    ``CLI_ONLY`` and ``API_ONLY`` ones, so a new setting cannot reach one and be forgotten in the other."""
     import dataclasses
 
     import typer.main
 
     from lerobench.cli import app
-    from lerobench.plan.options import SETTINGS
+    from lerobench.plan.options import AFTER_RUN, API_ONLY, CLI_ONLY, SETTINGS
     from lerobench.plan.planner import RunSettings
 
     command = typer.main.get_command(app).commands["eval"]
     cli = {p.name: p.default for p in command.params}
     fields = {f.name: f.default for f in dataclasses.fields(RunSettings)}
-    api = {name: p.default for name, p in inspect.signature(lerobench.evaluate).parameters.items()
-           if p.default is not inspect.Parameter.empty}
-    assert set(SETTINGS) <= set(cli) and set(SETTINGS) <= set(fields)
-    flagged = {f for f in fields if f in cli} - {"suite", "policy", "output"}  # those three have no default
-    assert flagged <= set(SETTINGS), flagged - set(SETTINGS)  # every other flag is declared once
-    for name, setting in SETTINGS.items():
+    api = {name: p.default for name, p in inspect.signature(lerobench.evaluate).parameters.items()}
+    assert set(cli) - set(api) == set(CLI_ONLY), set(cli) - set(api)
+    assert set(api) - set(cli) == set(API_ONLY), set(api) - set(cli)
+    assert set(SETTINGS) <= set(fields)
+    for name, setting in {**SETTINGS, **AFTER_RUN}.items():
         on_cli = tuple(cli[name]) if isinstance(cli[name], list) else cli[name]
-        assert on_cli == fields[name] == setting.default, name
-        if name in api:
-            assert api[name] == setting.default, name
-    assert {"videos", "episodes", "seed", "executor", "call_width", "video_fps"} <= set(api)
-    assert cli["tasks"] is api["tasks"] is None
+        assert on_cli == api[name] == setting.default, name
+        if name in SETTINGS:
+            assert fields[name] == setting.default, name
+    assert cli["tasks"] is api["tasks"] is None and cli["output"] is api["output"] is None
+    assert "evaluate" in dir(lerobench) and "compare" in dir(lerobench) and "Any" not in dir(lerobench)
+
+
+def test_an_unguarded_script_gets_the_clis_rate(tmp_path):
+    """A plain script (no ``__main__`` guard) used to re-run itself in every simulator worker: 0%, exit 0."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "plain.py"
+    script.write_text(
+        "import lerobench\n"
+        "r = lerobench.evaluate('metaworld-expert', 'metaworld_mt10', tasks=['reach-v3', 'push-v3'], episodes=3,\n"
+        "                       max_steps=60, videos=1, batch_size=2, output='run')\n"
+        "print('RATE', r.success_rate, r.n_errors)\n")
+    env = {**os.environ, "MUJOCO_GL": "egl"}
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0 and "RuntimeError" not in done.stderr, done.stderr
+    cli = subprocess.run([sys.executable, "-m", "lerobench", "eval", "--suite", "metaworld_mt10", "--tasks",
+                          "reach-v3,push-v3", "--policy", "metaworld-expert", "--episodes", "3", "--max-steps", "60",
+                          "--videos", "0", "--output", str(tmp_path / "cli")], env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert cli.returncode == 0, cli.stderr
+    document = json.loads((tmp_path / "cli" / "results.json").read_text())
+    rate = document["overall"]["success_rate"]
+    assert 0 < rate < 1  # successes and failures: a rate that a dead worker could not fake
+    assert f"RATE {rate} 0" in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize("executor", ["vector", "processes"])
+def test_a_worker_that_dies_warns_raises_past_max_errors_and_never_gives_a_silent_zero(tmp_path, executor):
+    """A real worker death (crash_backend: os._exit at episode 1, step 3), not a mocked error record."""
+    from helpers import crash_suite
+
+    suite = str(crash_suite(tmp_path, "exit", crash_episode=1))
+    kwargs = dict(videos=0, executor=executor, **({"batch_size": 2} if executor == "vector" else {"workers": 2}))
+    with pytest.warns(lerobench.EpisodeErrorWarning, match="1 episode ended in an error.*episode 1"):
+        results = lerobench.evaluate("random", suite, **kwargs)
+    assert results.n_errors == 1 and results.n_episodes == 4
+    with pytest.raises(lerobench.EpisodeErrors, match="more than max_errors=0") as caught:
+        lerobench.evaluate("random", suite, max_errors=0, **kwargs)
+    assert caught.value.results.n_errors == 1
+    (tmp_path / "all").mkdir()  # one episode, its worker dies (a worker process: os._exit would end pytest)
+    with pytest.raises(lerobench.EpisodeErrors, match="every episode .1. ended in an error"):
+        lerobench.evaluate("random", str(crash_suite(tmp_path / "all", "exit", crash_episode=0)), episodes=1,
+                           videos=0, executor="processes", workers=1)
 
 
 def _settled_thread_count(quiet_s=0.3, limit_s=10.0):
@@ -98,7 +143,7 @@ def test_a_training_loop_evaluates_five_times_without_leaks(tmp_path):
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-        results = lerobench.evaluate(model, "smoke", episodes=2, videos=0, step=k)
+        results = lerobench.evaluate(model, "smoke", episodes=2, videos=0, log_step=k)
         rates.append(results.success_rate)
         assert results.run_dir is None and results.n_episodes == 4 and len(results.episodes) == 4
         assert results.document["config"]["batch_invariant"] == "verified"

@@ -482,7 +482,7 @@ from pathlib import Path
 import lerobench
 from lerobench.trackers import log_run
 results = [lerobench.evaluate("metaworld-expert", "smoke", episodes=1, videos=0, max_steps=20, log_to=["trackio"],
-                              step=step) for step in (10, 20)]
+                              log_step=step) for step in (10, 20)]
 run = Path(sys.argv[1])
 written = log_run(json.loads((run / "results.json").read_text()), run, ["trackio"], step=30, store=Path(sys.argv[2]))
 print(json.dumps({"results": [[r.success_rate, list(r.ci95), r.logged] for r in results], "written": written}))
@@ -582,7 +582,7 @@ def test_evaluate_without_output_keeps_its_logs(tmp_path, monkeypatch):
 
     monkeypatch.chdir(tmp_path)
     calls = [lerobench.evaluate("metaworld-expert", "smoke", episodes=1, videos=0, max_steps=20,
-                                log_to=["tensorboard"], step=step) for step in (1, 2)]
+                                log_to=["tensorboard"], log_step=step) for step in (1, 2)]
     logs = tmp_path / "lerobench-logs" / "tensorboard"
     assert [r.logged for r in calls] == [{"tensorboard": str(logs)}] * 2 and calls[0].run_dir is None
     events = EventAccumulator(str(logs))
@@ -590,7 +590,7 @@ def test_evaluate_without_output_keeps_its_logs(tmp_path, monkeypatch):
     assert [(p.step, p.value) for p in events.Scalars("eval/success_rate")] == \
         [(1, pytest.approx(calls[0].success_rate)), (2, pytest.approx(calls[1].success_rate))]
     elsewhere = lerobench.evaluate("metaworld-expert", "smoke", episodes=1, videos=0, max_steps=20,
-                                   log_to=["tensorboard"], step=3, log_dir=tmp_path / "mine")
+                                   log_to=["tensorboard"], log_step=3, log_dir=tmp_path / "mine")
     assert elsewhere.logged == {"tensorboard": str(tmp_path / "mine" / "tensorboard")}
 
 
@@ -619,7 +619,8 @@ if __name__ == "__main__":
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-        results = lerobench.evaluate(model, "smoke", episodes=2, log_to=["tensorboard", "mlflow", "trackio"], step=k)
+        results = lerobench.evaluate(model, "smoke", episodes=2, log_to=["tensorboard", "mlflow", "trackio"],
+                                     log_step=k)
         report.append({"step": k, "memory_mb": resident_mb(), "success_rate": results.success_rate,
                        "ci95": list(results.ci95), "tasks": {t.task: t.success_rate for t in results.tasks}})
     print(json.dumps(report))

@@ -140,3 +140,25 @@ def test_an_effect_that_cannot_happen_is_refused_in_one_line_before_b_runs(rando
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert "--effect -0.1" in result.output and "impossible" in result.output
     assert not (out / "episodes.jsonl").exists() or not (out / "episodes.jsonl").read_text()
+
+
+def test_the_api_decides_as_the_cli_does_on_the_same_runs(random_run, tmp_path):
+    import lerobench
+
+    args = ["--tasks", "reach-v3,push-v3", "--policy", "metaworld-expert", "--versus", str(random_run), "--until",
+            "decided", "--effect", "0.5", "--power", "0.8"]
+    result = run(*args, "--output", str(tmp_path / "cli"))
+    assert result.exit_code == 0, result.output
+    cli = json.loads((tmp_path / "cli" / "results.json").read_text())["stopping"]["versus"]
+    api = lerobench.evaluate("metaworld-expert", "metaworld_mt10", tasks="reach-v3,push-v3", videos=0, max_steps=150,
+                             versus=random_run, until="decided", effect=0.5, power=0.8, output=tmp_path / "api")
+    assert api.decision == cli["decision"] == "B better"
+    assert {k: api.stopping["versus"][k] for k in ("pairs", "gained", "lost")} == \
+        {k: cli[k] for k in ("pairs", "gained", "lost")}
+    compared = lerobench.compare(random_run, api.run_dir)
+    assert compared["verdict"] == "B better than A" and not compared["b_worse"]
+    planned = lerobench.plan_comparison(0.0, 0.5)
+    assert planned["designed"]["type_i"] == cli["design"]["type_i"] == 1 / 64
+    with pytest.raises(lerobench.errors.ConfigError, match=r"lerobench.evaluate: effect=-0.1: run A"):
+        lerobench.evaluate("metaworld-expert", "metaworld_mt10", tasks="reach-v3,push-v3", videos=0,
+                           max_steps=150, versus=random_run, until="decided", effect=-0.1)

@@ -173,7 +173,7 @@ def train(args: Args) -> dict:
                 writer.flush()
                 results = lerobench.evaluate(model, args.suite, tasks=tasks, episodes=args.eval_episodes,
                                              max_steps=args.eval_max_steps, videos=0, seed=args.seed,
-                                             log_to=["tensorboard"], step=update, log_dir=args.out)
+                                             log_to=["tensorboard"], log_step=update, log_dir=args.out)
                 curve["evaluations"].append({
                     "update": update, "loss": loss.item(), "success_rate": results.success_rate,
                     "tasks": {t.task: t.success_rate for t in results.tasks},

@@ -305,9 +305,7 @@ def evaluate(
     call_width: int | None = cli_option("call_width"),
     share_task: bool = cli_option("share_task"),
     shard: str | None = cli_option("shard"),
-    max_errors: int | None = typer.Option(
-        None, "--max-errors", min=0,
-        help=f"Exit {EXIT_TOO_MANY_ERRORS} if more than N episodes end in an error (CI: 0). Default: no limit."),
+    max_errors: int | None = cli_option("max_errors"),
     executor: str = cli_option("executor"),
     workers: int = cli_option("workers"),
     ray_address: str | None = cli_option("ray_address"),
@@ -326,13 +324,9 @@ def evaluate(
         PROGRESS_INTERVAL_S, "--progress-interval", min=0.1,
         help="Seconds between plain progress lines when stdout is not a terminal (log files, CI)."),
     rerun: bool = cli_option("rerun"),
-    log_to: list[str] = typer.Option(
-        [], "--log-to", help="Log the finished run to wandb, trackio, mlflow, tensorboard (comma-separated or "
-                             "repeated; offline, into the run directory; docs/trackers.md)."),
-    log_step: int = typer.Option(0, "--log-step", min=0,
-                                 help="--log-to: the training step the values are logged at (>= 0)."),
-    log_project: str = typer.Option("lerobench", "--log-project",
-                                    help="--log-to: wandb / trackio project, MLflow experiment."),
+    log_to: list[str] = cli_option("log_to"),
+    log_step: int = cli_option("log_step"),
+    log_project: str = cli_option("log_project"),
 ) -> None:
     """Evaluate a policy on every task of a suite and write per-episode and per-task results."""
     declared = given(locals())  # the settings declared once in plan/options.py

@@ -113,9 +113,57 @@ SETTINGS: dict[str, Setting] = {
 ``--perturb light=0.5``, repeated ``--format``); ``lerobench eval`` parses those before building the settings."""
 
 
+AFTER_RUN: dict[str, Setting] = {
+    "max_errors": Setting(("--max-errors",), None,
+                          "Fail (exit 3; lerobench.evaluate: raise) if more than N episodes end in an error "
+                          "(CI: 0). Default: no limit.", minimum=0),
+    "log_to": Setting(("--log-to",), (), "Log the finished run to wandb, trackio, mlflow, tensorboard "
+                                        "(comma-separated or repeated; offline, into the run directory; "
+                                        "docs/trackers.md)."),
+    "log_step": Setting(("--log-step",), 0, "--log-to: the training step the values are logged at (>= 0).",
+                        minimum=0),
+    "log_project": Setting(("--log-project",), "lerobench", "--log-to: wandb / trackio project, MLflow experiment."),
+}
+"""What happens once the episodes are done, for ``lerobench eval`` and ``lerobench.evaluate`` alike (not
+``RunSettings``: the run itself does not depend on them)."""
+
+CLI_ONLY = {
+    "debug": "a traceback on the terminal; Python callers get the exception itself",
+    "progress_interval": "plain progress lines on a terminal-less stdout; Python callers print nothing",
+}
+"""``lerobench eval`` options with no ``lerobench.evaluate`` argument, and why (``tests/test_api.py`` checks)."""
+
+API_ONLY = {
+    "policy_name": "how results name an in-memory policy object (the CLI's policy is always a spec string)",
+    "preprocessor": "a LeRobot policy object's processors (the CLI loads them with lerobot:<dir>)",
+    "postprocessor": "a LeRobot policy object's processors (the CLI loads them with lerobot:<dir>)",
+    "log_dir": "where a temporary run's tracker stores go (the CLI's run directory is never temporary)",
+}
+"""``lerobench.evaluate`` arguments with no ``lerobench eval`` option, and why."""
+
+
 def default(name: str) -> Any:
-    """The default of setting ``name``, for ``RunSettings`` and ``lerobench.evaluate``."""
-    return SETTINGS[name].default
+    """The default of setting ``name`` (``SETTINGS`` or ``AFTER_RUN``), for the CLI and ``lerobench.evaluate``."""
+    return (SETTINGS.get(name) or AFTER_RUN[name]).default
+
+
+def settings_help() -> str:
+    """Every shared setting as ``name (--flag, default): help``, for ``lerobench.evaluate``'s docstring."""
+    lines = ["", "    Settings shared with ``lerobench eval`` (name (flag; default): meaning):", ""]
+    for name, setting in {**SETTINGS, **AFTER_RUN}.items():
+        flag = setting.flags[0].split("/")[0]
+        lines.append(f"        {name} ({flag}; {setting.default!r}): {setting.help}")
+    return "\n".join(lines) + "\n"
+
+
+def flags_to_names() -> dict[str, str]:
+    """Every declared flag (``--delay-steps``, ``-n``, ``--no-resume``) -> its Python name (``delay_steps``)."""
+    out: dict[str, str] = {}
+    for name, setting in {**SETTINGS, **AFTER_RUN}.items():
+        for flag in setting.flags:
+            for spelling in flag.split("/"):
+                out[spelling] = name
+    return out
 
 
 def given(values: dict[str, Any]) -> dict[str, Any]:
@@ -127,6 +175,6 @@ def cli_option(name: str) -> Any:
     """The ``typer.Option`` of setting ``name`` (a repeated option's tuple default becomes typer's list)."""
     import typer
 
-    setting = SETTINGS[name]
+    setting = SETTINGS.get(name) or AFTER_RUN[name]
     value = list(setting.default) if isinstance(setting.default, tuple) else setting.default
     return typer.Option(value, *setting.flags, help=setting.help, min=setting.minimum)
