@@ -152,8 +152,14 @@ def test_mlp_same_numbers_at_every_batch_size_and_executor(tmp_path):
 
 
 def test_unpadded_calls_differ_and_the_run_says_failed(tmp_path):
-    """What landed main did (no fixed width): batch 1 and 3 give other returns, and the check catches it."""
-    common = ["--policy", "fixture_policies:make_mlp", "--episodes", "3", "--max-steps", "60", "--call-width", "0"]
+    """What landed main did (no fixed width): batch 1 and 3 give other returns, and the check catches it.
+
+    The difference is made here, not hoped for from the CPU: ``make_position_dependent`` moves each row by 1e-7 x
+    its position in a call of 3 (what CPU kernels were measured to do); whether this CPU's own kernels round
+    differently at 1 and 3 rows is its math library's business, not lerobench's.
+    """
+    common = ["--policy", "fixture_policies:make_position_dependent", "--episodes", "3", "--max-steps", "60",
+              "--call-width", "0"]
     one = _eval(tmp_path / "b1", *common, "--batch-size", "1")
     three = _eval(tmp_path / "b3", *common, "--batch-size", "3")
     assert _outcomes(tmp_path / "b1") != _outcomes(tmp_path / "b3")
@@ -180,12 +186,28 @@ def test_batch_normalising_policy_fails_check_policy_and_its_eval_records_failed
     assert results["config"]["batch_invariance"]["max_abs_diff"] > 1e-3
 
 
+@pytest.mark.parametrize("spec", ["fixture_policies:make_batch_centred", "fixture_policies:make_batch_norm"])
+def test_a_row_mixing_policy_fails_check_policy_at_the_cpu_default_naming_the_cuda_shape(spec):
+    """One row per call (the CPU default) hides rows mixed inside a call: every call shape is checked."""
+    result = runner.invoke(app, ["check-policy", "--policy", spec, "--suite", "metaworld_mt10", "--json"])
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    report = json.loads(result.stdout[: result.stdout.rindex("}") + 1])
+    status = {c["name"]: c["status"] for c in report["checks"]}
+    assert status["shape: width 16"] == "fail" and status["shape: width 0"] == "fail"
+    assert status["shape: cuda"] == "unchecked"  # no GPU here: never "pass"
+    detail = next(c["detail"] for c in report["checks"] if c["name"] == "shape: width 16")
+    assert "the CUDA default" in detail and "normalise over the batch" in detail
+
+
 def test_check_policy_passes_a_conforming_policy():
     result = runner.invoke(app, ["check-policy", "--policy", "fixture_policies:make_mlp", "--suite",
                                  "metaworld_mt10", "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
-    assert report["ok"] and {c["name"]: c["status"] for c in report["checks"]}["batch-invariant"] == "pass"
+    status = {c["name"]: c["status"] for c in report["checks"]}
+    assert report["ok"] and status["batch-invariant"] == "pass"
+    assert status["shape: width 1"] == status["shape: width 16"] == "pass" and status["shape: cuda"] == "unchecked"
+    assert status["shape: width 0"] in ("pass", "warn")  # rounding by call size: what --call-width 0 accepts
     assert [r["rows"] for r in report["latency"]][:2] == [1, 2] and report["suggestion"]
 
 

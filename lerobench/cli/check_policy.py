@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.markup import escape
@@ -11,7 +13,7 @@ from rich.table import Table
 from lerobench.cli.common import app, console, err_console, fail, print_json
 from lerobench.errors import LerobenchError
 
-STYLE = {"pass": "green", "fail": "bold red", "warn": "yellow", "info": ""}
+STYLE = {"pass": "green", "fail": "bold red", "warn": "yellow", "info": "", "unchecked": "yellow"}
 
 
 @app.command("check-policy", short_help="Check a policy before a long run: deterministic, batch-invariant, ...")
@@ -47,8 +49,12 @@ def check_policy(
                                device=device, call_width=call_width, max_steps=max(steps + 1, 2), videos=0)
         plan = make_plan(settings)
         loaded = load_policy(policy, plan.context())
+
+        def at_width(width: int) -> Any:  # the same policy at another call shape, on the CPU
+            return load_policy(policy, make_plan(replace(settings, call_width=width, device="cpu")).context())
+
         try:
-            report = run_checks(policy, plan, loaded, s.tasks[0], episodes=episodes, steps=steps)
+            report = run_checks(policy, plan, loaded, s.tasks[0], episodes=episodes, steps=steps, at_width=at_width)
         finally:
             close_policy(loaded)
     except LerobenchError as exc:

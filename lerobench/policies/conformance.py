@@ -24,15 +24,16 @@ from __future__ import annotations
 import copy
 import resource
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from lerobench.envs.base import env_action, episode_seed
-from lerobench.policies.base import Policy, observation_needs, policy_numerics, policy_traits
+from lerobench.policies.base import Policy, close_policy, observation_needs, policy_numerics, policy_traits
 from lerobench.policies.invariance import as_actions, concat_rows, max_difference, neighbour_rows
-from lerobench.policies.width import keeps_positions, take_rows, width_advice
+from lerobench.policies.width import DEFAULT_CALL_WIDTH, keeps_positions, take_rows, width_advice
 
 PASS, FAIL, WARN, INFO = "pass", "fail", "warn", "info"
 BATCH_HINT = ("a row's action depends on the other rows of the call: does it normalise over the batch (BatchNorm "
@@ -126,14 +127,34 @@ def _call(policy: Policy, batch: tuple[dict[str, Any], list[str]], descriptions:
 
 
 def run_checks(spec: str, plan: Any, policy: Policy, task: Any, episodes: int = 4, steps: int = 3,
-               width: int | None = None) -> Report:
-    """Every check of the module docstring on ``task``'s first rows; never raises for a failing policy."""
+               width: int | None = None, at_width: Callable[[int], Policy] | None = None) -> Report:
+    """Every check of the module docstring on ``task``'s first rows; never raises for a failing policy.
+
+    ``at_width(w)`` builds the same policy at call width ``w`` (torch policies): each call shape a run may
+    give it is then checked too (``call_shape_checks``).
+    """
     descriptions = {task.name: task.description}
     numerics = policy_numerics(policy)
     width = width or (numerics or {}).get("call_width") or 8
     report = Report(policy=spec, suite=plan.suite.name, task=task.name, numerics=numerics)
-    rows = first_rows(plan, policy, task, episodes, steps)
-    starts = [r for r in rows if r["episode_start"][0]]
+    starts: list[dict[str, Any]] = []
+    try:
+        rows = first_rows(plan, policy, task, episodes, steps)
+        starts = [r for r in rows if r["episode_start"][0]]
+        _checks_at_the_run_shape(report, plan, policy, rows, starts, width, descriptions, numerics)
+    except Exception as exc:  # noqa: BLE001 - a policy that raises on real rows fails the check, in one line
+        report.checks.append(Check("calls", FAIL, f"the policy raised {type(exc).__name__}: {exc}"))
+    if at_width is not None and numerics is not None and not starts:  # its first steps failed at this width:
+        starts = _starts_at_another_width(plan, at_width, task, episodes)  # the shapes still get real rows
+    if at_width is not None and numerics is not None and starts:
+        report.checks.extend(call_shape_checks(at_width, starts, descriptions))
+    return report
+
+
+def _checks_at_the_run_shape(report: Report, plan: Any, policy: Policy, rows: list[dict[str, Any]],
+                             starts: list[dict[str, Any]], width: int, descriptions: dict[str, str],
+                             numerics: dict[str, Any] | None) -> None:
+    """The module docstring's checks at the policy's own call width (the run's), appended to ``report``."""
     batch = _stack(starts)
     base = _call(policy, batch, descriptions)
     report.checks.append(_validity(base, len(starts), plan.action_dim))
@@ -150,7 +171,83 @@ def run_checks(spec: str, plan: Any, policy: Policy, task: Any, episodes: int = 
     report.checks.append(_reset(policy, rows, base, batch, descriptions))
     report.checks.append(_row_state(policy, rows, descriptions))
     report.latency, report.suggestion = _latency(policy, starts, width, descriptions, plan)
-    return report
+
+
+def _starts_at_another_width(plan: Any, at_width: Callable[[int], Policy], task: Any,
+                             episodes: int) -> list[dict[str, Any]]:
+    """The episodes' first rows, with the policy built at the CUDA width choosing (none if it raises there too)."""
+    policy = None
+    try:
+        policy = at_width(DEFAULT_CALL_WIDTH["cuda"])
+        return [r for r in first_rows(plan, policy, task, episodes, 1) if r["episode_start"][0]]
+    except Exception:  # noqa: BLE001 - the "calls" check already failed, naming the error
+        return []
+    finally:
+        if policy is not None:
+            close_policy(policy)
+
+
+UNCHECKED = "unchecked"
+
+CALL_SHAPES = ((DEFAULT_CALL_WIDTH["cpu"], "1 row per call (the CPU default)"),
+               (DEFAULT_CALL_WIDTH["cuda"], f"{DEFAULT_CALL_WIDTH['cuda']} rows per call, padded (the CUDA default), "
+                                            f"computed on this machine's CPU"),
+               (0, f"unpadded calls of 1 to {2 * DEFAULT_CALL_WIDTH['cuda'] + 1} rows (--call-width 0)"))
+"""Every call shape a run may give a torch policy: ``--call-width`` 1, 16 and 0 (``policies/width.py``)."""
+
+
+def call_shape_checks(at_width: Callable[[int], Policy], starts: list[dict[str, Any]],
+                      descriptions: dict[str, str]) -> list[Check]:
+    """The policy at each of ``CALL_SHAPES``: a row's bits alone, among others, reversed, with its neighbours changed.
+
+    Why: on a CPU every call is one row by default, so a policy that mixes rows (statistics of the call) passed
+    the checks above and then gave batch-dependent numbers at the GPU's 16 rows per call. The CUDA shape is
+    computed on the CPU here (rows mixed inside a call show on any device); its bits on a GPU are ``unchecked``
+    unless this machine has one (``check-policy --device cuda`` checks them there).
+    """
+    checks = []
+    for width, label in CALL_SHAPES:
+        policy = None
+        try:
+            policy = at_width(width)
+            base = _call(policy, _stack(starts), descriptions)
+            padded = width or None
+            found = [_invariance(policy, starts, base, width or DEFAULT_CALL_WIDTH["cuda"], descriptions, padded),
+                     _isolation(policy, starts, base, descriptions, padded)]
+        except Exception as exc:  # noqa: BLE001 - a policy failing at a shape is a finding, not a crash
+            checks.append(Check(f"shape: width {width}", FAIL, f"{label}: the policy raised {type(exc).__name__}: "
+                                                               f"{exc}"))
+            continue
+        finally:
+            if policy is not None:
+                close_policy(policy)
+        failed = [c for c in found if c.status == FAIL]
+        worst = max((c.max_abs_diff or 0.0) for c in found)
+        if not failed:
+            checks.append(Check(f"shape: width {width}", PASS,
+                                f"{label}: identical bits alone, among other rows and reversed", worst))
+            continue
+        if width == 0 and worst < 1e-4:  # rounding by call size: what --call-width 0 accepts, said, not failed
+            checks.append(Check(f"shape: width {width}", WARN,
+                                f"{label}: rows move by up to {worst:.3g} with the call's size (the CPU kernels' "
+                                f"rounding, not rows mixing): what --call-width 0 accepts; the default widths "
+                                f"give identical bits", worst))
+            continue
+        cause = BATCH_HINT if worst >= 1e-4 else f"a row's bits depend on the call's shape: {width_advice(padded)}"
+        checks.append(Check(f"shape: width {width}", FAIL,
+                            f"{label}: a row moves by up to {worst:.3g} with the other rows of its call "
+                            f"({' and '.join(c.name for c in failed)} fail): {cause}", worst))
+    if not _cuda_available():
+        checks.append(Check("shape: cuda", UNCHECKED, f"{DEFAULT_CALL_WIDTH['cuda']} rows per call on a GPU: no CUDA "
+                                                      "device here; run check-policy --device cuda on the GPU machine"))
+    return checks
+
+
+def _cuda_available() -> bool:
+    import sys
+
+    torch = sys.modules.get("torch")
+    return bool(torch is not None and torch.cuda.is_available())
 
 
 def _validity(out: np.ndarray, n: int, action_dim: int) -> Check:
