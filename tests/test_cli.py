@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import typer
+from typer.testing import CliRunner
 
 from lerobench.cli import EXIT_TOO_MANY_ERRORS, app
 from lerobench.errors import did_you_mean
@@ -161,3 +162,30 @@ def test_error_messages_keep_their_brackets():
     result = lerobench("show", "smoke[x]")
     assert result.returncode == 2
     assert result.stderr.startswith("error: unknown suite 'smoke[x]'."), result.stderr
+
+
+def test_eval_help_names_every_built_in_policy():
+    from lerobench.policies.builtin import BUILTIN
+
+    result = CliRunner().invoke(app, ["eval", "--help"], env={"COLUMNS": "400"})
+    text = "".join(c for c in result.output if c.isalnum() or c == "-")  # rich may wrap a name at its hyphen
+    assert [name for name in BUILTIN if name not in text] == []
+
+
+@pytest.mark.sim
+def test_a_finished_run_leaves_no_lock_and_says_how_its_protocol_was_changed(tmp_path):
+    pytest.importorskip("metaworld")
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, ["eval", "--suite", "smoke", "--policy", "metaworld-expert-chunks",
+                                      "--episodes", "1", "--max-steps", "30", "--videos", "0", "--delay-steps", "3",
+                                      "--replan-steps", "8", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    header = " ".join(result.output.split())
+    assert "modified: max_steps 30 (published 150)" in header and "delay 3 steps, replan every 8 steps" in header
+    assert json.loads((out / "results.json").read_text())["config"]["protocol_changes"] == {"max_steps": [150, 30]}
+    assert not (out / ".lerobench.lock").exists()
+    refused = CliRunner().invoke(app, ["eval", "--suite", "smoke", "--policy", "metaworld-expert-chunks",
+                                       "--max-steps", "30", "--videos", "0", "--delay-steps", "50",
+                                       "--replan-steps", "8", "--output", str(tmp_path / "no")])
+    assert refused.exit_code == 2 and "lower --delay-steps to at most 8" in refused.output
+    assert "raise --replan-steps" not in refused.output

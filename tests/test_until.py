@@ -162,3 +162,11 @@ def test_the_api_decides_as_the_cli_does_on_the_same_runs(random_run, tmp_path):
     with pytest.raises(lerobench.errors.ConfigError, match=r"lerobench.evaluate: effect=-0.1: run A"):
         lerobench.evaluate("metaworld-expert", "metaworld_mt10", tasks="reach-v3,push-v3", videos=0,
                            max_steps=150, versus=random_run, until="decided", effect=-0.1)
+
+
+def test_versus_another_suite_is_refused_briefly(random_run, tmp_path):
+    result = runner.invoke(app, ["eval", "--suite", "smoke", "--videos", "0", "--policy", "random", "--versus",
+                                 str(random_run), "--output", str(tmp_path / "other")])
+    assert result.exit_code == 2
+    line = " ".join(result.output.split())
+    assert "episodes.suite: recorded run 'metaworld_mt10', this run 'smoke'" in line and len(line) < 400

@@ -277,8 +277,9 @@ def evaluate(
     suite: str = typer.Option(..., "--suite", "-s", help="Suite name (see `lerobench list`) or a TOML path."),
     policy: str | None = typer.Option(
         None, "--policy", "-p",
-        help="random | zero | metaworld-expert | metaworld-adaptive-reach | module.path:factory | ws://host:port | "
-             "lerobot:<dir>. Default: the suite's default policy."),
+        help="random | zero | metaworld-expert | metaworld-expert-chunks | metaworld-expert-blend | "
+             "metaworld-adaptive-reach | libero-expert | libero-expert-chunks | libero-expert-blend | "
+             "module.path:factory | ws://host:port | lerobot:<dir>. Default: the suite's default policy."),
     episodes: int | None = cli_option("episodes"),
     tasks: str | None = typer.Option(
         None, "--tasks", help="Tasks to run: names, suite-local indices or ranges, comma-separated "
@@ -384,7 +385,8 @@ def _announce(evaluation: Any, units: int) -> None:
     trials = settings.trials_per_episode
     console.print(f"Evaluating [bold]{settings.policy}[/] on [bold]{suite.name}[/] "
                   f"({plural(len(suite.tasks), 'task')} x {plural(settings.episodes_per_task, 'episode')}"
-                  f"{f' x {trials} trials' if trials > 1 else ''}, protocol {settings.protocol}"
+                  f"{f' x {trials} trials' if trials > 1 else ''}, protocol {evaluation.plan.protocol_label()}"
+                  + _treatment(settings)
                   + (f", shard {settings.shard}: {units} episodes" if settings.shard else "")
                   + f") -> {out}", highlight=False, soft_wrap=True)  # one line, the path whole
     if evaluation.plan.until is not None:
@@ -396,6 +398,18 @@ def _announce(evaluation: Any, units: int) -> None:
         kept = len({(r.task, r.episode) for r in evaluation.previous})
         console.print(f"resuming: {plural(kept, 'finished episode')} kept from {out / 'episodes.jsonl'}",
                       highlight=False, soft_wrap=True)
+
+
+def _treatment(settings: Any) -> str:
+    """The run's delay and replan steps in the header, where they are not the defaults (``, delay 3 steps ...``)."""
+    parts = []
+    if settings.delay_steps not in (0, "0"):
+        measured = settings.delay_steps == "measured"
+        parts.append("delay measured from each call's latency (not reproducible: the numbers depend on this "
+                     "machine's speed)" if measured else f"delay {settings.delay_steps} steps")
+    if settings.replan_steps != 1:
+        parts.append(f"replan every {settings.replan_steps} steps")
+    return "".join(f", {p}" for p in parts)
 
 
 def _check_errors(n_errors: int, max_errors: int | None, out: Path) -> None:

@@ -68,9 +68,14 @@ def check_horizon(delay: int, execute: int, chunk: int | None, policy: str) -> N
     if delay <= 0:
         return
     if execute < delay:
+        if chunk is not None and 2 * delay > chunk:  # no --replan-steps can help: d + execute >= 2d > chunk
+            raise ConfigError(f"--delay-steps {delay} needs chunks of at least {2 * delay} actions (at least {delay} "
+                              f"executed while the next is computed, after the {delay} it skips); policy {policy!r} "
+                              f"returns {chunk}: lower --delay-steps to at most {chunk // 2}")
+        span = f"{delay}..{chunk - delay}" if chunk is not None else f"at least {delay}"
         raise ConfigError(f"--delay-steps {delay} needs an execute horizon of at least {delay} actions per chunk "
                           f"(a new chunk is asked for every {execute} steps, {delay} of which it covers): policy "
-                          f"{policy!r} executes {execute} (raise --replan-steps, or lower --delay-steps)")
+                          f"{policy!r} executes {execute} (raise --replan-steps to {span}, or lower --delay-steps)")
     if chunk is not None and delay + execute > chunk:
         raise ConfigError(f"--delay-steps {delay} with {execute} actions executed per chunk needs chunks of at "
                           f"least {delay + execute} actions; policy {policy!r} returns {chunk}")

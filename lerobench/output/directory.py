@@ -11,6 +11,7 @@ before writing anything of value.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
@@ -132,6 +133,8 @@ class OutputDir:
         """Unlock; after a failure, remove the directory if this run made it and it holds nothing of value."""
         lock, self._lock = self._lock, None
         if lock is not None:
+            with contextlib.suppress(OSError):  # a finished run leaves no lock file behind (unlinked while held,
+                (self.path / LOCK_FILE).unlink()  # so no other run can take it in between)
             lock.close()  # closing drops the flock
         if failed and self.created and self.path.is_dir() and not holds_value(self.path):
             shutil.rmtree(self.path, ignore_errors=True)

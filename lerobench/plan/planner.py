@@ -287,6 +287,25 @@ class RunPlan:
             return_=0.0, elapsed_s=0.0, error=error,
         )
 
+    @property
+    def protocol_changes(self) -> dict[str, list[Any]]:
+        """Fields of the named protocol this run changed (``--max-steps``): name -> [published, used]; {} if none.
+
+        Why: a run cut short by ``--max-steps`` is not the published protocol; its label says so (console and
+        ``config.protocol_changes``) instead of claiming ``protocol standard``.
+        """
+        published = asdict(self.settings.suite.protocol(self.settings.protocol))
+        used = asdict(self.protocol)
+        return {k: [published[k], v] for k, v in used.items() if published.get(k) != v}
+
+    def protocol_label(self) -> str:
+        """``standard``, or ``standard, modified: max_steps 50 (published 500)``."""
+        changes = self.protocol_changes
+        if not changes:
+            return self.settings.protocol
+        said = ", ".join(f"{k} {used} (published {published})" for k, (published, used) in changes.items())
+        return f"{self.settings.protocol}, modified: {said}"
+
     def config(self) -> dict[str, Any]:
         """Every effective setting, JSON-ready (the sink adds what the executor chose)."""
         s = self.settings
@@ -294,6 +313,7 @@ class RunPlan:
             "suite": s.suite.name, "suite_file": str(s.suite.source.resolve()) if s.suite.source else None,
             "backend": s.suite.backend, "backend_options": dict(s.suite.backend_options),
             "policy": s.policy, "protocol": s.protocol, "protocol_settings": asdict(self.protocol),
+            "protocol_changes": self.protocol_changes or None,
             "tasks": [t.name for t in s.suite.tasks], "episodes_per_task": s.episodes_per_task,
             "seed": s.seed, "stop_on_success": s.stop_on_success, "replan_steps": s.replan_steps,
             "delay_steps": s.delay_steps, "control_fps": self.control_fps,

@@ -26,6 +26,23 @@ def identity_differences(recorded: dict[str, Any], current: dict[str, Any]) -> l
                 labels=("recorded run", "this run"))
 
 
+MAX_SAID = 4
+"""Differences named in a refusal; a run of another suite differs in dozens of fields (tasks, their options)."""
+
+
+def said_briefly(problems: list[str], width: int = 160) -> str:
+    """The first ``MAX_SAID`` differences, each cut to ``width`` characters, and how many more there are.
+
+    Why: run A of another suite differs in every task name and option, and the refusal was ~1,300 characters on
+    one line; the suite alone says it (it comes first), the rest is counted.
+    """
+    suite = [p for p in problems if p.startswith("episodes.suite:")]
+    shown = suite or problems[:MAX_SAID]
+    text = "; ".join(p if len(p) <= width else p[: width - 1] + "…" for p in shown)
+    rest = len(problems) - len(shown)
+    return text + (f" (and {rest} more difference{'s' * (rest != 1)})" if rest else "")
+
+
 @dataclass(frozen=True)
 class BaselineRun:
     """Run A as the ledger needs it: trial-0 success per (task, episode) and its episodes per task."""
@@ -73,7 +90,7 @@ def load_recorded(path: Path, current: dict[str, Any]) -> BaselineRun:
     current = {**current, "tasks": list(current.get("tasks", []))}
     problems = identity_differences(stored, current)
     if problems:
-        raise ConfigError(f"--versus {path}: not the same episodes: {'; '.join(problems)}")
+        raise ConfigError(f"--versus {path}: not the same episodes: {said_briefly(problems)}")
     cap = int(stored.get("episodes_per_task") or 0)
     records = {(r.task, r.episode): r for r in run.records if r.trial == 0 and r.episode < cap}
     outcomes = {key: bool(r.success) for key, r in records.items()}
