@@ -17,4 +17,4 @@ pip install -q -r requirements-lerobot.txt
 pip install -q --no-deps openpi-client==0.1.2 lerobot==0.4.4
 ruff check lerobench tests benchmarks examples
 mypy
-MUJOCO_GL=egl python -m pytest -q --durations=15 "$@"
+MUJOCO_GL=egl python -m pytest -q --durations=40 "$@"

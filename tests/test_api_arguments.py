@@ -18,9 +18,9 @@ def afile(tmp_path):
 BAD = [
     ({"episodes": "2"}, "episodes must be an int or None, got '2' (str)"),
     ({"episodes": True}, "episodes must be an int or None, got True (bool)"),
-    ({"step": "abc"}, "step must be an int or None, got 'abc' (str)"),
-    ({"step": 1.5}, "step must be an int or None, got 1.5 (float)"),
-    ({"step": -1}, "step must be >= 0, got -1"),
+    ({"log_step": "abc"}, "log_step must be an int, got 'abc' (str)"),
+    ({"log_step": 1.5}, "log_step must be an int, got 1.5 (float)"),
+    ({"log_step": -1}, "log_step must be >= 0, got -1"),
     ({"batch_size": "x"}, "batch_size must be an int, got 'x' (str)"),
     ({"seed": 1.5}, "seed must be an int, got 1.5 (float)"),
     ({"seed": 2**32}, "seed must be between 0 and 4294967295"),
@@ -28,7 +28,14 @@ BAD = [
     ({"call_width": -1}, "call_width must be >= 0, got -1"),
     ({"video_fps": "10"}, "video_fps must be a number > 0"),
     ({"resume": 1}, "resume must be True or False"),
-    ({"project": 3}, "project must be a string, got 3 (int)"),
+    ({"log_project": 3}, "log_project must be a string, got 3 (int)"),
+    ({"alpha": 1.5}, "alpha must lie in (0, 1), got 1.5"),
+    ({"effect": 0}, "effect must lie in [-1, 1], not 0, got 0"),
+    ({"episode_timeout": -1}, "episode_timeout must lie in (0, inf), got -1"),
+    ({"max_errors": -1}, "max_errors must be >= 0, got -1"),
+    ({"delay_steps": "abc"}, "delay_steps must be a whole number of control steps >= 0 or 'measured', got 'abc'"),
+    ({"shard": "x"}, "shard must be I/N"),
+    ({"until": "decided"}, "until decided needs versus"),
     ({"tasks": 1.0}, "tasks must be a string or a list of names or indices"),
     ({"log_to": ["tensorboard", 3]}, "log_to holds 3 (int)"),
     ({"record": "bad"}, "record must be one of 'none', 'success', 'all', got 'bad'"),
@@ -105,7 +112,7 @@ def test_log_to_as_a_string_and_tensorboard_videos_that_outlive_the_call(tmp_pat
     pytest.importorskip("metaworld")
     pytest.importorskip("tensorboard")
     results = lerobench.evaluate("metaworld-expert", "smoke", tasks="reach-v3", episodes=1, videos=1, max_steps=10,
-                                 log_to="tensorboard", step=7, log_dir=tmp_path / "logs")
+                                 log_to="tensorboard", log_step=7, log_dir=tmp_path / "logs")
     folder = tmp_path / "logs" / "tensorboard"
     assert results.logged == {"tensorboard": str(folder)} and results.log_errors == {}
     [(step, text)] = _text(folder, "lerobench/videos")

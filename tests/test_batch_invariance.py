@@ -235,6 +235,28 @@ def test_act_reading_an_image_same_outcomes_and_inputs_everywhere(tmp_path):
         assert threads["status"] == "verified" and 2 in threads["counts"], threads
 
 
+def test_act_with_a_camera_under_delay_returns_whole_chunks_and_the_same_episodes_everywhere(tmp_path):
+    """LeRobot's chunk policies under RTC's delay (issue 43): ACT (chunk 10, n_action_steps 4) with a camera
+    returns its whole chunk when the run needs more than 4 actions, at batch 1, 3 and on worker processes."""
+    pytest.importorskip("lerobot")
+    from test_lerobot import save_tiny_act
+
+    policy = save_tiny_act(tmp_path / "act", image_key="observation.image", image_hw=(64, 64), chunk_size=10,
+                           n_action_steps=4)
+    schedules = {k: SCHEDULES[k] for k in ("b1", "b3", "processes")}
+    dirs = _same_everywhere(tmp_path, small_camera_suite(tmp_path, steps=16), f"lerobot:{policy}", schedules,
+                            "--episodes", "2", "--delay-steps", "3", "--replan-steps", "5")
+    config = json.loads((dirs["b3"] / "results.json").read_text())["config"]
+    assert config["delay_steps"] == 3 and config["replan_steps_executed"] == 5
+    # not asked: the whole chunk with n_action_steps executed (4 <= chunk 10 - delay 3)
+    again = runner.invoke(app, ["eval", "--suite", str(small_camera_suite(tmp_path, steps=16)), "--policy",
+                                f"lerobot:{policy}", "--videos", "0", "--episodes", "1", "--delay-steps", "3",
+                                "--output", str(tmp_path / "default")])
+    assert again.exit_code == 0, again.output
+    config = json.loads((tmp_path / "default" / "results.json").read_text())["config"]
+    assert config["replan_steps_executed"] == 4
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["act", "diffusion"])
 def test_lerobot_policies_same_numbers_at_batch_1_3_8(tmp_path, lerobot_dirs, kind):

@@ -216,6 +216,7 @@ class RunPlan:
             suite=s.suite.name, backend=s.suite.backend, tasks=s.suite.tasks, action_dim=self.action_dim,
             state_dim=self.state_dim, cameras=self.protocol.cameras, image_size=self.protocol.image_size,
             seed=s.seed, device=s.device, call_width=s.call_width, backend_options=dict(s.suite.backend_options),
+            replan_steps=s.replan_steps, delay_steps=s.delay_steps,
         )
 
     def env_spec(self, task: TaskSpec, cameras: tuple[str, ...], record_camera: str | None,

@@ -107,6 +107,10 @@ class PolicyContext:
     (``lerobench.policies.width``)."""
     backend_options: dict[str, Any] = field(default_factory=dict)
     """The suite's ``backend_options`` (which LIBERO suite its tasks are in: where a task's BDDL file is)."""
+    replan_steps: int = 1
+    """``--replan-steps`` as asked (1: not asked): a chunk policy with its own horizon may need to return more."""
+    delay_steps: int | str = 0
+    """``--delay-steps``: d, or ``"measured"``; a chunk must then cover the delay plus the executed actions."""
 
 
 @dataclass(frozen=True)

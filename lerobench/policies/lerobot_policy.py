@@ -21,7 +21,9 @@ without temporal ensembling, pi0, pi0.5, SmolVLA) this adapter returns the first
 actions of each predicted chunk, (B, n_action_steps, A), and declares ``replan_steps = n_action_steps``:
 lerobench's own per-env queues (emptied at each env's episode start, refilled when they run dry)
 execute them in order, which is exactly LeRobot's per-episode behaviour, and lerobench renders the
-cameras only at the steps where a queue runs dry. Other policies (diffusion, VQ-BeT, TD-MPC, ACT with
+cameras only at the steps where a queue runs dry. A run that needs more actions per call (``--delay-steps``, or
+``--replan-steps`` above ``n_action_steps``) gets the whole predicted chunk instead (``_horizon``,
+docs/latency.md). Other policies (diffusion, VQ-BeT, TD-MPC, ACT with
 temporal ensembling, ...) run through their own ``select_action`` at every step (they keep an
 observation history, so they read every frame); ``policy.reset()`` is called whenever an env starts
 an episode, so a new episode never inherits actions or observation history from the previous one, but
@@ -309,8 +311,29 @@ class LeRobotPolicy:
         self.per_row = self.chunked or self.history
         """Chunk or history mode: per-row state, fixed-width calls (the rest: LeRobot's batch-wide select_action)."""
         self.n_action_steps = int(getattr(config, "n_action_steps", 1) or 1)
+        self.returned, executed = self._horizon(config, context)
         self.observation_needs = ObservationNeeds(cameras=tuple(dict.fromkeys(self.image_keys.values())),
-                                                  replan_steps=self.n_action_steps if self.chunked else None)
+                                                  replan_steps=executed if self.chunked else None,
+                                                  chunk_length=self.returned if self.chunked else None)
+
+    def _horizon(self, config: Any, context: PolicyContext) -> tuple[int, int]:
+        """(actions returned per chunk, actions executed of each) for a chunk policy in this run.
+
+        Without a delay and with ``--replan-steps`` at most ``n_action_steps``: LeRobot's own ``select_action``
+        queue, the first ``n_action_steps`` actions of each chunk (today's numbers). A run that needs more -- a
+        delay d (the chunk must cover the d steps it skips plus those executed) or ``--replan-steps`` above
+        ``n_action_steps`` -- gets the whole predicted chunk (``chunk_size``, what ``predict_action_chunk``
+        returns), executing ``--replan-steps`` actions, or ``min(n_action_steps, chunk_size - d)`` when not asked.
+        """
+        chunk = int(getattr(config, "chunk_size", 0) or 0) or self.n_action_steps
+        delay = context.delay_steps
+        delayed = delay == "measured" or (isinstance(delay, int) and delay > 0) or (
+            isinstance(delay, str) and delay.isdigit() and int(delay) > 0)
+        asked = context.replan_steps if context.replan_steps != 1 else None
+        if not delayed and (asked is None or asked <= self.n_action_steps):
+            return self.n_action_steps, asked or self.n_action_steps
+        d = int(delay) if isinstance(delay, int) or str(delay).isdigit() else 0
+        return chunk, asked or max(1, min(self.n_action_steps, chunk - d))
 
     def _to_lerobot(self, observation: dict[str, Any], task_descriptions: list[str]) -> dict[str, Any]:
         import torch
@@ -427,13 +450,13 @@ class LeRobotPolicy:
             return self.preprocessor(batch)
 
     def _select_chunk(self, observation: dict[str, Any], task_descriptions: list[str]) -> np.ndarray:
-        """LeRobot's chunk cut to ``n_action_steps``, as its ``select_action`` would queue it."""
+        """The chunk cut to ``n_action_steps`` as LeRobot's ``select_action`` queues it, or whole (``_horizon``)."""
         import torch
 
         batch = self._preprocess(observation, task_descriptions)
         chunk = self.module.predict_action_chunk(batch, **self._noise(observation))
         with self._processing:
-            chunk = self.postprocessor(chunk[:, : self.n_action_steps])
+            chunk = self.postprocessor(chunk[:, : self.returned])
         return chunk.detach().to("cpu", torch.float32).numpy()
 
     def _noise(self, observation: dict[str, Any]) -> dict[str, Any]:

@@ -264,8 +264,8 @@ def call_at_width(compute: Compute, observation: dict[str, Any], descriptions: l
     there was a call width.
     """
     n = len(observation["state"])
-    if width <= 0 or n == 0:
-        return compute(observation, list(descriptions))
+    if width <= 0 or n == 0:  # ``padding`` is always there (none of these rows pads): a policy may read it
+        return compute({**observation, "padding": np.zeros(n, dtype=bool)}, list(descriptions))
     if n > width and "slot" not in observation:  # rows keep their key (``row_ids``: the position) when split
         observation = {**observation, "slot": np.arange(n)}
     calls: list[tuple[dict[str, Any], list[str]]] = []
