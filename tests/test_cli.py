@@ -153,7 +153,7 @@ def test_max_errors_0_passes_a_clean_smoke_run_and_plurals_are_right(tmp_path):
     result = lerobench("eval", "--suite", "smoke", "--tasks", "reach-v3", "--max-steps", "20", "--videos", "0",
                        "--max-errors", "0", "--output", str(tmp_path / "o"))
     assert result.returncode == 0, result.stderr
-    assert "(1 task x 1 episode, protocol standard)" in result.stdout
+    assert "(1 task x 1 episode, protocol standard, modified: max_steps 20 (published 150))" in result.stdout
     assert json.loads((tmp_path / "o" / "results.json").read_text())["overall"]["n_errors"] == 0
 
 
