@@ -302,7 +302,7 @@ def test_camera_policy_same_outcomes_and_inputs_everywhere_and_compare_says_so(t
     dirs = _same_everywhere(tmp_path, suite, "fixture_policies:make_declared_image_chunk")
     result = runner.invoke(app, ["compare", str(dirs["b1"]), str(dirs["b3"]), "--json"])
     assert result.exit_code == 0, result.output
-    inputs = json.loads(result.stdout)["inputs"]
+    inputs = json.loads(result.stdout)["same_observations_throughout"]
     assert inputs == {"identical": 6, "different": 0, "unknown": 0, "first": None}
 
 
@@ -338,12 +338,12 @@ def test_compare_names_the_first_read_a_stale_simulator_changed(tmp_path):
         assert result.exit_code == 0, result.output
     result = runner.invoke(app, ["compare", str(tmp_path / "b1"), str(tmp_path / "b3"), "--json"])
     assert result.exit_code == 0, result.output
-    inputs = json.loads(result.stdout)["inputs"]
+    inputs = json.loads(result.stdout)["same_observations_throughout"]
     assert inputs["different"] >= 1 and inputs["identical"] >= 1  # episode 0 is every run's fresh first
     assert inputs["first"] == {"task": "push-v3", "episode": 1, "trial": 0, "call": 0, "part": "corner2",
                                "where": "call 0 (corner2)"}
     shown = runner.invoke(app, ["compare", str(tmp_path / "b1"), str(tmp_path / "b3")])
-    assert "episode 1, call 0 (corner2)" in shown.output and "identical observations" in shown.output
+    assert "episode 1, call 0 (corner2)" in shown.output and "same observations throughout" in shown.output
     # --versus pairs B with A episode by episode: the first observation of a pair must be A's; here it is not
     result = runner.invoke(app, ["eval", "--suite", str(suite), "--policy", "fixture_policies:make_image_chunk",
                                  "--videos", "0", "--batch-size", "3", "--versus", str(tmp_path / "b1"),
@@ -351,9 +351,10 @@ def test_compare_names_the_first_read_a_stale_simulator_changed(tmp_path):
     assert result.exit_code == 0, result.output
     assert "episode 1: call 0 (corner2): same start as the --versus run" in " ".join(result.output.split())
     versus = json.loads((tmp_path / "versus" / "results.json").read_text())["stopping"]["versus"]
-    assert versus["inputs"]["different"] >= 1 and versus["inputs"]["identical"] >= 1
-    assert versus["inputs"]["first"] == {"task": "push-v3", "episode": 1, "call": 0, "part": "corner2",
-                                         "where": "call 0 (corner2)"}
+    first = versus["same_first_observation"]
+    assert first["different"] >= 1 and first["identical"] >= 1
+    assert first["first"] == {"task": "push-v3", "episode": 1, "call": 0, "part": "corner2",
+                              "where": "call 0 (corner2)"}
 
 
 @pytest.mark.slow

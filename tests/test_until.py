@@ -74,7 +74,7 @@ def test_versus_decides_b_better_for_the_expert_against_random(random_run, tmp_p
     assert versus["e_value_b_better"] >= 40 and versus["difference_cs"][0] > 0
     assert "B better after 8 of 24 pairs" in result.output
     # another policy from the same starts: every pair's first observation is A's (state-only: the state)
-    inputs = versus["inputs"]
+    inputs = versus["same_first_observation"]
     assert inputs["different"] == 0 and inputs["identical"] >= 8 and inputs["first"] is None
     recorded = len(lines(out))
     again = run("--tasks", "reach-v3,push-v3", "--policy", "metaworld-expert", "--versus", str(random_run),

@@ -290,7 +290,7 @@ def compare_runs(a: Run, b: Run, alpha: float = 0.05, allow_different: bool = Fa
     result: dict[str, Any] = {
         "a": a.summary(), "b": b.summary(), "paired": paired, "matched_episodes": len(matched),
         "unmatched_episodes": unmatched, "start_digest_mismatches": len(different_start), "alpha": alpha,
-        "inputs": inputs,
+        "same_observations_throughout": inputs,
         "differences": found, "treatment": treatment(a, b), "notes": notes,
         "trials_compared": trials, **_compare_trial(headline, groups, paired, alpha),
     }

@@ -53,12 +53,13 @@ def _print_comparison(c: dict[str, Any]) -> None:
         err_console.print(f"[bold yellow]differs:[/] {escape(note)} (--allow-different)", highlight=False)
     if c["treatment"]:
         console.print(f"compared: {escape('; '.join(c['treatment']))}", highlight=False)
-    inputs = c.get("inputs")
+    inputs = c.get("same_observations_throughout")
     if inputs and c["paired"]:
         known = inputs["identical"] + inputs["different"]
-        console.print(f"inputs: {inputs['identical']} of {known} paired episodes showed the policy identical "
-                      f"observations" + (f" ({inputs['unknown']} without digests)" if inputs["unknown"] else ""),
-                      highlight=False)
+        unknown = f" ({inputs['unknown']} without digests)" if inputs["unknown"] else ""
+        console.print(f"same observations throughout: {inputs['identical']} of {known} paired episodes showed the "
+                      f"policy the same observations at every read{unknown} (the digest chain; --versus's pairing "
+                      f"check compares the first observation only)", highlight=False)
     table = Table(title=f"B − A, {kind}", box=box.SIMPLE_HEAD, pad_edge=False)
     for col in ("task", "n", "A", "B", "B − A", "95% CI", "p", "Holm p", ""):
         table.add_column(col, justify="left" if col == "task" else "right", no_wrap=True)

@@ -128,8 +128,8 @@ class Ledger:
         """``--versus``: B's trial-0 ``record`` against A's from the same start; a sentence if their first reads differ.
 
         Different first observations from the same start mean a simulator that does not reset the same. The pair
-        still counts (the rule is about outcomes); the difference is named, never silent (``stopping.versus.inputs``
-        in results.json, and the caller warns).
+        still counts (the rule is about outcomes); the difference is named, never silent (in results.json
+        ``stopping.versus.same_first_observation``, and the caller warns).
         """
         from lerobench.core.digests import first_read_differs
 
@@ -294,7 +294,7 @@ class Ledger:
                         state["design"] = _rounded_figures(self.design_summary)
                     state["versus"] = self.versus
                     state["fixed_n_mcnemar"] = _fixed_n(state["gained"], state["lost"], state["pairs"], self.alpha)
-                    state["inputs"] = dict(self._inputs)  # first observations of the pairs: same or named
+                    state["same_first_observation"] = dict(self._inputs)  # the pairing check: same or named
                     out["versus"] = state
                 else:
                     out["suite"] = state
