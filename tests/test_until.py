@@ -131,6 +131,10 @@ def test_the_designed_test_decides_against_a_run_at_zero(random_run, tmp_path, e
     design = versus["design"]
     assert design["theta1"] == 1.0 and design["type_i"] <= 0.025 and design["power"] >= 0.8
     assert versus["pairs"] == versus["gained"] == 6  # 2^-6 <= alpha/2 < 2^-5
+    assert "fixed_n_at_observed_rates" not in versus  # one fixed-n figure: the design's, at its effect
+    line = " ".join(result.output.split())
+    assert f"against the {design['fixed_n']} pairs a fixed-n exact McNemar test needs at that effect" in line
+    assert "the anytime-valid monitor (not this test's interval)" in line
 
 
 def test_an_effect_that_cannot_happen_is_refused_in_one_line_before_b_runs(random_run, tmp_path):

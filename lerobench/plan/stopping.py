@@ -293,7 +293,9 @@ class Ledger:
                         out["method"] = _DESIGNED_METHOD
                         state["design"] = _rounded_figures(self.design_summary)
                     state["versus"] = self.versus
-                    state["fixed_n_mcnemar"] = _fixed_n(state["gained"], state["lost"], state["pairs"], self.alpha)
+                    if self.design_summary is None:  # with a design, its fixed_n (at the effect) is the one figure
+                        state["fixed_n_at_observed_rates"] = _fixed_n(state["gained"], state["lost"], state["pairs"],
+                                                                      self.alpha)
                     state["same_first_observation"] = dict(self._inputs)  # the pairing check: same or named
                     out["versus"] = state
                 else:
@@ -400,18 +402,20 @@ def _decision(stopping: dict[str, Any]) -> str:
         v = stopping["versus"]
         lo, hi = v["difference_cs"]
         e = max(v["e_value_b_better"], v["e_value_a_better"])
-        fixed = (v.get("fixed_n_mcnemar") or {}).get("pairs_for_80pct_power")
+        fixed = (v.get("fixed_n_at_observed_rates") or {}).get("pairs_for_80pct_power")
         if v.get("design"):
             d = v["design"]
             return (f"{v['decision']} after {v['pairs']} pairs (B-only {v['gained']}, A-only {v['lost']}; "
                     f"designed test for an effect of {d['effect']:+g}: at most {d['max_pairs']} pairs, expected "
                     f"{d['expected_pairs_effect']:.0f} at the effect, exact type-I {d['type_i']:.4f}, power "
-                    f"{100 * d['power']:.1f}%; the fixed-n exact McNemar test needs {d['fixed_n']} pairs; "
-                    f"rate(B) - rate(A) in [{points_interval((lo, hi), ', ', 1)}] pp, anytime-valid)")
+                    f"{100 * d['power']:.1f}%, against the {d['fixed_n']} pairs a fixed-n exact McNemar test needs "
+                    f"at that effect, alpha and power); the anytime-valid monitor (not this test's interval): "
+                    f"rate(B) - rate(A) in [{points_interval((lo, hi), ', ', 1)}] pp")
         return (f"{v['decision']} after {v['pairs']} of {stopping['cap'] * len(stopping['tasks'])} pairs "
                 f"(B-only {v['gained']}, A-only {v['lost']}; e-value {e:.3g}, decides at {2 / stopping['alpha']:g}; "
                 f"rate(B) - rate(A) in [{points_interval((lo, hi), ', ', 1)}] pp, anytime-valid)"
-                + (f"; a fixed-n McNemar test would need {fixed} pairs for 80% power at these rates" if fixed else ""))
+                + (f"; a fixed-n McNemar test would need {fixed} pairs for 80% power at the rates observed at the "
+                   f"stop" if fixed else ""))
     if "suite" in stopping:
         s = stopping["suite"]
         lo, hi = s["cs"]
