@@ -85,6 +85,8 @@ def test_versus_decides_b_better_for_the_expert_against_random(random_run, tmp_p
     assert report.exit_code == 0, report.output
     page = (tmp_path / "r.html").read_text()
     assert "B better after 8 of 24 pairs" in page and "descriptive only after a sequential stop" in page
+    assert "stopped early by --until decided (cap 12 episodes per task)" in page  # not "complete"
+    assert "protocol standard, modified: max_steps 150 (published 500)" in page
 
 
 def test_versus_a_rerun_of_itself_is_never_better(random_run, tmp_path):

@@ -72,16 +72,24 @@ def _headline(run: Run, index: int) -> str:
     r, o = run.results, run.results.get("overall", {})
     prov = r.get("provenance", {})
     versions = ", ".join(f"{k} {v}" for k, v in (prov.get("versions") or {}).items() if v)
-    state = "complete" if r.get("complete") else "<span class='bad'>incomplete (complete: false)</span>"
-    wall = o.get("eval_s")
     stopping = r.get("stopping")
+    state = "complete" if r.get("complete") else "<span class='bad'>incomplete (complete: false)</span>"
+    if stopping and r.get("complete"):  # a run its rule stopped is complete, but not at its episode count
+        cap = stopping.get("cap")
+        state = (f"stopped early by --until {_e(stopping.get('rule'))}"
+                 + (f" (cap {_e(cap)} episodes per task)" if cap is not None else ""))
+    wall = o.get("eval_s")
+    changes = run.config.get("protocol_changes") or {}
+    protocol = run.config.get("protocol") or ""
+    if changes:
+        protocol += ", modified: " + ", ".join(f"{k} {v[1]} (published {v[0]})" for k, v in changes.items())
     stop = (f"<div><b>{_e(stopping_line(stopping))}</b></div><div class='dim'>95% CI: {_e(FIXED_N_NOTE)}</div>"
             if stopping else "")
     return f"""<div class="card"><h3>{_e(_label(run, index))} on {_e(r.get('suite'))}</h3>
 <div class="big">{_pct(o.get('success_rate'))}</div>{stop}{_privileged(run)}
 <div>95% CI {_ci(o.get('ci95', [0, 1]))} · {o.get('n_episodes', 0)} episodes · {o.get('n_errors', 0)} errors ·
 {'–' if wall is None else f'{wall:.1f} s'} · {state}</div>
-<div class="dim">protocol {_e(run.config.get('protocol'))}, max steps
+<div class="dim">protocol {_e(protocol)}, max steps
 {_e((run.config.get('protocol_settings') or {}).get('max_steps'))}, seed {_e(run.config.get('seed'))},
 trials {run.trials}<br>lerobench {_e(prov.get('lerobench'))}, python {_e(prov.get('python'))}, {_e(versions)},
 MUJOCO_GL={_e(prov.get('MUJOCO_GL'))}<br>{_e(prov.get('platform'))}<br>
