@@ -204,15 +204,14 @@ def evaluate(  # noqa: D417 - the shared settings' help is appended from plan/op
         LerobenchError: an argument (named in the API's words, before anything runs), the suite, the policy or
             the simulator refused the run (one-line message); ``EpisodeErrors`` as ``max_errors`` says.
     """
-    from lerobench.arguments import check_arguments, check_output, check_store, in_api_words
+    from lerobench.arguments import api_words, check_arguments, check_output, check_store
 
     args = check_arguments(locals())  # every argument's type and range, named, before anything runs
     tasks, log_to = args["tasks"], args["log_to"]
-    from lerobench.errors import ConfigError
     from lerobench.execution.runner import Evaluation, RunSettings
     from lerobench.suite.registry import load_suite
 
-    try:
+    with api_words():
         declared = settings_from(args)  # the settings declared once in plan/options.py, parsed as the CLI does
         if output is not None:
             check_output(Path(output), resume)
@@ -224,14 +223,12 @@ def evaluate(  # noqa: D417 - the shared settings' help is appended from plan/op
             check_store(store if store is not None else Path(str(output)))
         chosen = load_suite(str(suite)).select_tasks([str(t) for t in tasks] if tasks is not None else None,
                                                      flag="tasks=")
-    except ConfigError as exc:
-        raise type(exc)(in_api_words(str(exc))) from None
     in_memory = not isinstance(policy, str)
     spec = policy if not in_memory else (policy_name or f"python:{type(policy).__module__}.{type(policy).__qualname__}")
     scratch = Path(tempfile.mkdtemp(prefix="lerobench-")) if output is None else None
     run_dir = scratch / "run" if scratch is not None else Path(str(output))
     try:
-        try:
+        with api_words():
             settings = RunSettings(**declared, suite=chosen, policy=spec, output=run_dir,
                                    command=("lerobench.evaluate", f"suite={chosen.name}", f"policy={spec}"))
             with _restored_torch_state(policy if in_memory else None):
@@ -239,8 +236,6 @@ def evaluate(  # noqa: D417 - the shared settings' help is appended from plan/op
                 evaluation = Evaluation(settings, **adapter)
                 document = evaluation.run()
                 records = _records(evaluation.s.output)
-        except ConfigError as exc:
-            raise type(exc)(in_api_words(str(exc))) from None
         logged, failed = _log(document, evaluation.s.output, log_to, log_step, log_project, log_dir,
                               chosen.name if scratch else None)
         if failed:
@@ -390,14 +385,11 @@ def compare(run_a: str | Path, run_b: str | Path, *, alpha: float = 0.05,
             ``allow_different``), naming the field and both values.
     """
     from lerobench.analysis.compare import compare_runs, load_run
-    from lerobench.arguments import in_api_words
-    from lerobench.errors import ConfigError
+    from lerobench.arguments import api_words
 
-    try:
+    with api_words():
         return compare_runs(load_run(Path(run_a)), load_run(Path(run_b)), alpha=alpha,
                             allow_different=allow_different)
-    except ConfigError as exc:
-        raise type(exc)(in_api_words(str(exc))) from None
 
 
 def plan_comparison(base: float, diff: float, *, discordance: float | None = None, alpha: float = 0.05,

@@ -14,7 +14,8 @@ import math
 import numbers
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +109,15 @@ def _check_real(name: str, value: Any, low: float, high: float, low_ok: bool, op
         span = f"{'[' if low_ok else '('}{low:g}, {high:g}{']' if high_ok else ')'}"
         extra = ", not 0" if name == "effect" else ""
         raise ConfigError(f"lerobench.evaluate: {name} must lie in {span}{extra}, got {value!r}")
+
+
+@contextmanager
+def api_words() -> Iterator[None]:
+    """Re-raise a ``ConfigError`` of the block with its message ``in_api_words`` (same type, no chained traceback)."""
+    try:
+        yield
+    except ConfigError as exc:
+        raise type(exc)(in_api_words(str(exc))) from None
 
 
 def in_api_words(message: str) -> str:

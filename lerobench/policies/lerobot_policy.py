@@ -325,14 +325,14 @@ class LeRobotPolicy:
         ``n_action_steps`` -- gets the whole predicted chunk (``chunk_size``, what ``predict_action_chunk``
         returns), executing ``--replan-steps`` actions, or ``min(n_action_steps, chunk_size - d)`` when not asked.
         """
+        from lerobench.core.delay import MEASURED, parse_delay
+
         chunk = int(getattr(config, "chunk_size", 0) or 0) or self.n_action_steps
-        delay = context.delay_steps
-        delayed = delay == "measured" or (isinstance(delay, int) and delay > 0) or (
-            isinstance(delay, str) and delay.isdigit() and int(delay) > 0)
+        delay = parse_delay(context.delay_steps)
+        d = 0 if delay == MEASURED else int(delay)
         asked = context.replan_steps if context.replan_steps != 1 else None
-        if not delayed and (asked is None or asked <= self.n_action_steps):
+        if delay != MEASURED and d == 0 and (asked is None or asked <= self.n_action_steps):
             return self.n_action_steps, asked or self.n_action_steps
-        d = int(delay) if isinstance(delay, int) or str(delay).isdigit() else 0
         return chunk, asked or max(1, min(self.n_action_steps, chunk - d))
 
     def _to_lerobot(self, observation: dict[str, Any], task_descriptions: list[str]) -> dict[str, Any]:
