@@ -18,6 +18,7 @@ from lerobench.analysis.compare import Run, compare_runs, differences, load_run,
 from lerobench.core.files import write_text_atomic
 from lerobench.errors import CompareError, ConfigError, MissingDependencyError
 from lerobench.output.rerun import rrd_path
+from lerobench.plan.planner import protocol_label
 from lerobench.plan.stopping import FIXED_N_NOTE, stopping_line
 from lerobench.stats.intervals import percent_interval, points_interval
 
@@ -79,10 +80,7 @@ def _headline(run: Run, index: int) -> str:
         state = (f"stopped early by --until {_e(stopping.get('rule'))}"
                  + (f" (cap {_e(cap)} episodes per task)" if cap is not None else ""))
     wall = o.get("eval_s")
-    changes = run.config.get("protocol_changes") or {}
-    protocol = run.config.get("protocol") or ""
-    if changes:
-        protocol += ", modified: " + ", ".join(f"{k} {v[1]} (published {v[0]})" for k, v in changes.items())
+    protocol = protocol_label(run.config.get("protocol") or "", run.config.get("protocol_changes"))
     stop = (f"<div><b>{_e(stopping_line(stopping))}</b></div><div class='dim'>95% CI: {_e(FIXED_N_NOTE)}</div>"
             if stopping else "")
     return f"""<div class="card"><h3>{_e(_label(run, index))} on {_e(r.get('suite'))}</h3>

@@ -404,7 +404,9 @@ def _treatment(settings: Any) -> str:
     """The run's delay and replan steps in the header, where they are not the defaults (``, delay 3 steps ...``)."""
     parts = []
     if settings.delay_steps not in (0, "0"):
-        measured = settings.delay_steps == "measured"
+        from lerobench.core.delay import MEASURED
+
+        measured = settings.delay_steps == MEASURED
         parts.append("delay measured from each call's latency (not reproducible: the numbers depend on this "
                      "machine's speed)" if measured else f"delay {settings.delay_steps} steps")
     if settings.replan_steps != 1:

@@ -301,11 +301,7 @@ class RunPlan:
 
     def protocol_label(self) -> str:
         """``standard``, or ``standard, modified: max_steps 50 (published 500)``."""
-        changes = self.protocol_changes
-        if not changes:
-            return self.settings.protocol
-        said = ", ".join(f"{k} {used} (published {published})" for k, (published, used) in changes.items())
-        return f"{self.settings.protocol}, modified: {said}"
+        return protocol_label(self.settings.protocol, self.protocol_changes)
 
     def config(self) -> dict[str, Any]:
         """Every effective setting, JSON-ready (the sink adds what the executor chose)."""
@@ -332,6 +328,14 @@ class RunPlan:
             "versus": str(s.versus) if s.versus else None, "alpha": s.alpha, "margin": s.margin,
             "effect": s.effect, "power": s.power if s.effect is not None else None,
         }
+
+
+def protocol_label(name: str, changes: dict[str, list[Any]] | None) -> str:
+    """A protocol's name and what a run changed of it (``config.protocol_changes``: field -> [published, used])."""
+    if not changes:
+        return name
+    said = ", ".join(f"{k} {used} (published {published})" for k, (published, used) in changes.items())
+    return f"{name}, modified: {said}"
 
 
 def check_importable(backend: Any) -> None:
