@@ -72,6 +72,8 @@ def test_versus_decides_b_better_for_the_expert_against_random(random_run, tmp_p
     versus = json.loads((out / "results.json").read_text())["stopping"]["versus"]
     assert versus["decision"] == "B better" and versus["pairs"] == 8 and versus["gained"] == 8
     assert versus["e_value_b_better"] >= 40 and versus["difference_cs"][0] > 0
+    own = versus["decision_interval"]  # the e-process's own interval: excludes 1/2 as it decided
+    assert own["theta_b"][0] > 0.5 and own["p_value"] <= 0.05 and "anytime-valid" in own["method"]
     assert "B better after 8 of 24 pairs" in result.output
     # another policy from the same starts: every pair's first observation is A's (state-only: the state)
     inputs = versus["same_first_observation"]
@@ -136,7 +138,10 @@ def test_the_designed_test_decides_against_a_run_at_zero(random_run, tmp_path, e
     assert "fixed_n_at_observed_rates" not in versus  # one fixed-n figure: the design's, at its effect
     line = " ".join(result.output.split())
     assert f"against the {design['fixed_n']} pairs a fixed-n exact McNemar test needs at that effect" in line
-    assert "the anytime-valid monitor (not this test's interval)" in line
+    own = versus["decision_interval"]  # the designed test's own interval, beside its decision
+    assert own["outcome"] == "better" and own["theta_b"][0] > 0.5 and own["p_value"] <= 0.05
+    assert "95% interval (stagewise, the designed test's own): P(B wins | discordant) in [" in line
+    assert "anytime-valid" not in line  # the e-process monitor stays in results.json, not beside the decision
 
 
 def test_an_effect_that_cannot_happen_is_refused_in_one_line_before_b_runs(random_run, tmp_path):

@@ -245,8 +245,19 @@ class Ledger:
                 decision = f"equivalent within ±{self.margin:g}"
             state.update(decision=decision or "undecided", pairs=n, gained=g, lost=lost,
                          e_value_b_better=round(float(e_b), 6), e_value_a_better=round(float(e_a), 6),
-                         difference_cs=_rounded((low, high)))
+                         difference_cs=_rounded((low, high)), decision_interval=self._interval(g, lost, n))
         return state
+
+    def _interval(self, gained: int, lost: int, pairs: int) -> dict[str, Any]:
+        """The stopping rule's own interval: the design's stagewise one, or the e-processes' confidence sequence."""
+        if self.design is not None:
+            from lerobench.stats.stagewise import decision_interval
+
+            positive = (self.design_summary or {}).get("effect", 1) > 0
+            return decision_interval(self.design.actions, self.alpha, gained, lost, pairs, positive)
+        from lerobench.stats.sequential import paired_decision_interval
+
+        return paired_decision_interval(gained, lost, pairs, self.alpha)
 
     # -- what executors ask ---------------------------------------------------------------------------
     def wants(self, task: str, episode: int) -> bool:
@@ -394,6 +405,22 @@ def _late(stopping: dict[str, Any]) -> str:
             f"({counts})")
 
 
+def interval_phrase(interval: dict[str, Any] | None) -> str:
+    """The stopping rule's own interval in words: P(B wins | discordant), its mapping, the p-value (if decided)."""
+    from lerobench.stats.intervals import points_interval
+
+    if not interval:
+        return "no interval recorded"
+    lo, hi = interval["theta_b"]
+    d_lo, d_hi = interval["difference_at_observed_discordance"]
+    level = f"{100 * interval['level']:g}%"
+    kind = "stagewise, the designed test's own" if "stagewise" in interval["method"] else "anytime-valid"
+    p = interval.get("p_value")
+    return (f"{level} interval ({kind}): P(B wins | discordant) in [{lo:.3f}, {hi:.3f}], i.e. rate(B) - rate(A) "
+            f"in [{points_interval((d_lo, d_hi), ', ', 1)}] pp at the observed discordance "
+            f"{100 * interval['observed_discordance']:.1f}%" + (f"; p {p:.3g}" if p is not None else ""))
+
+
 def _decision(stopping: dict[str, Any]) -> str:
     """The decision or the per-task stops, in the rule's own episode counts."""
     from lerobench.stats.intervals import percent_interval, points_interval
@@ -403,17 +430,18 @@ def _decision(stopping: dict[str, Any]) -> str:
         lo, hi = v["difference_cs"]
         e = max(v["e_value_b_better"], v["e_value_a_better"])
         fixed = (v.get("fixed_n_at_observed_rates") or {}).get("pairs_for_80pct_power")
+        counts = f"B-only {v['gained']}, A-only {v['lost']}"
+        own = interval_phrase(v.get("decision_interval"))
         if v.get("design"):
             d = v["design"]
-            return (f"{v['decision']} after {v['pairs']} pairs (B-only {v['gained']}, A-only {v['lost']}; "
-                    f"designed test for an effect of {d['effect']:+g}: at most {d['max_pairs']} pairs, expected "
-                    f"{d['expected_pairs_effect']:.0f} at the effect, exact type-I {d['type_i']:.4f}, power "
-                    f"{100 * d['power']:.1f}%, against the {d['fixed_n']} pairs a fixed-n exact McNemar test needs "
-                    f"at that effect, alpha and power); the anytime-valid monitor (not this test's interval): "
-                    f"rate(B) - rate(A) in [{points_interval((lo, hi), ', ', 1)}] pp")
+            return (f"{v['decision']} after {v['pairs']} of at most {d['max_pairs']} pairs ({counts}); {own}; "
+                    f"designed test for an effect of {d['effect']:+g}: expected {d['expected_pairs_effect']:.0f} "
+                    f"pairs at the effect, exact type-I {d['type_i']:.4f}, power {100 * d['power']:.1f}%, against "
+                    f"the {d['fixed_n']} pairs a fixed-n exact McNemar test needs at that effect, alpha and power")
+        if v["decision"].startswith("equivalent"):
+            own = f"rate(B) - rate(A) in [{points_interval((lo, hi), ', ', 1)}] pp, anytime-valid"
         return (f"{v['decision']} after {v['pairs']} of {stopping['cap'] * len(stopping['tasks'])} pairs "
-                f"(B-only {v['gained']}, A-only {v['lost']}; e-value {e:.3g}, decides at {2 / stopping['alpha']:g}; "
-                f"rate(B) - rate(A) in [{points_interval((lo, hi), ', ', 1)}] pp, anytime-valid)"
+                f"({counts}; e-value {e:.3g}, decides at {2 / stopping['alpha']:g}); {own}"
                 + (f"; a fixed-n McNemar test would need {fixed} pairs for 80% power at the rates observed at the "
                    f"stop" if fixed else ""))
     if "suite" in stopping:

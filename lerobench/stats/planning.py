@@ -74,7 +74,9 @@ def plan_design(base: float, diff: float, discordance: float | None = None, alph
     # type-I of the discordant walk without the pair cap: the bound for every discordance rate (the cap only
     # turns would-be decisions into "undecided").
     type_i = float(walk(design.actions, 0.5)["b_better"].sum())
-    summary.update(max_pairs=max_pairs, max_discordant=design.max_discordant, type_i=type_i,
+    from lerobench.stats.stagewise import rows
+
+    summary.update(max_pairs=max_pairs, max_discordant=design.max_discordant, type_i=type_i, table=rows(design.actions),
                    power=h1["b_better"], expected_pairs_h0=h0["expected_pairs"],
                    expected_pairs_effect=h1["expected_pairs"], expected_pairs_2effect=None)
     try:

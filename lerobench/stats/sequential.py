@@ -201,3 +201,68 @@ def simulate_paired_stops(p_gain: float, p_lost: float, alpha: float = 0.05, str
         out["cap_at_power"] = cap
         out["mean_capped"] = float(np.minimum(pairs, cap).mean())
     return out
+
+
+def _log_one_sided(b_wins: Any, a_wins: Any, theta0: Any, prior: float, upper: bool) -> Any:
+    """Log of the one-sided mixture likelihood ratio against P(B wins | discordant) = ``theta0``.
+
+    The prior Beta(prior, prior) restricted to theta > theta0 (``upper``) or below, renormalised; at theta0 = 1/2
+    it is ``paired_evalues``. Under any theta on the other side of theta0 (or at it) each pair multiplies it by
+    at most 1 in expectation, so it is a nonnegative supermartingale there (Ville's inequality applies).
+    """
+    import numpy as np
+    from scipy.special import betainc, betaincc, betaln, xlog1py, xlogy
+
+    w, lost = np.asarray(b_wins, dtype=float), np.asarray(a_wins, dtype=float)
+    part = betaincc if upper else betainc
+    with np.errstate(divide="ignore"):
+        return (betaln(prior + w, prior + lost) + np.log(part(prior + w, prior + lost, theta0))
+                - betaln(prior, prior) - np.log(part(prior, prior, theta0))
+                - xlogy(w, theta0) - xlog1py(lost, -theta0))
+
+
+def paired_theta_cs(b_wins: int, a_wins: int, alpha: float = 0.05, prior: float = PAIRED_PRIOR) -> tuple[float, float]:
+    """Anytime-valid (1 - alpha) confidence sequence for P(B wins | discordant), from the decision's e-processes.
+
+    The theta0 at which neither one-sided e-process (``_log_one_sided``) reaches 2/alpha. At theta0 = 1/2 these
+    are the e-values ``paired_decision`` uses, so the sequence excludes 1/2 exactly when the run decided, in the
+    decided direction (the interval of the e-process's own decision, issue 44). Ends by bisection, rounded out.
+    """
+    threshold = math.log(2 / alpha)
+
+    def end(upper: bool) -> float:
+        # upper=True: the e-process for "B better than theta0" rejects theta0 below the lower end.
+        inner, outer = b_wins / (b_wins + a_wins) if b_wins + a_wins else 0.5, 0.0 if upper else 1.0
+        if float(_log_one_sided(b_wins, a_wins, outer, prior, upper)) < threshold:
+            return outer
+        for _ in range(_BISECTIONS):
+            mid = (inner + outer) / 2
+            if float(_log_one_sided(b_wins, a_wins, mid, prior, upper)) >= threshold:
+                outer = mid
+            else:
+                inner = mid
+        return outer
+
+    low, high = end(True), end(False)
+    return math.floor(low * 1e6) / 1e6, math.ceil(high * 1e6) / 1e6
+
+
+EPROCESS_INTERVAL_METHOD = ("anytime-valid: theta = P(B wins | discordant) where neither one-sided mixture e-process "
+                            "(the decision's, at every theta0) reaches 2/alpha")
+
+
+def paired_decision_interval(gained: int, lost: int, pairs: int, alpha: float = 0.05) -> dict[str, Any]:
+    """The e-process rule's own interval and p-value at a stop (results.json ``decision_interval``, no design).
+
+    The interval is ``paired_theta_cs``; the p-value the anytime-valid one, min(1, 2 / max e-value), which is
+    <= alpha exactly when a direction was decided. The mapping to rate(B) - rate(A) is at the observed
+    discordance, labelled so.
+    """
+    low, high = paired_theta_cs(gained, lost, alpha)
+    e_b, e_a = paired_evalues(gained, lost)
+    discordance = (gained + lost) / pairs if pairs else 0.0
+    return {"theta_b": [low, high], "level": 1 - alpha,
+            "difference_at_observed_discordance": [round(discordance * (2 * t - 1), 6) for t in (low, high)],
+            "observed_discordance": round(discordance, 6),
+            "p_value": round(min(1.0, 2 / max(float(e_b), float(e_a))), 6), "method": EPROCESS_INTERVAL_METHOD,
+            "mapping": "rate(B) - rate(A) = discordance x (2 theta_b - 1), at the observed discordance"}
