@@ -145,3 +145,29 @@ def test_docs_worked_example_unpaired_not_significant_paired_significant():
     paired = compare_paired(a, b)
     assert round(unpaired, 3) == 0.075 and unpaired > 0.05
     assert (paired.gained, paired.lost) == (9, 1) and round(paired.p_value, 3) == 0.021 and paired.p_value < 0.05
+
+
+def test_pooled_paired_interval_is_exact_by_enumeration_and_agrees_with_its_p_value():
+    """Every table of n = 9 pairs, at a grid of gain/loss rates: coverage >= 95% (the bootstrap's is not)."""
+    from scipy.stats import multinomial
+
+    from lerobench.stats.binomial import paired_difference_exact
+
+    n = 9
+    tables = [(g, lost) for g in range(n + 1) for lost in range(n + 1 - g)]
+    results = {t: paired_difference_exact(*t, n) for t in tables}
+    for (ci, p) in results.values():
+        assert (ci[0] > 0 or ci[1] < 0) == (p <= 0.05)  # one test: the interval leaves 0 out iff p <= alpha
+    worst = 1.0
+    for p_gain in np.linspace(0, 0.9, 7):
+        for p_lost in np.linspace(0, 0.9, 7):
+            if p_gain + p_lost > 1:
+                continue
+            delta = p_gain - p_lost
+            covered = sum(multinomial.pmf([g, lost, n - g - lost], n, [p_gain, p_lost, 1 - p_gain - p_lost])
+                          for (g, lost), (ci, _) in results.items() if ci[0] <= delta <= ci[1])
+            worst = min(worst, covered)
+    assert worst >= 0.95, worst
+    # a stopped run's 7 B-only of 33 (every other pair alike): not narrower than exact Clopper-Pearson allows
+    ci, p = paired_difference_exact(7, 0, 33)
+    assert ci[0] < 0.09 and ci[1] > 0.38 and p < 0.05

@@ -88,6 +88,20 @@ def test_versus_decides_b_better_for_the_expert_against_random(random_run, tmp_p
     page = (tmp_path / "r.html").read_text()
     assert "B better after 8 of 24 pairs" in page and "descriptive only after a sequential stop" in page
     assert "stopped early by --until decided (cap 12 episodes per task)" in page  # not "complete"
+    both = runner.invoke(app, ["report", str(random_run), str(out), "-o", str(tmp_path / "ab.html")])
+    assert both.exit_code == 0, both.output
+    page = (tmp_path / "ab.html").read_text()
+    assert "DESCRIPTIVE" in page and "B better after 8 of 24 pairs" in page
+    assert "paired episodes only (left out, without a partner:" in page  # bars on what is compared
+    compared = runner.invoke(app, ["compare", str(random_run), str(out), "--json"])
+    assert compared.exit_code == 0, compared.output
+    c = json.loads(compared.output)
+    assert c["descriptive"] and c["sequential"]["decision"] == "B better" and c["sequential"]["against_this_a"]
+    assert c["verdict"] == "B better than A" and c["verdict_by"] == "the rule that stopped run B (--until decided)"
+    assert c["sequential"]["interval"]["theta_b"][0] > 0.5 and c["sequential"]["p_value"] <= 0.05
+    shown = " ".join(runner.invoke(app, ["compare", str(random_run), str(out)]).output.split())
+    assert "run B was stopped by --until decided: B better after 8 of 24 pairs" in shown
+    assert "DESCRIPTIVE: fixed-n figures after a sequential stop" in shown
     assert "protocol standard, modified: max_steps 150 (published 500)" in page
 
 

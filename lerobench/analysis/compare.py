@@ -22,9 +22,8 @@ from lerobench.errors import CompareError
 from lerobench.stats.binomial import (
     compare_paired,
     holm,
-    paired_difference_ci,
+    paired_difference_exact,
     stratified_bootstrap_ci,
-    stratified_paired_p,
     unpaired_difference_ci,
     unpaired_exact,
 )
@@ -145,30 +144,31 @@ def _task_block(a: list[bool], b: list[bool], paired: bool) -> dict[str, Any]:
     return block
 
 
+PAIRED_POOLED_METHOD = ("exact unconditional: McNemar-score ordering, the discordance maximised over its plausible "
+                        "values (Berger-Boos), pooled over tasks")
+
+
 def _pooled_block(strata: list[tuple[list[bool], list[bool]]], paired: bool) -> dict[str, Any]:
     all_a = [x for a, _ in strata for x in a]
     all_b = [x for _, b in strata for x in b]
     block = _rates(sum(all_a), len(all_a), sum(all_b), len(all_b))
-    block["ci95"] = stratified_bootstrap_ci(strata, paired=paired, seed=BOOTSTRAP_SEED)
+    if paired:
+        # Exact: a bootstrap collapses where every pair of a task went the same way (few pairs per task).
+        gained = sum(1 for a, b in strata for x, y in zip(a, b, strict=True) if not x and y)
+        lost = sum(1 for a, b in strata for x, y in zip(a, b, strict=True) if x and not y)
+        ci, p_value = paired_difference_exact(gained, lost, len(all_a))
+        block.update(ci95=ci, ci95_method=PAIRED_POOLED_METHOD, p_value=p_value, gained=gained, lost=lost,
+                     test=PAIRED_POOLED_METHOD)
+        return block
+    block["ci95"] = stratified_bootstrap_ci(strata, paired=False, seed=BOOTSTRAP_SEED)
     block["ci95_method"] = "stratified bootstrap over tasks"
-    counts = [(sum(1 for x, y in zip(a, b, strict=True) if not x and y),
-               sum(1 for x, y in zip(a, b, strict=True) if x and not y)) for a, b in strata] if paired else []
     if block["ci95"][0] == block["ci95"][1]:
         # No episode varied within its task, so every resample is identical and the bootstrap collapses to a
         # point; it cannot see noise no episode showed. The analytic interval on the pooled counts can.
-        if paired:
-            block["ci95"] = paired_difference_ci(sum(g for g, _ in counts), sum(lost for _, lost in counts),
-                                                 len(all_a))
-            block["ci95_method"] = "Bonett-Price on pooled pairs (bootstrap degenerate: no variation)"
-        else:
-            block["ci95"] = unpaired_difference_ci(sum(all_a), len(all_a), sum(all_b), len(all_b))
-            block["ci95_method"] = "Newcombe on pooled counts (bootstrap degenerate: no variation)"
-    if paired:
-        block.update(p_value=stratified_paired_p(counts), gained=sum(g for g, _ in counts),
-                     lost=sum(lost for _, lost in counts), test="exact sign test, discordant pairs pooled over tasks")
-    else:
-        p_value, test = unpaired_exact(sum(all_a), len(all_a), sum(all_b), len(all_b))
-        block.update(p_value=p_value, test=f"{'Boschloo' if test == 'boschloo' else 'Fisher'} exact, pooled")
+        block["ci95"] = unpaired_difference_ci(sum(all_a), len(all_a), sum(all_b), len(all_b))
+        block["ci95_method"] = "Newcombe on pooled counts (bootstrap degenerate: no variation)"
+    p_value, test = unpaired_exact(sum(all_a), len(all_a), sum(all_b), len(all_b))
+    block.update(p_value=p_value, test=f"{'Boschloo' if test == 'boschloo' else 'Fisher'} exact, pooled")
     return block
 
 
@@ -218,6 +218,57 @@ def suite_indices(*runs: Run) -> dict[str, int]:
         for i, name in enumerate(run.config.get("tasks") or []):
             index.setdefault(name, i)
     return index
+
+
+VERDICTS = {"B better": "B better than A", "A better": "B worse than A"}
+
+
+def rule_interval(stopping: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``--until decided`` rule's own interval at its stop: as recorded, or recomputed from the block."""
+    versus = stopping["versus"]
+    if versus.get("decision_interval"):
+        return versus["decision_interval"]
+    g, lost, pairs, alpha = versus["gained"], versus["lost"], versus["pairs"], stopping["alpha"]
+    design = versus.get("design")
+    if design:
+        if not design.get("table"):
+            return None  # recorded before the design's table was kept
+        from lerobench.stats.stagewise import decision_interval, from_rows
+
+        return decision_interval(from_rows(design["table"]), alpha, g, lost, pairs, design.get("effect", 1) > 0)
+    from lerobench.stats.sequential import paired_decision_interval
+
+    return paired_decision_interval(g, lost, pairs, alpha)
+
+
+def sequential_analysis(a: Run, b: Run) -> dict[str, Any] | None:
+    """The analysis by the rule that stopped a run, when an ``--until`` rule did (None: nothing stopped either).
+
+    A run B decided ``--versus`` A by ``--until decided`` is analysed with that rule: its decision, its own interval
+    (``rule_interval``) and p-value; a fixed-n analysis of it is descriptive only. A run stopped by a rule on its own
+    rate (``halfwidth``, ``suite-halfwidth``) has no sequential analysis of a difference: said, and the fixed-n
+    figures are marked descriptive.
+    """
+    from lerobench.plan.stopping import stopping_line
+
+    for label, run in (("B", b), ("A", a)):
+        stopping = run.results.get("stopping")
+        if not stopping:
+            continue
+        rule = f"--until {stopping.get('rule')}"
+        if label == "B" and stopping.get("versus"):
+            versus = stopping["versus"]
+            against = versus.get("versus")
+            same = bool(against) and Path(against).resolve() == Path(a.path).resolve()
+            interval = rule_interval(stopping)
+            return {"run": "B", "rule": rule, "designed": bool(versus.get("design")), "decision": versus["decision"],
+                    "pairs": versus["pairs"], "gained": versus["gained"], "lost": versus["lost"],
+                    "interval": interval, "p_value": (interval or {}).get("p_value"), "versus": against,
+                    "against_this_a": same, "line": stopping_line(stopping)}
+        return {"run": label, "rule": rule, "decision": None, "interval": None, "p_value": None,
+                "line": (f"run {label} was stopped by {rule}, a rule on its own success rate: no sequential analysis "
+                         f"of the difference exists, so the fixed-n figures are descriptive only")}
+    return None
 
 
 def compare_runs(a: Run, b: Run, alpha: float = 0.05, allow_different: bool = False) -> dict[str, Any]:
@@ -311,4 +362,21 @@ def compare_runs(a: Run, b: Run, alpha: float = 0.05, allow_different: bool = Fa
         result["verdict"] = "B better than A" if overall["difference"] > 0 else "B worse than A"
     else:
         result["verdict"] = "no significant difference overall"
+    sequential = sequential_analysis(a, b)
+    result["sequential"] = sequential
+    result["verdict_by"] = "fixed-n tests"
+    result["descriptive"] = sequential is not None  # a fixed-n analysis after a sequential stop
+    if sequential is not None:
+        decision = sequential["decision"]
+        if decision is not None:  # the rule that stopped B decides the headline, not the fixed-n test
+            result["verdict"] = VERDICTS.get(decision, decision)
+            result["verdict_by"] = f"the rule that stopped run B ({sequential['rule']})"
+            result["b_worse"] = decision == "A better"
+            if not sequential["against_this_a"]:
+                notes.append(f"run B was decided against {sequential['versus']}, not {a.path}: the rule's analysis "
+                             f"is of that pairing")
+        else:
+            result["verdict_by"] = "fixed-n tests, descriptive only after a sequential stop"
+        notes.append("fixed-n intervals and p-values in this comparison are descriptive only: a run was stopped by "
+                     "a sequential rule, after which they are not valid")
     return result

@@ -130,17 +130,42 @@ def _comparison_table(c: dict[str, Any]) -> str:
     body += "".join(row(f"<i>group {_e(g)}</i>", b, "") for g, b in c["groups"].items())
     body += row("<b>overall</b>", c["overall"], "")
     kind = f"paired on {c['matched_episodes']} episodes" if c["paired"] else "UNPAIRED (no episode matches)"
+    sequential = c.get("sequential")
+    rule = ""
+    if sequential:  # the rule that stopped a run is the analysis; the fixed-n table is descriptive
+        rule = f"<p class='rule'><b>{_e(sequential['line'])}</b></p>"
+        kind += "; <span class='bad'>DESCRIPTIVE</span>: fixed-n figures after a sequential stop"
     notes = "".join(f"<li>{_e(n)}</li>" for n in c["notes"])
     differs = "".join(f"<li>{_e(n)}</li>" for n in c["differences"])
     compared = "; ".join(c.get("treatment", [])) or "nothing recorded differs (same policy and settings)"
     return ((f"<p class='bad'>These runs ran different episodes (--allow-different):</p><ul class='bad'>{differs}"
              "</ul>" if differs else "")
-            + f"<p class='dim'>Compared: {_e(compared)}</p>"
-            f"<p><b>{_e(c['verdict'])}</b> — {kind}; tasks: {_e(c['tasks'][0]['test'])} (Holm-adjusted), "
+            + f"<p class='dim'>Compared: {_e(compared)}</p>{rule}"
+            f"<p><b>{_e(c['verdict'])}</b>, by {_e(c['verdict_by'])} — {kind}; "
+            f"tasks: {_e(c['tasks'][0]['test'])} (Holm-adjusted), "
             f"overall: {_e(c['overall']['test'])}, CI: {_e(c['overall'].get('ci95_method', ''))}.</p>"
             "<table class='comparison'><tr><th>task</th><th>n</th><th>A</th><th>B</th><th>B − A (points)</th>"
             f"<th>95% CI</th><th>p</th><th>Holm p</th><th></th></tr>{body}</table>"
             + (f"<ul class='dim'>{notes}</ul>" if notes else ""))
+
+
+def paired_bars(c: dict[str, Any]) -> list[dict[str, Any]]:
+    """A's and B's per-task rates on the episodes they share (the chart's input), each with its exact interval."""
+    from lerobench.stats.binomial import exact_interval
+
+    def side(key: str) -> dict[str, Any]:
+        return {"tasks": [{"task": t["task"], "n_episodes": t[f"n_{key}"], "success_rate": t[f"rate_{key}"],
+                           "ci95": exact_interval(t[f"successes_{key}"], t[f"n_{key}"])} for t in c["tasks"]]}
+
+    return [side("a"), side("b")]
+
+
+def paired_note(c: dict[str, Any]) -> str:
+    """What the paired bars leave out: each side's episodes without a partner."""
+    left = c.get("unmatched_episodes") or {}
+    extra = (f" (left out, without a partner: {left.get('a', 0)} of A's, {left.get('b', 0)} of B's)"
+             if left.get("a") or left.get("b") else "")
+    return f"the {c['matched_episodes']} paired episodes only{extra}"
 
 
 def _suite_order(run: Run) -> Any:
@@ -204,35 +229,40 @@ def task_labels(runs: Sequence[Run], tasks: Sequence[str]) -> list[str]:
 def render_report(runs: Sequence[Run], folder: Path, alpha: float = 0.05) -> str:
     """The report's HTML; ``folder`` is where it will be saved (video links are relative to it)."""
     labels = [_label(run, i) for i, run in enumerate(runs)]
-    comparisons: list[Any] = []
+    comparisons: list[dict[str, Any]] = []
+    sections: list[str] = []
     significant: list[set[str]] = [set() for _ in runs]
     for i, run in enumerate(runs[1:], start=1):
         try:
             c = compare_runs(runs[0], run, alpha=alpha, allow_different=True)
         except CompareError as exc:
-            comparisons.append(f"<p class='dim'>{_e(labels[i])} vs {_e(labels[0])}: not comparable ({_e(exc)})</p>")
+            sections.append(f"<p class='dim'>{_e(labels[i])} vs {_e(labels[0])}: not comparable ({_e(exc)})</p>")
             continue
         significant[i] = {t["task"] for t in c["tasks"] if t["significant"]}
-        comparisons.append(f"<h3>A = {_e(labels[0])}, B = {_e(labels[i])}</h3>{_comparison_table(c)}")
+        comparisons.append(c)
+        sections.append(f"<h3>A = {_e(labels[0])}, B = {_e(labels[i])}</h3>{_comparison_table(c)}")
     tasks: list[str] = []
     for run in runs:
         tasks += [t["task"] for t in run.results.get("tasks", []) if t["task"] not in tasks]
     parts = [f"<h1>lerobench report: {_e(', '.join(sorted({str(r.results.get('suite')) for r in runs})))}</h1>",
              "<div class='cards'>" + "".join(_headline(run, i) for i, run in enumerate(runs)) + "</div>"]
     if tasks:
-        chart = charts.task_bar_chart(tasks, [r.results for r in runs], labels, significant,
-                                      task_labels(runs, tasks))
+        bars, on = [r.results for r in runs], "each run's own episodes"
+        paired = [c for c in comparisons if isinstance(c, dict) and c["paired"]]
+        if len(runs) == 2 and paired:  # A against B: both bars on the same (paired) episodes
+            bars, on = paired_bars(paired[0]), paired_note(paired[0])
+        chart = charts.task_bar_chart(tasks, bars, labels, significant, task_labels(runs, tasks))
         star = ("*: differs significantly from the first run (exact test, Holm-adjusted across tasks, "
                 f"alpha {alpha}). " if len(runs) > 1 else "")
-        parts.append("<h2>Success per task</h2><p class='dim'>Bars: success rate with its 95% interval. "
+        parts.append(f"<h2>Success per task</h2><p class='dim'>Bars: success rate with its 95% interval, on {on}. "
                      f"{star}Tasks by their index in the suite (the tables list them the same way; hover a "
                      f"label for the full name).</p><div class='chart' id='task-chart'>{chart}</div>")
     multi = [(run.results, label) for run, label in zip(runs, labels, strict=True) if run.trials > 1]
     if multi:
         curves = charts.trial_curves([m[0] for m in multi], [m[1] for m in multi])
         parts.append(f"<h2>Success per trial</h2><div class='chart' id='trial-chart'>{curves}</div>")
-    if comparisons:
-        parts.append("<h2>Comparisons with the first run</h2>" + "".join(comparisons))
+    if sections:
+        parts.append("<h2>Comparisons with the first run</h2>" + "".join(sections))
     for i, run in enumerate(runs):
         parts.append(f"<h2>{_e(labels[i])}</h2><h3>Per task</h3>{_task_table(run)}"
                      f"<h3>Episodes that ended with an error</h3>{_errors(run)}"

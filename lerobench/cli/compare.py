@@ -60,6 +60,11 @@ def _print_comparison(c: dict[str, Any]) -> None:
         console.print(f"same observations throughout: {inputs['identical']} of {known} paired episodes showed the "
                       f"policy the same observations at every read{unknown} (the digest chain; --versus's pairing "
                       f"check compares the first observation only)", highlight=False)
+    sequential = c.get("sequential")
+    if sequential:  # the rule that stopped a run comes first: it is the analysis, the table below is descriptive
+        head = (f"run B was stopped by {sequential['rule']}: " if sequential["decision"] is not None else "")
+        console.print(f"[bold]{escape(head + sequential['line'])}[/]", highlight=False, soft_wrap=True)
+        kind += "; DESCRIPTIVE: fixed-n figures after a sequential stop"
     table = Table(title=f"B − A, {kind}", box=box.SIMPLE_HEAD, pad_edge=False)
     for col in ("task", "n", "A", "B", "B − A", "95% CI", "p", "Holm p", ""):
         table.add_column(col, justify="left" if col == "task" else "right", no_wrap=True)
@@ -100,7 +105,8 @@ def _print_comparison(c: dict[str, Any]) -> None:
                       soft_wrap=wide)
     for note in c["notes"]:
         err_console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
-    console.print(f"[bold]{c['verdict']}[/] (alpha {c['alpha']}; tasks: {c['tasks'][0]['test']}, Holm-adjusted; "
+    console.print(f"[bold]{c['verdict']}[/], by {c['verdict_by']} (alpha {c['alpha']}; "
+                  f"tasks: {c['tasks'][0]['test']}, Holm-adjusted; "
                   f"overall: {c['overall']['test']})", highlight=False, soft_wrap=wide)
 
 

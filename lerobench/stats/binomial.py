@@ -298,3 +298,104 @@ def mcnemar_power(n: int, p_gain: float, p_lost: float, alpha: float = 0.05) -> 
     c = np.where(2 * binom.cdf(k, d, 0.5) <= alpha * (1 + 1e-12), k, k - 1)
     reject = np.where(c >= 0, binom.cdf(c, d, share) + binom.sf(d - c - 1, d, share), 0.0)
     return float(np.sum(binom.pmf(d, n, p_disc) * reject))
+
+
+# -- the pooled paired difference: exact unconditional ---------------------------------------------------------
+
+_NUISANCE_GRID = 64
+_EXACT_BISECTIONS = 30
+
+
+def _z_tails(gained: int, lost: int, n: int, delta: Any, discordance: Any) -> tuple[Any, Any]:
+    """P(Z >= z_obs) and P(Z <= z_obs) when rate(B) - rate(A) = ``delta`` at each discordance (vector).
+
+    Z = (G - L) / sqrt(G + L) (0 with no discordant pair), the McNemar score, orders the (G, L) tables; the
+    discordant count D is Binomial(n, discordance) and G | D Binomial(D, theta), theta = (1 + delta /
+    discordance) / 2, so each tail is one sum over D of binomial tails (exact, O(n) per parameter).
+    """
+    import numpy as np
+    from scipy.special import betainc, gammaln
+
+    d = np.arange(n + 1, dtype=float)
+    r = np.asarray(discordance, dtype=float)[:, None]
+    theta = np.clip((1 + delta / np.maximum(r, 1e-300)) / 2, 0.0, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_pmf = (gammaln(n + 1) - gammaln(d + 1) - gammaln(n - d + 1)
+                   + np.where(d > 0, d * np.log(r), 0.0) + np.where(n - d > 0, (n - d) * np.log1p(-r), 0.0))
+    pmf = np.nan_to_num(np.exp(log_pmf))
+    total = gained + lost
+    z_obs = (gained - lost) / math.sqrt(total) if total else 0.0
+    root = np.sqrt(d)
+    # G >= ceil((D + z_obs sqrt(D)) / 2) gives Z >= z_obs; G <= floor(...) gives Z <= z_obs (D = 0: Z = 0).
+    at_least = np.ceil((d + z_obs * root) / 2 - 1e-9)
+    at_most = np.floor((d + z_obs * root) / 2 + 1e-9)
+
+    def sf(k: Any) -> Any:  # P(Bin(D, theta) >= k)
+        kk = np.broadcast_to(k, (r.shape[0], n + 1))
+        inner = betainc(np.clip(kk, 1, None), np.maximum(d - kk + 1, 1e-12), theta)
+        return np.where(kk <= 0, 1.0, np.where(kk > d, 0.0, inner))
+
+    zero = d == 0
+    upper = np.where(zero, float(z_obs <= 0), sf(at_least))
+    lower = np.where(zero, float(z_obs >= 0), 1 - sf(at_most + 1))
+    return (pmf * upper).sum(axis=1), (pmf * lower).sum(axis=1)
+
+
+BERGER_BOOS_GAMMA = 0.001
+"""The nuisance (discordance) is maximised over its exact 1 - gamma interval only, and gamma added to each tail
+(Berger & Boos 1994): still exact, and not as wide as a maximum over discordances the data rule out."""
+
+
+def _sup_tails(gained: int, lost: int, n: int, delta: float, plausible: tuple[float, float]) -> tuple[float, float]:
+    """The tails at rate(B) - rate(A) = ``delta``, maximised over the ``plausible`` discordances, + gamma."""
+    import numpy as np
+
+    d_low, d_high = plausible
+    low, high = max(abs(delta), d_low), d_high
+    if low > high or high <= 0:
+        return BERGER_BOOS_GAMMA, BERGER_BOOS_GAMMA  # no plausible discordance allows this difference
+    grid = np.unique(np.concatenate([np.linspace(low, high, _NUISANCE_GRID), [(gained + lost) / n]]))
+    grid = grid[(grid >= low) & (grid <= high) & (grid > 0)]
+    if len(grid) == 0:
+        grid = np.array([max(low, 1e-12)])
+    ge, le = _z_tails(gained, lost, n, delta, grid)
+    return min(1.0, float(ge.max()) + BERGER_BOOS_GAMMA), min(1.0, float(le.max()) + BERGER_BOOS_GAMMA)
+
+
+def paired_difference_exact(gained: int, lost: int, n: int, alpha: float = 0.05) -> tuple[list[float], float]:
+    """Exact unconditional interval and p-value for rate(B) - rate(A) over ``n`` pairs (pooled over tasks).
+
+    Inverts the test that orders tables by the McNemar score and takes the largest tail over the discordance
+    (Suissa & Shuster 1991), restricted to the discordances the data allow (Berger & Boos 1994,
+    ``BERGER_BOOS_GAMMA``): every rate difference whose tails both exceed alpha/2 for *some* plausible
+    discordance is kept, so the interval covers whatever the discordance (coverage checked by exact
+    enumeration in tests/test_stats.py). The p-value is the same test's at a difference of 0, so it is <= alpha
+    exactly when the interval leaves 0 out. Unlike a bootstrap it cannot collapse when every pair of a task went
+    the same way.
+    """
+    if n <= 0:
+        return [-1.0, 1.0], 1.0
+    observed = (gained - lost) / n
+    plausible = clopper_pearson(gained + lost, n, BERGER_BOOS_GAMMA)
+
+    def inside(delta: float) -> tuple[bool, bool]:
+        ge, le = _sup_tails(gained, lost, n, delta, plausible)
+        return ge > alpha / 2, le > alpha / 2
+
+    def end(lower: bool) -> float:
+        edge = -1.0 if lower else 1.0
+        if inside(edge)[0 if lower else 1]:
+            return edge
+        keep, out = observed, edge
+        for _ in range(_EXACT_BISECTIONS):
+            mid = (keep + out) / 2
+            if inside(mid)[0 if lower else 1]:
+                keep = mid
+            else:
+                out = mid
+        return out
+
+    ge0, le0 = _sup_tails(gained, lost, n, 0.0, plausible)
+    p_value = min(1.0, 2 * min(ge0, le0))
+    low, high = end(True), end(False)
+    return [round(math.floor(low * 1e6) / 1e6, 6), round(math.ceil(high * 1e6) / 1e6, 6)], p_value

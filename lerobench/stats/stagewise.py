@@ -252,7 +252,8 @@ def rows(actions: Any) -> list[list[list[int]]]:
     """The design's table as run-length rows (results.json ``design.table``): per m, [[action, count], ...]."""
     out = []
     for m in range(actions.shape[0]):
-        row, runs = actions[m, : m + 1], []
+        row = actions[m, : m + 1]
+        runs: list[list[int]] = []
         for a in row:
             if runs and runs[-1][0] == int(a):
                 runs[-1][1] += 1
