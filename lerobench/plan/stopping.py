@@ -376,8 +376,8 @@ def _fixed_n(gained: int, lost: int, pairs: int, alpha: float) -> dict[str, Any]
             "note": "the effect must be known before a fixed-n run; the sequential test needed no such guess"}
 
 
-FIXED_N_NOTE = ("fixed-n Clopper-Pearson, descriptive only after a sequential stop (the confidence sequences in "
-                "results.json's stopping block are the valid intervals)")
+FIXED_N_NOTE = ("fixed-n Clopper-Pearson, descriptive only after a sequential stop (the stopping rule's own "
+                "interval, in results.json's stopping block and the decision's line, is the valid one)")
 """How the terminal summary and the report label a sequentially stopped run's fixed-n intervals."""
 
 
