@@ -90,6 +90,12 @@ def test_ledger_follows_the_design_and_stops_at_its_max_pairs(b_wins, expected):
     assert block["pairs"] <= design.max_pairs and block["design"]["max_pairs"] == design.max_pairs
     if not b_wins:
         assert block["pairs"] == design.max_pairs and block["reason"] == "max pairs"
+    own = block["decision_interval"]  # the design's own interval: leaves 1/2 out exactly when it decided
+    low, high = own["theta_b"]
+    if b_wins:
+        assert own["outcome"] == "better" and low > 0.5 and own["p_value"] <= 0.05
+    else:
+        assert own["outcome"] == "undecided" and low <= 0.5 <= high and own["p_value"] is None
 
 
 def exact_by_pairs(design, summary, p_gain: float, p_lost: float) -> float:

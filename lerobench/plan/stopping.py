@@ -226,8 +226,13 @@ class Ledger:
         if -self.margin <= low and high <= self.margin:
             self._run_stop = {"reason": "decided", **self._run_state()}
 
-    def _run_state(self) -> dict[str, Any]:
-        """A snapshot of the round-robin rule's statistics now (the stop's figures)."""
+    def _run_state(self, at_stop: bool = True) -> dict[str, Any]:
+        """A snapshot of the round-robin rule's statistics now (the stop's figures).
+
+        The rule's own interval is computed at the stop only (a designed test's takes up to a second at large
+        designs; results.json is rewritten after every episode); ``compare`` recomputes it for a run that never
+        stopped (interrupted).
+        """
         n = self._position
         state: dict[str, Any] = {"episodes": n, "per_task": dict(self._next)}
         if self.until.kind == "suite-halfwidth":
@@ -245,7 +250,9 @@ class Ledger:
                 decision = f"equivalent within ±{self.margin:g}"
             state.update(decision=decision or "undecided", pairs=n, gained=g, lost=lost,
                          e_value_b_better=round(float(e_b), 6), e_value_a_better=round(float(e_a), 6),
-                         difference_cs=_rounded((low, high)), decision_interval=self._interval(g, lost, n))
+                         difference_cs=_rounded((low, high)))
+            if at_stop:
+                state["decision_interval"] = self._interval(g, lost, n)
         return state
 
     def _interval(self, gained: int, lost: int, pairs: int) -> dict[str, Any]:
@@ -296,7 +303,7 @@ class Ledger:
             out["tasks"] = tasks
             if self.until.kind != "halfwidth":
                 stop = self._run_stop
-                state = dict(stop) if stop else {"reason": None, **self._run_state()}
+                state = dict(stop) if stop else {"reason": None, **self._run_state(at_stop=False)}
                 state.pop("per_task", None)
                 if self.until.kind == "decided":
                     state["margin"] = self.margin if self.design is None else None
