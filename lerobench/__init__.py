@@ -2,15 +2,13 @@
 
 ``lerobench.evaluate(policy, suite, ...)`` is ``lerobench eval`` from Python (a training loop), ``compare`` and
 ``plan_comparison`` are ``lerobench compare`` and ``lerobench plan``. All are imported lazily: ``import lerobench``
-stays instant.
+stays instant, and changes nothing process-wide (no environment variable, MKL mode, thread count, warning
+filter or signal handler: tests/test_imports.py).
 """
 
 from typing import Any
 
 from lerobench._version import __version__
-from lerobench.system import strict_mkl_default
-
-strict_mkl_default()  # before any MKL call: a CPU call's threads may then follow the cores (policies/kernels.py)
 
 _API = ("evaluate", "compare", "plan_comparison", "Results", "TaskResult", "TrackerWarning", "EpisodeErrors",
         "EpisodeErrorWarning")

@@ -21,6 +21,7 @@ from typing import Any
 
 from lerobench.core.records import EpisodeRecord
 from lerobench.plan.options import default, given, settings_help
+from lerobench.system import preserved_environment
 
 LOG_DIR = "lerobench-logs"
 """Where ``evaluate(output=None, log_to=...)`` puts the trackers' stores (relative to the working directory): its run
@@ -231,7 +232,7 @@ def evaluate(  # noqa: D417 - the shared settings' help is appended from plan/op
         with api_words():
             settings = RunSettings(**declared, suite=chosen, policy=spec, output=run_dir,
                                    command=("lerobench.evaluate", f"suite={chosen.name}", f"policy={spec}"))
-            with _restored_torch_state(policy if in_memory else None):
+            with _restored_torch_state(policy if in_memory else None), preserved_environment():
                 adapter = _in_memory(policy, preprocessor, postprocessor) if in_memory else {}
                 evaluation = Evaluation(settings, **adapter)
                 document = evaluation.run()

@@ -1,6 +1,10 @@
 import os
 
 os.environ.setdefault("MUJOCO_GL", "egl")
+# The tests run commands through typer's CliRunner in this process, not through ``lerobench.cli.main``: ask MKL for
+# the strict mode the ``lerobench`` command starts in (``system.strict_mkl_default``), before torch computes.
+# tests/test_imports.py checks in a clean subprocess that lerobench itself sets nothing.
+os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 
 
 # -- real runs shared by the compare and report tests -----------------------------------------------------

@@ -6,9 +6,10 @@ unpadded run's wall time on 2 cores, issue 34), and more threads changed a row's
 - **MKL's gemm** splits its reduction by the thread count (ACT's transformer: 5e-7). MKL's conditional
   numerical reproducibility in strict mode (``MKL_CBWR=AUTO,STRICT``) keeps most shapes identical at any
   count and costs nothing measurable (2048² sgemm 93.7 vs 94.1 ms); it is read once, when MKL starts, so
-  ``import lerobench`` sets it unless the user did (``system.strict_mkl_default``). It does not cover every shape
-  (some two-row products still change), so the counts a policy uses are checked on the policy itself
-  (``policies/call_threads.py``), never assumed.
+  the ``lerobench`` command sets it at its start unless the user did (``system.strict_mkl_default``); importing
+  lerobench or calling ``lerobench.evaluate`` changes nothing (``mkl_mode`` only reads it). It does not cover
+  every shape (some two-row products still change), so the counts a policy uses are checked on the policy
+  itself (``policies/call_threads.py``), never assumed.
 - **Torch's choice of convolution kernel**: a 1×1 convolution of a small batch runs on the native im2col
   path with one thread and on oneDNN with more, which sum in another order. ``PinnedKernels`` computes every
   1×1, stride-1, unpadded, ungrouped convolution (the projections of ACT's and the diffusion policy's
@@ -23,35 +24,31 @@ unpadded run's wall time on 2 cores, issue 34), and more threads changed a row's
 from __future__ import annotations
 
 import ctypes
-import os
 from pathlib import Path
 from typing import Any
 
-from lerobench.system import MKL_CBWR
-
-_MKL_CBWR_AUTO, _MKL_CBWR_STRICT = 2, 0x10000
+_MKL_CBWR_BRANCH_OFF, _MKL_CBWR_AUTO, _MKL_CBWR_STRICT, _MKL_CBWR_ALL = 1, 2, 0x10000, -1
 
 
 def mkl_mode() -> str:
-    """``strict`` if MKL runs in strict reproducibility mode (switched on now if MKL has not started), else why not.
+    """MKL's reproducibility mode in this process, read without changing it: ``strict``, ``default`` or as MKL says.
 
-    ``default``: MKL started in another mode (torch computed before ``import lerobench``); ``MKL_CBWR=...``: the
-    user chose another mode; ``none``: this torch has no MKL.
+    ``strict`` (``MKL_CBWR=AUTO,STRICT``) is what the ``lerobench`` command runs in (``system.strict_mkl_default``
+    at its start, before MKL starts); ``lerobench.evaluate`` leaves the caller's process as it is (MKL cannot be
+    switched back once it has started, so a run must not switch it), and its worker processes inherit the
+    caller's environment: the same mode everywhere in one run. ``none``: this torch has no MKL.
     """
     import torch
 
     if not torch.backends.mkl.is_available():
         return "none"
-    chosen = os.environ.get("MKL_CBWR", MKL_CBWR)
-    if chosen != MKL_CBWR:
-        return f"MKL_CBWR={chosen}"  # the user's choice: never overridden
     try:
-        mkl = _torch_library()
-        mkl.mkl_serv_cbwr_set.restype = ctypes.c_int
-        mkl.mkl_serv_cbwr_set.argtypes = [ctypes.c_int]
-        return "strict" if mkl.mkl_serv_cbwr_set(_MKL_CBWR_AUTO | _MKL_CBWR_STRICT) == 0 else "default"
+        get = _torch_library().mkl_serv_cbwr_get
+        get.restype, get.argtypes = ctypes.c_int, [ctypes.c_int]
+        value = get(_MKL_CBWR_ALL)
     except (OSError, AttributeError):  # another build of torch: MKL's setting is not reachable
-        return "default"
+        return "unknown"
+    return {_MKL_CBWR_AUTO | _MKL_CBWR_STRICT: "strict", _MKL_CBWR_BRANCH_OFF: "default"}.get(value, f"cbwr {value}")
 
 
 def _torch_library() -> ctypes.CDLL:
