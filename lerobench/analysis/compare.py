@@ -11,6 +11,7 @@ and it has finished in both runs, and each trial index ``k`` is compared on thos
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -271,6 +272,107 @@ def sequential_analysis(a: Run, b: Run) -> dict[str, Any] | None:
     return None
 
 
+@dataclass
+class _Pairing:
+    """Which episodes of A and B are compared, and the notes that say what was left out and why."""
+
+    out_a: dict[EpisodeKey, list[bool]]
+    out_b: dict[EpisodeKey, list[bool]]
+    matched: list[EpisodeKey]
+    different_start: set[EpisodeKey]
+    unmatched: dict[str, int]
+    inputs: dict[str, Any]
+    notes: list[str]
+
+    @property
+    def paired(self) -> bool:
+        return bool(self.matched)
+
+
+def _pair(a: Run, b: Run) -> _Pairing:
+    """Match episodes by (task, episode, seed, init state) and start digest; note what is not compared."""
+    out_a, out_b = trial_outcomes(a.records, a.trials), trial_outcomes(b.records, b.trials)
+    common = set(out_a) & set(out_b)
+    digests_a, digests_b = start_digests(a.records), start_digests(b.records)
+    # Same (task, episode, seed, init state) but another start (another scene, a changed backend): not a pair.
+    different_start = {k for k in common if k in digests_a and k in digests_b and digests_a[k] != digests_b[k]}
+    matched = sorted(common - different_start)
+    notes = [f"run {label} is incomplete (complete: false): compared on the episodes it has finished"
+             for label, run in (("A", a), ("B", b)) if not run.results.get("complete")]
+    notes += [f"run {label} ran on a simulator that failed its golden-state check (--allow-sim-drift): its "
+              f"numbers may not be comparable with runs on the pinned stack" for label, run in (("A", a), ("B", b))
+              if run.drifted]
+    if different_start:
+        notes.append(f"{len(different_start)} episodes with the same seed and init state started from different "
+                     f"simulator states (start_digest differs): not paired")
+    inputs = same_inputs(a.records, b.records, matched)
+    inputs_note = describe_inputs(inputs)
+    if inputs_note and not treatment(a, b):  # one treatment: the inputs should have been the same
+        notes.append(inputs_note)
+    if matched:
+        unmatched = {"a": len(set(out_a) - set(matched)), "b": len(set(out_b) - set(matched))}
+        if unmatched["a"] or unmatched["b"]:
+            notes.append(f"paired on the {len(matched)} episodes both runs finished with the same seed and start "
+                         f"state; left out: {unmatched['a']} of A, {unmatched['b']} of B")
+    else:
+        unmatched = {"a": len(out_a), "b": len(out_b)}
+        notes.append("no episode matches (different seeds or start states): UNPAIRED comparison of two "
+                     "independent samples, far less powerful than a paired one")
+    tasks_a, tasks_b = {k[0] for k in out_a}, {k[0] for k in out_b}
+    for label, only in (("A", tasks_a - tasks_b), ("B", tasks_b - tasks_a)):
+        if only:
+            notes.append(f"tasks only in run {label} (not compared): {', '.join(sorted(only))}")
+    return _Pairing(out_a, out_b, matched, different_start, unmatched, inputs, notes)
+
+
+def _strata(pairing: _Pairing, order: list[str], k: int,
+            within: bool = False) -> dict[str, tuple[list[bool], list[bool]]]:
+    """Per task, A's and B's outcomes at trial ``k`` (``within``: any success in trials 0..k, pass@k+1)."""
+    pick = (lambda v: any(v[: k + 1])) if within else (lambda v: v[k])
+    out_a, out_b = pairing.out_a, pairing.out_b
+    strata = {}
+    for name in order:
+        if pairing.paired:
+            keys = [key for key in pairing.matched if key[0] == name]
+            pair = ([pick(out_a[key]) for key in keys], [pick(out_b[key]) for key in keys])
+        else:
+            pair = ([pick(v) for key, v in sorted(out_a.items()) if key[0] == name],
+                    [pick(v) for key, v in sorted(out_b.items()) if key[0] == name])
+        if pair[0] and pair[1]:
+            strata[name] = pair
+    return strata
+
+
+def _verdict(result: dict[str, Any], a: Run, b: Run) -> None:
+    """The headline: fixed-n tests, unless a rule stopped run B (then its decision; fixed-n is descriptive)."""
+    overall, notes = result["overall"], result["notes"]
+    worse_tasks = [t["task"] for t in result["tasks"] if t["significant"] and t["difference"] < 0]
+    result["worse_tasks"] = worse_tasks
+    result["b_worse"] = bool(worse_tasks) or (overall["significant"] and overall["difference"] < 0)
+    if overall["significant"]:
+        result["verdict"] = "B better than A" if overall["difference"] > 0 else "B worse than A"
+    else:
+        result["verdict"] = "no significant difference overall"
+    sequential = sequential_analysis(a, b)
+    result["sequential"] = sequential
+    result["verdict_by"] = "fixed-n tests"
+    result["descriptive"] = sequential is not None  # a fixed-n analysis after a sequential stop
+    if sequential is None:
+        return
+    decision = sequential["decision"]
+    if decision is not None:  # the rule that stopped B decides the headline, not the fixed-n test
+        result["verdict"] = VERDICTS.get(decision, decision)
+        result["verdict_by"] = f"the rule that stopped run B ({sequential['rule']})"
+        result["b_worse"] = decision == "A better"
+        if not sequential["against_this_a"]:
+            notes.append(f"run B was decided against {sequential['versus']}, not {a.path}: the rule's analysis "
+                         f"is of that pairing")
+    else:
+        result["verdict_by"] = "fixed-n tests, descriptive only after a sequential stop"
+    notes.append("fixed-n intervals and p-values in this comparison are descriptive only: a run was stopped by "
+                 "a sequential rule, after which they are not valid")
+
+
 def compare_runs(a: Run, b: Run, alpha: float = 0.05, allow_different: bool = False) -> dict[str, Any]:
     """The full comparison of run B against run A (``difference`` = rate(B) - rate(A)).
 
@@ -286,97 +388,27 @@ def compare_runs(a: Run, b: Run, alpha: float = 0.05, allow_different: bool = Fa
         raise CompareError(f"{a.path} and {b.path} ran different episodes ({'; '.join(found)}); "
                            f"pass --allow-different to compare them anyway")
     trials = min(a.trials, b.trials)
-    out_a, out_b = trial_outcomes(a.records, a.trials), trial_outcomes(b.records, b.trials)
-    common = set(out_a) & set(out_b)
-    digests_a, digests_b = start_digests(a.records), start_digests(b.records)
-    # Same (task, episode, seed, init state) but another start (another scene, a changed backend): not a pair.
-    different_start = {k for k in common if k in digests_a and k in digests_b and digests_a[k] != digests_b[k]}
-    matched = sorted(common - different_start)
-    paired = bool(matched)
+    pairing = _pair(a, b)
+    paired = pairing.paired
     order, groups = _task_order(a, b)
-    notes = [f"run {label} is incomplete (complete: false): compared on the episodes it has finished"
-             for label, run in (("A", a), ("B", b)) if not run.results.get("complete")]
-    notes += [f"run {label} ran on a simulator that failed its golden-state check (--allow-sim-drift): its "
-              f"numbers may not be comparable with runs on the pinned stack" for label, run in (("A", a), ("B", b))
-              if run.drifted]
-    if different_start:
-        notes.append(f"{len(different_start)} episodes with the same seed and init state started from different "
-                     f"simulator states (start_digest differs): not paired")
-    inputs = same_inputs(a.records, b.records, matched)
-    inputs_note = describe_inputs(inputs)
-    if inputs_note and not treatment(a, b):  # one treatment: the inputs should have been the same
-        notes.append(inputs_note)
-    if paired:
-        unmatched = {"a": len(set(out_a) - set(matched)), "b": len(set(out_b) - set(matched))}
-        if unmatched["a"] or unmatched["b"]:
-            notes.append(f"paired on the {len(matched)} episodes both runs finished with the same seed and start "
-                         f"state; left out: {unmatched['a']} of A, {unmatched['b']} of B")
-    else:
-        unmatched = {"a": len(out_a), "b": len(out_b)}
-        notes.append("no episode matches (different seeds or start states): UNPAIRED comparison of two "
-                     "independent samples, far less powerful than a paired one")
-    tasks_a, tasks_b = {k[0] for k in out_a}, {k[0] for k in out_b}
-    for label, only in (("A", tasks_a - tasks_b), ("B", tasks_b - tasks_a)):
-        if only:
-            notes.append(f"tasks only in run {label} (not compared): {', '.join(sorted(only))}")
-
-    def strata_for(k: int, within: bool = False) -> dict[str, tuple[list[bool], list[bool]]]:
-        """Per task, A's and B's outcomes at trial ``k`` (``within``: any success in trials 0..k, pass@k+1)."""
-        pick = (lambda v: any(v[: k + 1])) if within else (lambda v: v[k])
-        strata = {}
-        for name in order:
-            if paired:
-                keys = [key for key in matched if key[0] == name]
-                pair = ([pick(out_a[key]) for key in keys], [pick(out_b[key]) for key in keys])
-            else:
-                pair = ([pick(v) for key, v in sorted(out_a.items()) if key[0] == name],
-                        [pick(v) for key, v in sorted(out_b.items()) if key[0] == name])
-            if pair[0] and pair[1]:
-                strata[name] = pair
-        return strata
-
-    headline = strata_for(0)
+    headline = _strata(pairing, order, 0)
     if not headline:
         raise CompareError(f"{a.path} and {b.path} have no task with finished episodes in both runs")
     result: dict[str, Any] = {
-        "a": a.summary(), "b": b.summary(), "paired": paired, "matched_episodes": len(matched),
-        "unmatched_episodes": unmatched, "start_digest_mismatches": len(different_start), "alpha": alpha,
-        "same_observations_throughout": inputs,
-        "differences": found, "treatment": treatment(a, b), "notes": notes,
+        "a": a.summary(), "b": b.summary(), "paired": paired, "matched_episodes": len(pairing.matched),
+        "unmatched_episodes": pairing.unmatched, "start_digest_mismatches": len(pairing.different_start),
+        "alpha": alpha, "same_observations_throughout": pairing.inputs,
+        "differences": found, "treatment": treatment(a, b), "notes": pairing.notes,
         "trials_compared": trials, **_compare_trial(headline, groups, paired, alpha),
     }
     if trials > 1:
-        result["per_trial"] = [{"trial": k, **_compare_trial(strata_for(k), groups, paired, alpha)}
+        result["per_trial"] = [{"trial": k, **_compare_trial(_strata(pairing, order, k), groups, paired, alpha)}
                                for k in range(trials)]
         # pass@k: success within the first k trials, compared episode by episode like a trial
-        result["pass_at_k"] = [{"k": k + 1, **_compare_trial(strata_for(k, within=True), groups, paired, alpha)}
-                               for k in range(trials)]
+        result["pass_at_k"] = [{"k": k + 1, **_compare_trial(_strata(pairing, order, k, within=True), groups,
+                                                             paired, alpha)} for k in range(trials)]
     index = suite_indices(a, b)
     for task in result["tasks"]:
         task["index"] = index.get(task["task"])
-    overall = result["overall"]
-    worse_tasks = [t["task"] for t in result["tasks"] if t["significant"] and t["difference"] < 0]
-    result["worse_tasks"] = worse_tasks
-    result["b_worse"] = bool(worse_tasks) or (overall["significant"] and overall["difference"] < 0)
-    if overall["significant"]:
-        result["verdict"] = "B better than A" if overall["difference"] > 0 else "B worse than A"
-    else:
-        result["verdict"] = "no significant difference overall"
-    sequential = sequential_analysis(a, b)
-    result["sequential"] = sequential
-    result["verdict_by"] = "fixed-n tests"
-    result["descriptive"] = sequential is not None  # a fixed-n analysis after a sequential stop
-    if sequential is not None:
-        decision = sequential["decision"]
-        if decision is not None:  # the rule that stopped B decides the headline, not the fixed-n test
-            result["verdict"] = VERDICTS.get(decision, decision)
-            result["verdict_by"] = f"the rule that stopped run B ({sequential['rule']})"
-            result["b_worse"] = decision == "A better"
-            if not sequential["against_this_a"]:
-                notes.append(f"run B was decided against {sequential['versus']}, not {a.path}: the rule's analysis "
-                             f"is of that pairing")
-        else:
-            result["verdict_by"] = "fixed-n tests, descriptive only after a sequential stop"
-        notes.append("fixed-n intervals and p-values in this comparison are descriptive only: a run was stopped by "
-                     "a sequential rule, after which they are not valid")
+    _verdict(result, a, b)
     return result
