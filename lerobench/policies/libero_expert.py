@@ -32,6 +32,28 @@ import numpy as np
 from lerobench.envs.bddl import Condition, TaskGoal
 from lerobench.envs.libero_state import EntityView, JointView, RegionView, Scene, read_scene
 from lerobench.policies.base import ObservationNeeds, PolicyTraits, row_ids
+from lerobench.policies.libero_geometry import (
+    ROBOT_BASE_XY,
+    condition_joint,
+    current_yaw,
+    down_rotation,
+    facing,
+    goal_position,
+    handle_grip,
+    handle_point,
+    hinge_contact,
+    hinge_target,
+    is_slide,
+    nearest_yaw,
+    opens,
+    part_radius,
+    perpendicular_pull,
+    prerequisite,
+    rotate_about,
+    rotation_error,
+    segment_hits_box,
+    wrap,
+)
 
 POS_SCALE = 0.05
 """LIBERO's OSC maps a position action of 1 to a 5 cm target offset per step."""
@@ -48,11 +70,7 @@ carried object's path must clear besides the object itself."""
 WRIST_OFFSET = np.array([-0.088, 0.0, 0.204])
 """Where the Panda's wrist (link 6) sits relative to the grip site when the hand points down, at any yaw
 (measured on LIBERO's mounted Panda): an open drawer beside a bowl meets the wrist, not the hand."""
-ROBOT_BASE_XY = np.array([-0.66, 0.0])
-"""Where LIBERO mounts the Panda (approach the rim of a wide object from this side)."""
 
-HANDLE_DEPTH = 0.008
-"""Half the thickness of LIBERO's cabinet handle bars: their centre lies this far inside the drawer's front."""
 KNOB_RADIUS = 0.09
 """A hinged part smaller than this is a knob (turned by the wrist); larger ones are doors (pushed round)."""
 GRIP_HALF = 0.0
@@ -60,46 +78,6 @@ GRIP_HALF = 0.0
 
 ORDER = {"open": 0, "on": 1, "in": 1, "close": 2, "turnon": 3, "turnoff": 3}
 """Conditions run in this order: a drawer opens before things go in, closes after."""
-
-
-def down_rotation(yaw: float) -> np.ndarray:
-    """The gripper pointing down with its fingers closing along ``(cos yaw, sin yaw, 0)``."""
-    c, s = math.cos(yaw), math.sin(yaw)
-    return np.array([[c, s, 0.0], [s, -c, 0.0], [0.0, 0.0, -1.0]])
-
-
-def rotation_error(target: np.ndarray, current: np.ndarray) -> np.ndarray:
-    """Axis-angle (world frame) that takes ``current`` to ``target``."""
-    r = target @ current.T
-    angle = math.acos(max(-1.0, min(1.0, (np.trace(r) - 1.0) / 2.0)))
-    if angle < 1e-9:
-        return np.zeros(3)
-    axis = np.array([r[2, 1] - r[1, 2], r[0, 2] - r[2, 0], r[1, 0] - r[0, 1]])
-    norm = float(np.linalg.norm(axis))
-    if norm < 1e-9:  # 180 degrees: any perpendicular axis from the symmetric part
-        w, v = np.linalg.eigh((r + np.eye(3)) / 2.0)
-        axis = v[:, int(np.argmax(w))]
-        norm = 1.0
-    return axis / norm * angle
-
-
-def current_yaw(rotation: np.ndarray) -> float:
-    """The yaw of the finger axis (the gripper frame's x column)."""
-    return math.atan2(rotation[1, 0], rotation[0, 0])
-
-
-def nearest_yaw(direction_yaw: float, reference: float) -> float:
-    """``direction_yaw`` or its opposite (a pinch is symmetric), whichever is closer to ``reference``."""
-    best = direction_yaw
-    for k in (-2, -1, 0, 1, 2):
-        cand = direction_yaw + k * math.pi
-        if abs(_wrap(cand - reference)) < abs(_wrap(best - reference)):
-            best = cand
-    return reference + _wrap(best - reference)
-
-
-def _wrap(a: float) -> float:
-    return (a + math.pi) % (2 * math.pi) - math.pi
 
 
 @dataclass
@@ -147,7 +125,7 @@ def plan_grasp(obj: EntityView, reference_yaw: float, others: list[EntityView] |
         high = [o for o in obstacles if o.hi[2] > z + WRIST_OFFSET[2] - 0.08]
         wrist_clearance = min((_box_distance(wrist, o.lo[:2], o.hi[:2]) for o in high), default=1.0)
         cost = (-min(clearance, 0.08) * 4.0 - min(wrist_clearance, 0.15) * 4.0
-                + 0.05 * abs(_wrap(yaw - reference_yaw)) - 0.12 * float(u @ toward))
+                + 0.05 * abs(wrap(yaw - reference_yaw)) - 0.12 * float(u @ toward))
         if best is None or cost < best[0]:
             best = (cost, Grasp(np.array([xy[0], xy[1], z]), yaw))
     assert best is not None
@@ -265,7 +243,7 @@ class TaskExpert:
             return Command(scene.eef_pos.copy(), mem.yaw, GRIP_OPEN)
         k = pending[0]
         mem.condition = k
-        mem.working = _prerequisite(scene, self.goal.goal[k]) or self.goal.goal[k]
+        mem.working = prerequisite(scene, self.goal.goal[k]) or self.goal.goal[k]
         mem.grasp = mem.offset = mem.place = None
         self._enter(mem, scene, "start")
         return None
@@ -399,21 +377,21 @@ class TaskExpert:
         for name, other in scene.entities.items():
             if name == condition.args[0]:
                 continue
-            if _segment_hits_box(start, end, other.lo[:2] - reach, other.hi[:2] + reach):
+            if segment_hits_box(start, end, other.lo[:2] - reach, other.hi[:2] + reach):
                 tallest = max(tallest, float(other.hi[2]))
         below = float(eef[2] - obj.lo[2])  # grip site above the object's bottom
         return min(tallest + 0.04 + below, 1.45)
 
     # -- drawers, doors, knobs ---------------------------------------------------------------------------------
     def _articulate(self, scene: Scene, mem: Memory, condition: Condition) -> Command | None:
-        joint = _condition_joint(scene, condition)
+        joint = condition_joint(scene, condition)
         if joint is None:  # nothing with that affordance in the scene: wait (the episode fails at the limit)
             return Command(scene.eef_pos.copy(), mem.yaw, GRIP_OPEN)
-        goal_q = _goal_position(joint, condition.predicate)
+        goal_q = goal_position(joint, condition.predicate)
         sense = 1.0 if goal_q > joint.qpos else -1.0
-        if _is_slide(joint):
+        if is_slide(joint):
             return self._drawer(scene, mem, joint, goal_q, sense)
-        if _part_radius(joint) < KNOB_RADIUS:
+        if part_radius(joint) < KNOB_RADIUS:
             return self._twist(scene, mem, joint, goal_q, sense)
         return self._swing(scene, mem, joint, goal_q, sense)
 
@@ -447,12 +425,12 @@ class TaskExpert:
         """
         t = self._elapsed(scene, mem)
         eef = scene.eef_pos
-        opening = _opens(joint, sense)
+        opening = opens(joint, sense)
         motion = joint.axis * sense
         outward = motion if opening else -motion
         if mem.phase == "start":
             mem.yaw = current_yaw(scene.eef_rotation) if scene.eef_rotation[2, 2] < -0.7 else math.pi / 2
-            handle = _handle_point(joint, outward)
+            handle = handle_point(joint, outward)
             mem.grasp = Grasp(handle + outward * (0.0 if opening else 0.025), mem.yaw)
             mem.carry_z = max(float(handle[2]) + 0.15, float(eef[2]))
             self._enter(mem, scene, "rise")
@@ -482,7 +460,7 @@ class TaskExpert:
                 return None
             target = eef + motion * 0.03
             target[2] = mem.grasp.point[2]
-            target[:2] += _perpendicular_pull(mem.grasp.point, eef, motion)
+            target[:2] += perpendicular_pull(mem.grasp.point, eef, motion)
             return Command(target, mem.yaw, GRIP_CLOSE, level)
         if mem.phase == "release":
             if t >= (8 if opening else 1):
@@ -512,7 +490,7 @@ class TaskExpert:
         spin = float(np.sign(joint.axis[2]) or 1.0)
         if mem.phase == "start":
             mem.yaw = current_yaw(scene.eef_rotation)
-            centre, narrow, top = _handle_grip(joint)
+            centre, narrow, top = handle_grip(joint)
             mem.grasp = Grasp(np.array([centre[0], centre[1], top - 0.015]),
                               nearest_yaw(math.atan2(narrow[1], narrow[0]), mem.yaw))
             mem.yaw = mem.grasp.yaw
@@ -533,7 +511,7 @@ class TaskExpert:
                 self._enter(mem, scene, "release")
                 return None
             turn = sense * spin * min(abs(goal_q - mem.held_z) + 0.15, 0.12 * (t + 1))
-            pos = _rotate_about(mem.grasp.point, joint.anchor, turn)
+            pos = rotate_about(mem.grasp.point, joint.anchor, turn)
             return Command(pos, mem.grasp.yaw + turn, GRIP_CLOSE)
         if mem.phase == "release":
             if t >= 6:
@@ -554,7 +532,7 @@ class TaskExpert:
         eef = scene.eef_pos
         if mem.phase == "start":
             mem.yaw = current_yaw(scene.eef_rotation)
-            contact = _hinge_contact(joint, sense)
+            contact = hinge_contact(joint, sense)
             mem.grasp = Grasp(contact, mem.yaw)
             mem.carry_z = max(float(contact[2]) + 0.15, float(eef[2]))
             self._enter(mem, scene, "rise")
@@ -566,186 +544,13 @@ class TaskExpert:
             if (joint.qpos - goal_q) * sense >= -0.003 or t > 120:
                 self._enter(mem, scene, "up")
                 return None
-            return Command(_hinge_target(joint, sense, mem.grasp.point[2]), mem.yaw, GRIP_CLOSE)
+            return Command(hinge_target(joint, sense, mem.grasp.point[2]), mem.yaw, GRIP_CLOSE)
         if mem.phase == "up":
             if t >= 12 or eef[2] > mem.carry_z - 0.03:
                 mem.phase = "choose"
                 return None
             return Command(np.array([eef[0], eef[1], mem.carry_z]), mem.yaw, GRIP_CLOSE)
         raise AssertionError(f"unknown phase {mem.phase}")
-
-def _prerequisite(scene: Scene, condition: Condition) -> Condition | None:
-    """``(Open drawer_region)`` before putting something in a drawer that is not open; None: nothing first."""
-    if condition.predicate not in ("on", "in") or len(condition.args) < 2:
-        return None
-    region = scene.regions.get(condition.args[1])
-    if region is None or region.joint is None or region.joint.open_dir == 0.0:
-        return None
-    joint = region.joint
-    opened = _goal_position(joint, "open")
-    if abs(joint.qpos - opened) < 0.25 * abs(joint.high - joint.low):
-        return None
-    return Condition("open", (condition.args[1],))
-
-
-def _condition_joint(scene: Scene, condition: Condition) -> JointView | None:
-    """The joint a condition is about: a region's own (a drawer), or the entity's joint with that affordance."""
-    name = condition.args[0]
-    if name in scene.regions:
-        return scene.regions[name].joint
-    entity = scene.entities.get(name)
-    if entity is None:
-        return None
-    switch = condition.predicate in ("turnon", "turnoff")
-    joints = [j for j in entity.joints if (j.on_dir if switch else j.open_dir) != 0.0]
-    if not joints:
-        return None
-    pending = [j for j in joints if abs(j.qpos - _goal_position(j, condition.predicate)) > 0.01]
-    return (pending or joints)[0]
-
-
-def _goal_position(joint: JointView, predicate: str) -> float:
-    """Where to drive the joint: the end of its range that opens / closes it, mid-range to switch it on."""
-    if predicate in ("turnon", "turnoff"):
-        if predicate == "turnon":
-            return (joint.low + joint.high) / 2.0
-        return joint.low if joint.on_dir > 0 else joint.high
-    opened = joint.high if joint.open_dir > 0 else joint.low
-    closed = joint.low if joint.open_dir > 0 else joint.high
-    return opened if predicate == "open" else closed
-
-
-def _opens(joint: JointView, sense: float) -> bool:
-    return joint.open_dir * sense > 0
-
-
-def _is_slide(joint: JointView) -> bool:
-    """A drawer: its part translates (a slide joint's part moves along the axis through the anchor)."""
-    return bool(abs(joint.axis[2]) < 0.5)
-
-
-def _part_corners(joint: JointView, lo: np.ndarray | None = None, hi: np.ndarray | None = None) -> np.ndarray:
-    """The moving part's box corners (or the box ``lo``-``hi`` in its frame), world frame (8, 3)."""
-    from lerobench.envs.libero_state import quat_matrix
-
-    lo = joint.part_lo if lo is None else lo
-    hi = joint.part_hi if hi is None else hi
-    corners = np.array([[x, y, z] for x in (lo[0], hi[0]) for y in (lo[1], hi[1]) for z in (lo[2], hi[2])])
-    return joint.part_pos + corners @ quat_matrix(joint.part_quat).T
-
-
-def _perpendicular_pull(contact: np.ndarray, eef: np.ndarray, direction: np.ndarray) -> np.ndarray:
-    """Keep the hand on the drawer's line while it slides (corrects sideways drift)."""
-    off = (eef - contact)[:2]
-    d = direction[:2] / max(float(np.linalg.norm(direction[:2])), 1e-9)
-    side = off - d * float(off @ d)
-    return -side
-
-
-def _hinge_geometry(joint: JointView, sense: float) -> tuple[np.ndarray, float, np.ndarray]:
-    """The far edge to push: (radial unit vector from the axis, radius, push direction).
-
-    Chosen so the hand pushes away from the robot where the part has two far ends (a knob's paddle).
-    """
-    axis = joint.axis / max(float(np.linalg.norm(joint.axis)), 1e-9)
-    radial = _part_corners(joint) - joint.anchor
-    radial -= np.outer(radial @ axis, axis)
-    lengths = np.linalg.norm(radial, axis=1)
-    far = lengths >= 0.8 * lengths.max()
-    best, best_score = 0, -np.inf
-    for i in np.flatnonzero(far):
-        u = radial[i] / max(lengths[i], 1e-9)
-        tangent = sense * np.cross(axis, u)
-        point = joint.anchor + radial[i]
-        away = point[:2] - ROBOT_BASE_XY
-        score = float(tangent[:2] @ away / max(float(np.linalg.norm(away)), 1e-9)) + 0.1 * lengths[i]
-        if score > best_score:
-            best, best_score = int(i), score
-    u = radial[best] / max(lengths[best], 1e-9)
-    return u, float(lengths[best]), sense * np.cross(axis, u)
-
-
-def _hinge_contact(joint: JointView, sense: float) -> np.ndarray:
-    """Where the closed fingertips start: behind the far edge, at the part's mid height."""
-    u, radius, tangent = _hinge_geometry(joint, sense)
-    corners = _part_corners(joint)
-    z = float(corners[:, 2].min() + 0.6 * (corners[:, 2].max() - corners[:, 2].min()))
-    point = joint.anchor + u * radius * 0.85 - tangent * 0.035
-    point[2] = z
-    return point
-
-
-def _hinge_target(joint: JointView, sense: float, z: float) -> np.ndarray:
-    """A point ahead on the far edge's arc: moving there pushes the part round its hinge."""
-    u, radius, tangent = _hinge_geometry(joint, sense)
-    axis = joint.axis / max(float(np.linalg.norm(joint.axis)), 1e-9)
-    lead = 0.35
-    ahead = u * math.cos(lead) + np.cross(axis, u) * sense * math.sin(lead)
-    point = joint.anchor + ahead * radius * 0.85 - tangent * 0.01
-    point[2] = z
-    return point
-
-
-def facing(direction: np.ndarray) -> np.ndarray:
-    """The hand level, pointing along ``direction`` (horizontal), fingers closing vertically."""
-    z = np.array([direction[0], direction[1], 0.0])
-    z /= max(float(np.linalg.norm(z)), 1e-9)
-    x = np.array([0.0, 0.0, 1.0])
-    y = np.cross(z, x)
-    return np.stack([x, y, z], axis=1)
-
-
-def _rotate_about(point: np.ndarray, anchor: np.ndarray, angle: float) -> np.ndarray:
-    """``point`` turned by ``angle`` about the vertical line through ``anchor``."""
-    c, s = math.cos(angle), math.sin(angle)
-    d = point[:2] - anchor[:2]
-    return np.array([anchor[0] + c * d[0] - s * d[1], anchor[1] + s * d[0] + c * d[1], point[2]])
-
-
-def _part_radius(joint: JointView) -> float:
-    """How far the moving part reaches from its hinge axis."""
-    radial = _part_corners(joint) - joint.anchor
-    axis = joint.axis / max(float(np.linalg.norm(joint.axis)), 1e-9)
-    radial -= np.outer(radial @ axis, axis)
-    return float(np.linalg.norm(radial, axis=1).max())
-
-
-def _handle_grip(joint: JointView) -> tuple[np.ndarray, np.ndarray, float]:
-    """A knob's fin: (centre in the world, its narrow horizontal axis, its top z)."""
-    from lerobench.envs.libero_state import quat_matrix
-
-    rot = quat_matrix(joint.part_quat)
-    centre = joint.part_pos + rot @ ((joint.handle_lo + joint.handle_hi) / 2.0)
-    half = (joint.handle_hi - joint.handle_lo) / 2.0
-    vertical = int(np.argmax(np.abs(rot[2, :])))
-    narrow = min((i for i in range(3) if i != vertical), key=lambda i: half[i])
-    corners = _part_corners(joint, joint.handle_lo, joint.handle_hi)
-    return centre, rot[:, narrow], float(corners[:, 2].max())
-
-
-def _handle_point(joint: JointView, outward: np.ndarray) -> np.ndarray:
-    """The middle of a drawer's handle bar: ``HANDLE_DEPTH`` inside the part's outermost face, at mid height."""
-    corners = _part_corners(joint)
-    centre = corners.mean(axis=0)
-    front = float((corners @ outward).max())
-    return centre + outward * (front - float(centre @ outward) - HANDLE_DEPTH)
-
-
-def _segment_hits_box(a: np.ndarray, b: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> bool:
-    """Whether the 2-D segment a-b passes through the box [lo, hi]."""
-    t0, t1 = 0.0, 1.0
-    d = b - a
-    for i in range(2):
-        if abs(d[i]) < 1e-12:
-            if a[i] < lo[i] or a[i] > hi[i]:
-                return False
-            continue
-        u0, u1 = (lo[i] - a[i]) / d[i], (hi[i] - a[i]) / d[i]
-        t0, t1 = max(t0, min(u0, u1)), min(t1, max(u0, u1))
-        if t0 > t1:
-            return False
-    return True
-
 
 class LiberoExpert:
     """The expert over a suite's tasks: one ``TaskExpert`` per task, one ``Memory`` per row."""
