@@ -76,6 +76,9 @@ KNOB_RADIUS = 0.09
 GRIP_HALF = 0.0
 """A gripper action of 0 holds the fingers where they are (robosuite ramps them by the action's sign)."""
 
+PICK_PHASES = ("start", "rise", "above", "descend", "close", "lift", "drop")
+"""The phases of taking an object (``_pick``); carry, lower, release and retreat put it down (``_put``)."""
+
 ORDER = {"open": 0, "on": 1, "in": 1, "close": 2, "turnon": 3, "turnoff": 3}
 """Conditions run in this order: a drawer opens before things go in, closes after."""
 
@@ -253,6 +256,13 @@ class TaskExpert:
         obj = scene.entities[condition.args[0]]
         t = self._elapsed(scene, mem)
         eef = scene.eef_pos
+        if mem.phase in PICK_PHASES:
+            return self._pick(scene, mem, condition, obj, t, eef)
+        return self._put(scene, mem, condition, obj, t, eef)
+
+    def _pick(self, scene: Scene, mem: Memory, condition: Condition, obj: EntityView, t: int,
+              eef: np.ndarray) -> Command | None:
+        """Plan the grasp, rise, go above it, descend, close, lift; open and start again if it slipped."""
         if mem.phase == "start":
             mem.yaw = current_yaw(scene.eef_rotation)
             others = [e for n, e in scene.entities.items() if n != condition.args[0]]
@@ -306,6 +316,11 @@ class TaskExpert:
                 mem.phase = "choose"
                 return None
             return Command(eef.copy(), mem.yaw, GRIP_OPEN)
+        raise AssertionError(f"unknown phase {mem.phase}")
+
+    def _put(self, scene: Scene, mem: Memory, condition: Condition, obj: EntityView, t: int,
+             eef: np.ndarray) -> Command | None:
+        """Carry the held object over its place, lower it until it meets its support, release, retreat."""
         offset = mem.offset if mem.offset is not None else np.zeros(3)
         if mem.phase in ("carry", "lower") and np.linalg.norm(eef - obj.pos - offset) > 0.05:
             self._enter(mem, scene, "drop")  # it slipped out on the way: open and start again
