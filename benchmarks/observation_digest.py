@@ -1,4 +1,4 @@
-"""Cost of the observation digest per read (``lerobench.rollout.digests``): what leaving it on costs a run.
+"""Cost of the observation digest per read (``lerobench.rollout.observation_digest``): what leaving it on costs a run.
 
     python benchmarks/observation_digest.py
 
@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from lerobench.rollout.digests import ReadDigests
+from lerobench.rollout.observation_digest import ReadDigests
 
 CASES = {"2 x 256x256 + state 8": (8, [(256, 256)] * 2), "1 x 480x480 + state 39": (39, [(480, 480)])}
 

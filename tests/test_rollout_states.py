@@ -233,7 +233,7 @@ def test_observation_digests_are_the_same_at_every_width_and_name_a_changed_read
     slot and batch width ran the episode, and ``first_difference`` names the first read and part that differ."""
     from dataclasses import replace
 
-    from lerobench.core.digests import first_difference
+    from lerobench.core.digest_compare import first_difference
 
     by_width = {}
     for n in (1, 3, 8):

@@ -84,10 +84,10 @@ def same_inputs(a: Sequence[EpisodeRecord], b: Sequence[EpisodeRecord],
 
     ``identical``: episodes whose every trial has equal digests in both runs; ``different``: some trial's differ
     (``first``: the first such episode in suite order, with the first read that differs, as
-    ``lerobench.rollout.digests.first_difference`` names it); ``unknown``: a run recorded no digest (files
+    ``lerobench.rollout.observation_digest.first_difference`` names it); ``unknown``: a run recorded no digest (files
     written before digests existed). Runs of one policy at another batch size must be all ``identical``.
     """
-    from lerobench.core.digests import first_difference
+    from lerobench.core.digest_compare import first_difference
 
     def by_key(records: Sequence[EpisodeRecord]) -> dict[EpisodeKey, dict[int, EpisodeRecord]]:
         found: dict[EpisodeKey, dict[int, EpisodeRecord]] = {}

@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from lerobench.core.digests import first_difference
+from lerobench.core.digest_compare import first_difference
 from lerobench.core.files import write_json_atomic
 from lerobench.core.identity import diff
 from lerobench.core.provenance import provenance

@@ -42,7 +42,7 @@ class EpisodeRecord:
     """``--delay-steps measured``: the control steps each policy call of the trial covered (⌈latency × control
     rate⌉; 0 for its first call, where the env waits); None in every other run (the line then omits it)."""
     obs_digest: str | None = None
-    """Hash chain over every observation the policy read in this trial, in order (``lerobench.rollout.digests``):
+    """Hash chain over every observation the policy read in this trial, in order (``rollout.observation_digest``):
     equal seeds and start digests with different ``obs_digest`` mean the policy was shown different inputs."""
     obs_reads: int | None = None
     """Observations (policy-call rows) the chain covers; None in files written before digests existed."""

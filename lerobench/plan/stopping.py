@@ -131,7 +131,7 @@ class Ledger:
         still counts (the rule is about outcomes); the difference is named, never silent (in results.json
         ``stopping.versus.same_first_observation``, and the caller warns).
         """
-        from lerobench.core.digests import first_read_differs
+        from lerobench.core.digest_compare import first_read_differs
 
         a = self.recorded_records.get((record.task, record.episode))
         if a is None or record.trial != 0:

@@ -24,8 +24,8 @@ from lerobench.core.records import EpisodeRecord
 from lerobench.core.task_run import TaskRun
 from lerobench.envs.base import NO_EPISODE, episode_seed
 from lerobench.output.trajectories import Trajectories, Trajectory
-from lerobench.rollout.digests import ReadDigests
 from lerobench.rollout.inference import EpisodeSource
+from lerobench.rollout.observation_digest import ReadDigests
 
 
 class Recording(Protocol):
@@ -132,7 +132,7 @@ class EpisodeBook:
         """Each slot's finished trials, held back until the episode is over."""
         self.feedback = PolicyFeedback(n)
         self.digests = ReadDigests(n)
-        """Each slot's chain over the observations its policy read this trial (``lerobench.rollout.digests``)."""
+        """Each slot's chain over the observations its policy read this trial (``rollout.observation_digest``)."""
         self.seed_of = functools.lru_cache(maxsize=None)(
             lambda e: episode_seed(run.seed, run.task.index, max(e, 0)))
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from lerobench.core.digests import READ_DIGEST_BYTES
+from lerobench.core.digest_compare import READ_DIGEST_BYTES
 
 DIGEST_BYTES = 16
 

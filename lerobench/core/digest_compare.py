@@ -1,4 +1,4 @@
-"""Reading the observation digests an episode record carries (``obs_*``, made by ``lerobench.rollout.digests``).
+"""Reading the observation digests an episode record carries (``obs_*``, made by ``rollout.observation_digest``).
 
 Plain functions over records, shared by compare, merge and ``--versus``: where two trials' inputs part.
 """
