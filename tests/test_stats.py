@@ -88,17 +88,6 @@ def test_holm_matches_statsmodels(p_values):
         assert adjusted == []
 
 
-def test_stratified_paired_p_is_the_sign_test_on_pooled_discordant_pairs():
-    from statsmodels.stats.descriptivestats import sign_test
-
-    from lerobench.stats.binomial import stratified_paired_p
-
-    strata = [(4, 1), (3, 0), (2, 2), (5, 1)]
-    differences = [d for gained, lost in strata for d in [1] * gained + [-1] * lost + [0] * 6]
-    assert stratified_paired_p(strata) == pytest.approx(sign_test(differences, 0)[1], abs=1e-12)
-    assert stratified_paired_p([(0, 0), (0, 0)]) == 1.0
-
-
 def test_stratified_bootstrap_is_seeded_and_agrees_with_scipy_for_one_task():
     from scipy.stats import bootstrap
 

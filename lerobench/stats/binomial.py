@@ -2,10 +2,10 @@
 
 Why these methods (docs/compare.md, ``/shared/reference.md``): two outcomes of the *same* episode (two
 trials of it, or two policies run on the same seed) are paired, and the exact McNemar test on the
-discordant pairs is the standard exact paired test; over a whole suite the same sign test runs on the
-pooled discordant pairs (``stratified_paired_p``). Runs on different episodes are compared with Boschloo's
-exact unconditional test. Every p-value comes from scipy, and tests/test_stats.py cross-checks each one
-against statsmodels or published worked examples.
+discordant pairs is the standard exact paired test; over a whole suite the pooled pairs get an exact
+unconditional test and interval (``paired_difference_exact``). Runs on different episodes are compared with Boschloo's
+exact unconditional test. The p-values come from scipy, cross-checked in tests/test_stats.py against
+statsmodels or published worked examples; the pooled paired one is checked by exact enumeration.
 
 Heavy imports (scipy, numpy) stay inside the functions so ``lerobench --help`` stays instant.
 """
@@ -226,17 +226,6 @@ def holm(p_values: Sequence[float]) -> list[float]:
         running = max(running, min(1.0, (m - rank) * p_values[i]))
         adjusted[i] = running
     return adjusted
-
-
-def stratified_paired_p(discordant: Sequence[tuple[int, int]]) -> float:
-    """Exact p-value that B and A do equally well across tasks, from each task's ``(gained, lost)`` counts.
-
-    Every matched episode pair is its own stratum, so the exact conditional test stratified by pair (and a
-    fortiori by task) is the sign test on the discordant pairs: under the null each one is a fair coin
-    whatever its task, so the pooled count of gains is Binomial(total discordant, 1/2). Pooling therefore
-    loses nothing and mixes no rates (docs/compare.md).
-    """
-    return mcnemar_exact(sum(g for g, _ in discordant), sum(lost for _, lost in discordant))
 
 
 def stratified_bootstrap_ci(strata: Sequence[tuple[Sequence[bool], Sequence[bool]]], paired: bool,
