@@ -224,31 +224,30 @@ def suite_indices(*runs: Run) -> dict[str, int]:
 VERDICTS = {"B better": "B better than A", "A better": "B worse than A"}
 
 
-def rule_interval(stopping: dict[str, Any]) -> dict[str, Any] | None:
+def recorded_rule_interval(stopping: dict[str, Any]) -> dict[str, Any] | None:
     """The ``--until decided`` rule's own interval at its stop: as recorded, or recomputed from the block."""
+    from lerobench.plan.stopping import rule_interval
+
     versus = stopping["versus"]
     if versus.get("decision_interval"):
         return versus["decision_interval"]
-    g, lost, pairs, alpha = versus["gained"], versus["lost"], versus["pairs"], stopping["alpha"]
     design = versus.get("design")
-    if design:
-        if not design.get("table"):
-            return None  # recorded before the design's table was kept
-        from lerobench.stats.stagewise import decision_interval, from_rows
+    if design and not design.get("table"):
+        return None  # recorded before the design's table was kept
+    from lerobench.stats.stagewise import from_rows
 
-        return decision_interval(from_rows(design["table"]), alpha, g, lost, pairs, design.get("effect", 1) > 0)
-    from lerobench.stats.sequential import paired_decision_interval
-
-    return paired_decision_interval(g, lost, pairs, alpha)
+    actions = from_rows(design["table"]) if design else None
+    return rule_interval(actions, stopping["alpha"], versus["gained"], versus["lost"], versus["pairs"],
+                         (design or {}).get("effect", 1) > 0)
 
 
 def sequential_analysis(a: Run, b: Run) -> dict[str, Any] | None:
     """The analysis by the rule that stopped a run, when an ``--until`` rule did (None: nothing stopped either).
 
-    A run B decided ``--versus`` A by ``--until decided`` is analysed with that rule: its decision, its own interval
-    (``rule_interval``) and p-value; a fixed-n analysis of it is descriptive only. A run stopped by a rule on its own
-    rate (``halfwidth``, ``suite-halfwidth``) has no sequential analysis of a difference: said, and the fixed-n
-    figures are marked descriptive.
+    A run B decided ``--versus`` A by ``--until decided`` is analysed with that rule: its decision, its own
+    interval (``recorded_rule_interval``) and p-value; a fixed-n analysis of it is descriptive only. A run stopped
+    by a rule on its own rate (``halfwidth``, ``suite-halfwidth``) has no sequential analysis of a difference:
+    said, and the fixed-n figures are marked descriptive.
     """
     from lerobench.plan.stopping import stopping_line
 
@@ -261,7 +260,7 @@ def sequential_analysis(a: Run, b: Run) -> dict[str, Any] | None:
             versus = stopping["versus"]
             against = versus.get("versus")
             same = bool(against) and Path(against).resolve() == Path(a.path).resolve()
-            interval = rule_interval(stopping)
+            interval = recorded_rule_interval(stopping)
             return {"run": "B", "rule": rule, "designed": bool(versus.get("design")), "decision": versus["decision"],
                     "pairs": versus["pairs"], "gained": versus["gained"], "lost": versus["lost"],
                     "interval": interval, "p_value": (interval or {}).get("p_value"), "versus": against,

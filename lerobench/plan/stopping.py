@@ -256,15 +256,10 @@ class Ledger:
         return state
 
     def _interval(self, gained: int, lost: int, pairs: int) -> dict[str, Any]:
-        """The stopping rule's own interval: the design's stagewise one, or the e-processes' confidence sequence."""
-        if self.design is not None:
-            from lerobench.stats.stagewise import decision_interval
-
-            positive = (self.design_summary or {}).get("effect", 1) > 0
-            return decision_interval(self.design.actions, self.alpha, gained, lost, pairs, positive)
-        from lerobench.stats.sequential import paired_decision_interval
-
-        return paired_decision_interval(gained, lost, pairs, self.alpha)
+        """The stopping rule's own interval (``rule_interval``)."""
+        positive = (self.design_summary or {}).get("effect", 1) > 0
+        actions = self.design.actions if self.design is not None else None
+        return rule_interval(actions, self.alpha, gained, lost, pairs, positive)
 
     # -- what executors ask ---------------------------------------------------------------------------
     def wants(self, task: str, episode: int) -> bool:
@@ -333,6 +328,22 @@ _DESIGNED_METHOD = ("designed truncated sequential test on the discordant pairs 
                     "one-sided at alpha/2 in the effect's direction with exact operating characteristics; the "
                     "other direction by the one-sided mixture e-process at alpha/2; beta-binomial confidence "
                     "sequences for the gain and loss rates")
+
+
+def rule_interval(actions: Any, alpha: float, gained: int, lost: int, pairs: int,
+                  positive: bool = True) -> dict[str, Any]:
+    """The ``--until decided`` rule's own interval: the design's stagewise one, or the e-processes' sequence.
+
+    ``actions`` is the design's table (None without a design). The ledger at the stop and ``compare`` afterwards
+    both call it.
+    """
+    if actions is not None:
+        from lerobench.stats.stagewise import decision_interval
+
+        return decision_interval(actions, alpha, gained, lost, pairs, positive)
+    from lerobench.stats.sequential import paired_decision_interval
+
+    return paired_decision_interval(gained, lost, pairs, alpha)
 
 
 def designed_decision(design: Any, summary: dict[str, Any], gained: int, lost: int, pairs: int,

@@ -260,9 +260,14 @@ def paired_decision_interval(gained: int, lost: int, pairs: int, alpha: float = 
     """
     low, high = paired_theta_cs(gained, lost, alpha)
     e_b, e_a = paired_evalues(gained, lost)
+    return {**theta_reading([low, high], gained, lost, pairs), "level": 1 - alpha,
+            "p_value": round(min(1.0, 2 / max(float(e_b), float(e_a))), 6), "method": EPROCESS_INTERVAL_METHOD}
+
+
+def theta_reading(theta_b: list[float], gained: int, lost: int, pairs: int) -> dict[str, Any]:
+    """An interval for P(B wins | discordant) and its reading as rate(B) - rate(A) at the observed discordance."""
     discordance = (gained + lost) / pairs if pairs else 0.0
-    return {"theta_b": [low, high], "level": 1 - alpha,
-            "difference_at_observed_discordance": [round(discordance * (2 * t - 1), 6) for t in (low, high)],
+    return {"theta_b": theta_b,
+            "difference_at_observed_discordance": [round(discordance * (2 * t - 1), 6) for t in theta_b],
             "observed_discordance": round(discordance, 6),
-            "p_value": round(min(1.0, 2 / max(float(e_b), float(e_a))), 6), "method": EPROCESS_INTERVAL_METHOD,
             "mapping": "rate(B) - rate(A) = discordance x (2 theta_b - 1), at the observed discordance"}

@@ -193,17 +193,15 @@ def decision_interval(actions: Any, alpha: float, gained: int, lost: int, pairs:
     ``theta_b`` is P(B wins | discordant); the mapping to rate(B) - rate(A) = discordance x (2 theta_b - 1)
     is taken at the observed discordance (gained + lost) / pairs and labelled so.
     """
+    from lerobench.stats.sequential import theta_reading
+
     table = run_table(actions, alpha)
     ahead, behind = (gained, lost) if positive else (lost, gained)
     outcome = outcome_at(table, ahead, behind)
     low, high = (float(x) for x in theta_intervals(table, [outcome], alpha)[0])
     theta_b = [low, high] if positive else [round(1 - high, 6), round(1 - low, 6)]
-    discordance = (gained + lost) / pairs if pairs else 0.0
-    return {"outcome": outcome.kind, "theta_b": theta_b, "level": 1 - alpha,
-            "difference_at_observed_discordance": [round(discordance * (2 * t - 1), 6) for t in theta_b],
-            "observed_discordance": round(discordance, 6),
-            "p_value": p_value(table, outcome), "method": METHOD,
-            "mapping": "rate(B) - rate(A) = discordance x (2 theta_b - 1), at the observed discordance"}
+    return {"outcome": outcome.kind, **theta_reading(theta_b, gained, lost, pairs), "level": 1 - alpha,
+            "p_value": p_value(table, outcome), "method": METHOD}
 
 
 def outcome_space(table: Any, cap: int | None = None) -> tuple[list[Outcome], Any]:
