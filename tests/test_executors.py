@@ -157,6 +157,10 @@ def test_auto_choice_follows_policy_and_machine(tmp_path):
     replicated = choose(plan, ZeroPolicy(4), (), 500, cores=16, memory_mb=64_000, probe=False)
     assert (replicated.executor, replicated.workers) == ("processes", 16)
     assert "cheap to replicate" in replicated.reason
+    short = choose(plan, ZeroPolicy(4), (), 2, cores=16, memory_mb=64_000, probe=False)  # 2 x 500 steps x 0.3 ms
+    assert short.executor == "inline" and "too short to pay for starting them" in short.reason
+    assert choose(plan, ZeroPolicy(4), ("corner2",), 2, cores=16, memory_mb=64_000, probe=False).executor == \
+        "processes"  # rendering: the cost is not known, so workers are worth it
     by_memory = choose(plan, ZeroPolicy(4), (), 500, cores=16, memory_mb=2_000, probe=False)
     per_worker, left, _ = worker_budget(plan, (), 2_000, shared=False)  # measured (envs/worker_memory.py)
     assert by_memory.workers == 1 + left // per_worker < 16

@@ -66,6 +66,18 @@ def test_clopper_pearson_matches_statsmodels_beta_interval():
         assert clopper_pearson(k, n) == pytest.approx(proportion_confint(k, n, method="beta"), abs=1e-9)
 
 
+def test_clopper_pearson_is_scipys_beta_quantile_bit_for_bit_and_binomtests_interval():
+    from scipy.stats import beta, binomtest
+
+    for n in (*range(1, 31), 50, 100):
+        for k in range(n + 1):
+            low, high = clopper_pearson(k, n)
+            assert low == (0.0 if k == 0 else float(beta.ppf(0.025, k, n - k + 1)))
+            assert high == (1.0 if k == n else float(beta.ppf(0.975, k + 1, n - k)))
+            ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method="exact")
+            assert (low, high) == pytest.approx((ci.low, ci.high), abs=1e-12)
+
+
 def test_stratified_interval_is_the_exact_one_for_one_task_and_never_narrower_than_pooled():
     assert stratified_exact([(45, 50)]) == pytest.approx(clopper_pearson(45, 50), abs=1e-9)
     assert stratified_exact([(50, 50), (40, 50)]) == pytest.approx(clopper_pearson(90, 100), abs=1e-9)

@@ -8,7 +8,11 @@ and the goal is hidden from the observation (``partially_observable``) as those 
 
 from __future__ import annotations
 
+import base64
 import functools
+import hashlib
+import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -133,9 +137,43 @@ def task_variants(benchmark: str, split: str, task: str, seed: int) -> tuple[dic
     return classes, [t for t in tasks if t.env_name == task]
 
 
+TASKS_CACHE_FORMAT = 1
+"""Bump when the cached task file changes shape, so files of the old shape are not read."""
+
+
 @functools.lru_cache(maxsize=8)
 def _split_tasks(benchmark: str, split: str, task: str | None, seed: int) -> tuple[dict[str, Any], list[Any]]:
-    """Build one split of a benchmark once per process.
+    """Build one split of a benchmark once per process, and once per simulator stack on disk.
+
+    Why the disk cache: Meta-World draws its 50 variants per task by resetting a fresh env 50 times, 1.1 s
+    per task and process for MT1 (a worker's start-up, a training loop's every evaluation) and 7 s for an ML10
+    test split. The variants depend only on the versions of Meta-World, MuJoCo and NumPy and on the
+    arguments, which key the file (``~/.cache/lerobench``, ``LEROBENCH_CACHE_DIR``); it holds Meta-World's own
+    ``Task`` records (name, pickled arguments), so a hit hands the simulator the same bytes a miss makes
+    (a test compares both with Meta-World's ``MT1``/``ML10`` objects).
+    """
+    classes = _split_classes(benchmark, split, task)
+    path = _tasks_cache_file(benchmark, split, task, seed)
+    tasks = _read_tasks(path)
+    if tasks is None:
+        tasks = _generate_tasks(benchmark, split, task, seed)
+        _write_tasks(path, tasks)
+    return classes, tasks
+
+
+def _split_classes(benchmark: str, split: str, task: str | None) -> dict[str, Any]:
+    """The env classes of one split, as Meta-World's benchmark objects list them (no variants drawn)."""
+    from metaworld import _env_dict
+
+    if benchmark in ("MT1", "ML1"):
+        if task is None or task not in _env_dict.ALL_V3_ENVIRONMENTS:
+            raise ValueError(f"{task} is not a V3 environment")
+        return {task: _env_dict.ALL_V3_ENVIRONMENTS[task]}
+    return dict(getattr(_env_dict, f"{benchmark}_V3")[split])
+
+
+def _generate_tasks(benchmark: str, split: str, task: str | None, seed: int) -> list[Any]:
+    """Meta-World's own generator.
 
     ``ML10(seed)``/``ML45(seed)`` generate the train split first, which costs 16 s / 71 s per worker.
     Their test split is generated from ``np.random.seed(seed)`` independently of the train split, so
@@ -144,20 +182,45 @@ def _split_tasks(benchmark: str, split: str, task: str | None, seed: int) -> tup
     """
     import metaworld
 
-    bench: Any
-    if benchmark == "MT1":
-        bench = metaworld.MT1(task, seed=seed)
-    elif benchmark == "ML1":
-        bench = metaworld.ML1(task, seed=seed)
-    else:
-        from metaworld import _ML_OVERRIDE, _env_dict, _make_tasks
+    if benchmark in ("MT1", "ML1"):
+        bench = metaworld.MT1(task, seed=seed) if benchmark == "MT1" else metaworld.ML1(task, seed=seed)
+        return list(bench.train_tasks if split == "train" else bench.test_tasks)
+    from metaworld import _ML_OVERRIDE, _env_dict, _make_tasks
 
-        classes = getattr(_env_dict, f"{benchmark}_V3")[split]
-        args = getattr(_env_dict, f"{benchmark}_ARGS_KWARGS")[split]
-        return dict(classes), _make_tasks(classes, args, _ML_OVERRIDE, seed=seed)
-    if split == "train":
-        return dict(bench.train_classes), list(bench.train_tasks)
-    return dict(bench.test_classes), list(bench.test_tasks)
+    classes = getattr(_env_dict, f"{benchmark}_V3")[split]
+    args = getattr(_env_dict, f"{benchmark}_ARGS_KWARGS")[split]
+    return list(_make_tasks(classes, args, _ML_OVERRIDE, seed=seed))
+
+
+def _tasks_cache_file(benchmark: str, split: str, task: str | None, seed: int) -> Path:
+    from lerobench.envs.fingerprint import cache_dir, package_versions
+
+    key = {"format": TASKS_CACHE_FORMAT, "benchmark": benchmark, "split": split, "task": task, "seed": seed,
+           "versions": package_versions(("metaworld", "mujoco", "numpy"))}
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:24]
+    return cache_dir() / f"metaworld-tasks-{benchmark}-{split}-{task or 'all'}-{digest}.json"
+
+
+def _read_tasks(path: Path) -> list[Any] | None:
+    """The cached tasks, or None when there is no readable file (a miss: generate them)."""
+    from metaworld import Task
+
+    try:
+        rows = json.loads(path.read_text(encoding="utf-8"))
+        return [Task(env_name=row["env_name"], data=base64.b64decode(row["data"])) for row in rows]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write_tasks(path: Path, tasks: list[Any]) -> None:
+    from lerobench.core.files import write_text_atomic
+
+    rows = [{"env_name": t.env_name, "data": base64.b64encode(t.data).decode("ascii")} for t in tasks]
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(path, json.dumps(rows))
+    except OSError:
+        pass  # a read-only home only costs the next process another draw
 
 
 class MetaWorldBackend(BackendDefaults):

@@ -7,7 +7,10 @@ Rules, in order (``--executor`` and ``--batch-size`` override them):
    vector workers.
 2. A policy that is cheap to replicate (it declares ``PolicyTraits(replicable=True)``: built-in baselines and
    experts, ``ws://`` clients) runs on process-parallel episode workers, one per usable core, capped
-   by the todo episodes and by memory / (backend's per-worker memory): no per-step IPC at all.
+   by the todo episodes and by memory / (backend's per-worker memory): no per-step IPC at all. Unless the
+   run is too short to pay for the workers' start: a local policy on a state-only run whose whole
+   simulation (todo episodes x trials x max steps x the backend's unrendered step cost) would save less than
+   ``WORKER_START_S`` by being split stays in this process (rule 3's inline).
 3. Otherwise (a torch model: one copy, batched forward passes) the vector executor, whose batch comes
    from cores and memory; when a state-only step is cheaper than a round trip to a worker, that batch of
    envs is stepped in this process (inline) instead.
@@ -15,6 +18,7 @@ Rules, in order (``--executor`` and ``--batch-size`` override them):
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from lerobench.envs import worker_memory
@@ -29,6 +33,24 @@ if TYPE_CHECKING:
 
 IPC_STEP_MS = 1.0
 """Measured cost of one vector step through worker processes on a 2-core box (pipes + shared memory)."""
+
+WORKER_START_S = 1.2
+"""Measured: what episode worker processes add to a run's start-up over stepping in this process (forkserver,
+imports, a Meta-World worker's first step: 1.4-1.6 s against 0.3 s inline on a 2-core box)."""
+
+
+def too_short_for_workers(plan: RunPlan, policy: Policy, cameras: tuple[str, ...], todo: int, workers: int) -> bool:
+    """Whether splitting the run over ``workers`` processes would save less time than starting them costs.
+
+    Only judged where the cost is known: state-only steps of a backend that declares their cost, and a policy
+    computing locally (``concurrent_calls`` 1; a remote one's latency is unknown and workers overlap it).
+    """
+    step_ms = plan.unrendered_step_ms
+    if step_ms is None or plan.renders(cameras) or policy_traits(policy).concurrent_calls != 1 or workers < 2:
+        return False
+    s = plan.settings
+    work_s = todo * s.trials_per_episode * plan.protocol.max_steps * step_ms / 1000
+    return work_s * (1 - 1 / workers) < WORKER_START_S
 
 
 def replicable(policy: Policy) -> bool:
@@ -56,8 +78,9 @@ def choose(plan: RunPlan, policy: Policy, cameras: tuple[str, ...], todo: int, *
     if executor in ("processes", "ray") and in_memory:
         raise ConfigError(f"executor {executor!r} builds the policy from its spec in every worker; an in-memory "
                           "policy runs in this process: use executor 'auto', 'vector' or 'inline', or pass a spec")
-    if executor in ("processes", "ray") or (executor == "auto" and not shared_only and replicable(policy)
-                                            and workers > 1 and not in_memory):
+    would_replicate = executor == "auto" and not shared_only and replicable(policy) and workers > 1 and not in_memory
+    short = would_replicate and too_short_for_workers(plan, policy, cameras, todo, workers)
+    if executor in ("processes", "ray") or (would_replicate and not short):
         n = min(s.workers or workers, max(1, todo)) if executor != "ray" else s.workers
         limits = f"{cores} usable cores, {todo} episodes to run"
         if memory_mb is not None:
@@ -74,7 +97,11 @@ def choose(plan: RunPlan, policy: Policy, cameras: tuple[str, ...], todo: int, *
             f"no per-step IPC")
         size = (f"{n} worker" + "s" * (n != 1)) if n else "Ray tasks"
         return ExecutionChoice(name, f"executor {name} ({why}): {size}, {how}", workers=n)
-    return _vector(plan, cameras, cores, memory_mb, forced=executor)
+    chosen = _vector(plan, cameras, cores, memory_mb, forced=executor)
+    if short:
+        chosen = replace(chosen, reason=f"{chosen.reason}; not episode workers: this run is too short to pay for "
+                                        f"starting them (~{WORKER_START_S} s)")
+    return chosen
 
 
 def rendered_cameras(plan: RunPlan, cameras: tuple[str, ...]) -> int:
