@@ -1,7 +1,8 @@
 """From the command to the first counted env step: issue 46's start-up targets, measured (no timed tests).
 
-Three figures, each the time from launching the work to the moment the run's first episode began
-(``provenance.started`` + ``timing.startup_s`` of its results.json, against the launch's wall clock):
+Three figures, each the time from launching the work to the run's first env step (``provenance.started`` +
+``timing.first_step_s`` of its results.json, against the launch's wall clock: after the first reset, the first
+policy call and the checks made at it):
 
 - ``metaworld``: ``lerobench eval`` in a fresh process, Meta-World expert, one task (target <= 1.5 s);
 - ``w3``: issue 34's W3 in a fresh process: libero_spatial task 0, ``--protocol lerobot``, batch 2, a random
@@ -33,14 +34,16 @@ TARGETS = {"metaworld": 1.5, "w3": 5.0, "w3-again": 2.0}
 
 
 def first_step_at(run: Path) -> float:
-    """Wall-clock time (epoch s) at which the run's first episode began."""
+    """Wall-clock time (epoch s) at which the run took its first env step."""
     results = json.loads((run / "results.json").read_text())
     started = datetime.fromisoformat(results["provenance"]["started"]).timestamp()
-    return started + float(results["timing"]["startup_s"])
+    if results["timing"].get("first_step_s") is None:
+        raise SystemExit(f"{run}: no first_step_s (an executor whose workers step on their own clocks)")
+    return started + float(results["timing"]["first_step_s"])
 
 
 def fresh_process(args: list[str], out: Path) -> float:
-    """Seconds from launching ``lerobench eval ARGS`` in a new process to its first episode's start."""
+    """Seconds from launching ``lerobench eval ARGS`` in a new process to its first env step."""
     launched = time.time()
     done = subprocess.run([sys.executable, "-m", "lerobench", "eval", *args, "--output", str(out)],
                           capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
@@ -62,7 +65,7 @@ print(json.dumps({{"launched": launched}}))
 
 
 def second_call(policy: Path, tmp: Path, k: int) -> float:
-    """Seconds from a second ``evaluate()`` call (same process, same W3) to its first episode's start."""
+    """Seconds from a second ``evaluate()`` call (same process, same W3) to its first env step."""
     script = SECOND_CALL.format(task=W3_TASK, policy=policy)
     first, second = tmp / f"again{k}-1", tmp / f"again{k}-2"
     done = subprocess.run([sys.executable, "-c", script, str(first), str(second)], capture_output=True, text=True,

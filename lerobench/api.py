@@ -232,7 +232,7 @@ def evaluate(  # noqa: D417 - the shared settings' help is appended from plan/op
         with api_words():
             settings = RunSettings(**declared, suite=chosen, policy=spec, output=run_dir,
                                    command=("lerobench.evaluate", f"suite={chosen.name}", f"policy={spec}"))
-            with _restored_torch_state(policy if in_memory else None), preserved_environment():
+            with _restored_torch_state(policy if in_memory else None), preserved_environment(), kept_templates():
                 adapter = _in_memory(policy, preprocessor, postprocessor) if in_memory else {}
                 evaluation = Evaluation(settings, **adapter)
                 document = evaluation.run()
@@ -252,6 +252,24 @@ def evaluate(  # noqa: D417 - the shared settings' help is appended from plan/op
 
 
 evaluate.__doc__ = (evaluate.__doc__ or "") + settings_help()
+
+
+def release_simulators() -> bool:
+    """Stop the simulator template that ``evaluate`` keeps for its next call (docs/training.md).
+
+    ``evaluate`` keeps the last task's built scene (a LIBERO template process, ~400 MB) so that the next call on
+    the same task starts in a fraction of the time; it also stops when the interpreter exits. True if one ran.
+    """
+    from lerobench.envs.template import stop_kept
+
+    return stop_kept()
+
+
+def kept_templates() -> Any:
+    """The block in which a finished task's template is kept for the next ``evaluate`` (``envs/template.py``)."""
+    from lerobench.envs.template import keeping
+
+    return keeping()
 
 
 def settings_from(args: dict[str, Any]) -> dict[str, Any]:

@@ -64,3 +64,5 @@ def test_a_short_state_only_run_of_a_replicable_policy_stays_in_this_process(tmp
     results = json.loads((out / "results.json").read_text())
     assert results["config"]["executor_used"] == "inline", results["config"]
     assert "too short to pay for starting them" in result.output
+    timing = results["timing"]  # stepped in this process: the first step is measured, after the first reset
+    assert 0 < timing["startup_s"] < timing["first_step_s"] < results["overall"]["eval_s"]

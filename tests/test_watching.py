@@ -65,3 +65,4 @@ def test_start_up_is_reported_apart_from_steady_throughput(tmp_path):
     # an episode's time is its own: the worker's start-up and the simulator's build are not in it
     assert max(line["elapsed_s"] for line in lines) <= timing["steady_s"] < timing["startup_s"]
     assert f"start-up {timing['startup_s']:.1f} s" in done.stdout
+    assert timing["first_step_s"] is None  # workers step on their own clocks: not measured, never guessed

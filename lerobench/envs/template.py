@@ -27,6 +27,7 @@ before: same episodes, more memory.
 
 from __future__ import annotations
 
+import atexit
 import base64
 import gc
 import io
@@ -185,6 +186,16 @@ class TemplateServer(mp_forkserver.ForkServer):
                 self._forkserver_alive_fd = alive_w
                 self._forkserver_pid = pid
 
+    def alive(self) -> bool:
+        """Whether the template process is still running (a kept one may have been killed meanwhile)."""
+        pid = self._forkserver_pid
+        if pid is None:
+            return False
+        try:
+            return os.waitpid(pid, os.WNOHANG) == (0, 0)
+        except ChildProcessError:
+            return False
+
     def stop(self) -> None:
         """End the template process (its workers are closed already; any left keep running until closed)."""
         with self._lock:
@@ -208,6 +219,99 @@ class TemplateServer(mp_forkserver.ForkServer):
 
 _servers: dict[str, TemplateServer] = {}
 _servers_lock = threading.Lock()
+
+_kept: tuple[Any, TemplateContext] | None = None
+"""The last task's template, kept for the next run in this process while ``keeping`` (at most one)."""
+_keeping = 0
+"""Open ``keeping()`` blocks: ``lerobench.evaluate`` keeps a template for the next call, the CLI does not."""
+
+
+IGNORED_VARIABLES = ("TORCHINDUCTOR_", "HF_", "CUBLAS_WORKSPACE_CONFIG", "TOKENIZERS_")
+"""Prefixes of environment variables a kept template may differ in: the policy side sets them while it loads
+(torch's inductor its cache directory, the LeRobot adapter ``HF_HUB_OFFLINE``, the numerics cuBLAS's workspace),
+and no simulator reads them."""
+
+
+def _reuse_key(spec: EnvSpec, preload: list[str]) -> Any:
+    """What a template's build and its workers depend on: the spec, the imports, the environment, the path."""
+    environ = sorted((k, v) for k, v in os.environ.items() if not k.startswith(IGNORED_VARIABLES))
+    return (pickle.dumps(_key(spec)), tuple(preload), tuple(environ), tuple(sys.path))
+
+
+def context_for(spec: EnvSpec, preload: list[str]) -> TemplateContext:
+    """The kept template when it was built for the same spec in the same environment, else a new context.
+
+    Why: a training loop evaluating every few thousand steps would otherwise rebuild the same scene each time
+    (LIBERO: 4-6 s). Workers fork from a template that never steps, so a kept one gives what a new one gives.
+    """
+    global _kept
+    key = _reuse_key(spec, preload)
+    with _servers_lock:
+        kept, _kept = _kept, None
+    if kept is not None:
+        if kept[0] == key and kept[1].server.alive():
+            return kept[1]
+        kept[1].close()
+    ctx = TemplateContext(spec, preload)
+    ctx.reuse_key = key
+    return ctx
+
+
+def release(ctx: TemplateContext) -> None:
+    """A vector env is done with ``ctx``: keep it for the next run (inside ``keeping``), else stop it."""
+    global _kept
+    if not _keeping:
+        ctx.close()
+        return
+    with _servers_lock:
+        old, _kept = _kept, (ctx.reuse_key, ctx)
+    if old is not None and old[1] is not ctx:
+        old[1].close()
+
+
+def prewarm(spec: EnvSpec, preload: list[str]) -> None:
+    """Start building ``spec``'s template now, in its own process, while this one goes on (loading the policy).
+
+    The run's ``context_for`` then finds it kept when its spec turned out the same; any other spec stops it.
+    """
+    global _kept
+    ctx = context_for(spec, preload)
+    ctx.server.ensure_running()
+    with _servers_lock:
+        old, _kept = _kept, (ctx.reuse_key, ctx)
+    if old is not None and old[1] is not ctx:
+        old[1].close()
+
+
+def stop_unless_keeping() -> None:
+    """At a run's end outside ``keeping``: stop a template that was started for it and never used."""
+    if not _keeping:
+        stop_kept()
+
+
+def stop_kept() -> bool:
+    """Stop the kept template process, if any (``lerobench.release_simulators``); whether one was running."""
+    global _kept
+    with _servers_lock:
+        kept, _kept = _kept, None
+    if kept is not None:
+        kept[1].close()
+    return kept is not None
+
+
+class keeping:  # noqa: N801 - used as a context manager, like contextlib's
+    """Within this block a finished task's template is kept for the next run in this process."""
+
+    def __enter__(self) -> None:
+        global _keeping
+        _keeping += 1
+
+    def __exit__(self, *exc: Any) -> None:
+        global _keeping
+        _keeping -= 1
+
+
+atexit.register(stop_kept)
 
 
 class TemplatePopen(popen_forkserver.Popen):
@@ -248,6 +352,9 @@ class TemplateContext(BaseContext):
     """A multiprocessing context whose processes fork from one task's template (pipes, arrays as forkserver's)."""
 
     _name = "forkserver"
+
+    reuse_key: Any = None
+    """What it was built for (``context_for``)."""
 
     def __init__(self, spec: EnvSpec, preload: list[str]):
         self.key = f"lerobench-template-{id(self)}"

@@ -195,7 +195,9 @@ class WorkerVectorEnv(gym.vector.AsyncVectorEnv):
             self._stop_resets()
             ctx, self._template = self._template, None
             if ctx is not None:
-                _close_template(ctx)
+                from lerobench.envs import template
+
+                template.release(ctx)
 
     @property
     def step_width(self) -> int:
@@ -306,7 +308,7 @@ def make_vector_env(spec: EnvSpec, batch_size: int, in_process: bool | None = No
             return WorkerVectorEnv(
                 fns, shared_memory=True, context=START_METHOD, autoreset_mode=AutoresetMode.DISABLED, copy=False
             )
-    ctx = template.TemplateContext(spec, ["lerobench.envs.base", *backend.preload_modules])
+    ctx = template.context_for(spec, template_preload(backend))
     ctx.register()
     try:
         with from_lerobench_entry_point():
@@ -318,6 +320,28 @@ def make_vector_env(spec: EnvSpec, batch_size: int, in_process: bool | None = No
         raise
     env._template = ctx
     return env
+
+
+def template_preload(backend: Any) -> list[str]:
+    """The modules a task's template process imports before it builds the scene."""
+    return ["lerobench.envs.base", *backend.preload_modules]
+
+
+def prewarm_template(spec: EnvSpec, share_task: bool) -> bool:
+    """Start building ``spec``'s task template in its own process now, if its workers would fork from one.
+
+    Why: the driver then imports and loads the policy while the scene compiles (LIBERO: 4-6 s each) instead of
+    one after the other. ``make_vector_env`` uses it when the run's spec is the same; whether it was is only a
+    matter of time, never of outcome (a template never steps). True if one was started (or is kept already).
+    """
+    from lerobench.envs import template
+    from lerobench.suite.registry import get_backend
+
+    backend = get_backend(spec.backend)
+    if not (backend.task_template and template.sharing(share_task)):
+        return False
+    template.prewarm(spec, template_preload(backend))
+    return True
 
 
 def _close_template(ctx: Any) -> None:

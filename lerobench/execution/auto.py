@@ -104,6 +104,11 @@ def choose(plan: RunPlan, policy: Policy, cameras: tuple[str, ...], todo: int, *
     return chosen
 
 
+def batched_choice(plan: RunPlan, cameras: tuple[str, ...]) -> ExecutionChoice:
+    """Rule 3's choice on this machine for a policy reading ``cameras`` (what ``choose`` gives a shared policy)."""
+    return _vector(plan, cameras, usable_cores(), available_memory_mb(), forced=plan.settings.executor)
+
+
 def rendered_cameras(plan: RunPlan, cameras: tuple[str, ...]) -> int:
     """How many cameras a worker renders: the policy's, and the video camera when videos are recorded."""
     video = plan.suite.video_camera if plan.settings.videos > 0 else None

@@ -16,6 +16,7 @@ from lerobench.core.executors import EXECUTORS
 from lerobench.core.records import EpisodeRecord
 from lerobench.core.results import RESULTS_FILE
 from lerobench.envs.fingerprint import checked_fingerprint, require_renderer
+from lerobench.envs.template import stop_unless_keeping
 from lerobench.errors import ConfigError, PolicyError, RunError
 from lerobench.execution.base import ExecutionChoice, Executor
 from lerobench.output.directory import OutputDir, check_writable
@@ -54,6 +55,8 @@ class Evaluation:
         # Everything that can refuse the run happens here, before progress is drawn or any env starts; the
         # output directory is made only once all of it passed (a failed launch leaves no empty directory).
         check_writable(settings.output)
+        if not self.in_memory:
+            self._prewarm(plan)
         backend = get_backend(settings.suite.backend)
         simulator = checked_fingerprint(settings.suite.backend, backend.packages, settings.allow_sim_drift)
         self.policy = (prepare_policy(policy, plan.context(), settings.policy) if self.in_memory
@@ -111,8 +114,30 @@ class Evaluation:
         finally:
             self._release(failed)
 
+    @staticmethod
+    def _prewarm(plan: RunPlan) -> None:
+        """Start building the first task's scene while the policy loads, where the run will fork workers from it.
+
+        Only for a policy that says what it reads before it is loaded (``expected_needs``); the env the run then
+        makes uses the template if its spec is the same (``envs/vector.py``), so a wrong guess costs time only.
+        """
+        from lerobench.envs.vector import prewarm_template
+        from lerobench.execution.auto import batched_choice
+        from lerobench.policies.loading import expected_needs
+
+        s = plan.settings
+        needs = expected_needs(s.policy, plan.context())
+        units = plan.work_units()
+        if needs is None or not units or s.executor not in ("auto", "vector") or s.parallel_tasks > 1:
+            return
+        if batched_choice(plan, needs.cameras).executor != "vector":
+            return  # one env in this process: no worker forks from a template
+        camera = s.suite.video_camera if s.videos > 0 else None
+        prewarm_template(plan.env_spec(units[0].task, needs.cameras, camera, needs.privileged), s.share_task)
+
     def _release(self, failed: bool) -> None:
         """Unlock the output directory; a failed run that made it and wrote nothing of value removes it."""
+        stop_unless_keeping()
         output, self.output = getattr(self, "output", None), None
         if output is not None:
             output.release(failed)

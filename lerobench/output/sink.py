@@ -109,7 +109,7 @@ def _extending(key: str, previous: dict[str, Any], current: dict[str, Any]) -> s
 
 
 def startup_timing(clock0: float, first_start: float | None, last_end: float, steps: int,
-                   lines: int) -> dict[str, Any]:
+                   lines: int, first_step: float | None = None) -> dict[str, Any]:
     """Start-up apart from steady-state throughput (results.json ``timing``).
 
     Why: ``eval_s`` and ``env_steps_per_s`` span the whole invocation, so on a short run they measure start-up
@@ -117,11 +117,14 @@ def startup_timing(clock0: float, first_start: float | None, last_end: float, st
     ends when this invocation's first episode began (its arrival minus its ``elapsed_s``); the steady state
     lasts until its latest episode line arrived, and its rates count every step and line of this invocation.
     """
+    to_step = None if first_step is None else round(max(0.0, first_step - clock0), 3)
     if first_start is None:
-        return {"startup_s": None, "steady_s": None, "steady_env_steps_per_s": None, "steady_episodes_per_s": None}
+        return {"startup_s": None, "first_step_s": to_step, "steady_s": None, "steady_env_steps_per_s": None,
+                "steady_episodes_per_s": None}
     steady = max(1e-3, last_end - first_start)
-    return {"startup_s": round(max(0.0, first_start - clock0), 3), "steady_s": round(steady, 3),
-            "steady_env_steps_per_s": round(steps / steady, 2), "steady_episodes_per_s": round(lines / steady, 4)}
+    return {"startup_s": round(max(0.0, first_start - clock0), 3), "first_step_s": to_step,
+            "steady_s": round(steady, 3), "steady_env_steps_per_s": round(steps / steady, 2),
+            "steady_episodes_per_s": round(lines / steady, 4)}
 
 
 class EpisodeSink:
@@ -147,6 +150,8 @@ class EpisodeSink:
         self._last_end = self._clock0
         """When its latest episode line arrived: the end of the steady state (closing workers is not part of it)."""
         self._env_steps = 0
+        self._first_step: float | None = None
+        """When this process took the invocation's first env step (executors that step here: inline, vector)."""
         self._counts: dict[str, int] = {}
         self._expected: dict[str, int] = {t.name: plan.episodes_per_task for t in plan.suite.tasks}
         self._open_tasks: set[str] = set()
@@ -219,10 +224,12 @@ class EpisodeSink:
             done = self._counts.get(task.name, 0)
         self.reporter.task_started(task, self._expected.get(task.name, self.plan.episodes_per_task), done)
 
-    def steps(self, task: TaskSpec, n: int) -> None:
-        """``n`` env steps were taken on ``task``."""
+    def steps(self, task: TaskSpec, n: int, live: bool = True) -> None:
+        """``n`` env steps were taken on ``task`` (``live``: just now, in this process)."""
         with self._lock:
             self._env_steps += n
+            if live and self._first_step is None:
+                self._first_step = time.perf_counter()
         self.reporter.steps(task, n)
 
     def episode(self, task: TaskSpec, record: EpisodeRecord, count_steps: bool = False) -> None:
@@ -236,7 +243,7 @@ class EpisodeSink:
         """
         assert self._writer is not None, "EpisodeSink.episode before open"
         if count_steps:
-            self.steps(task, record.steps)
+            self.steps(task, record.steps, live=False)
         ends_episode = record.error is not None or record.trial == self.plan.settings.trials_per_episode - 1
         with stops_deferred(), self._lock:  # counted and queued together: a results.json never counts a lost line
             self._last_end = time.perf_counter()
@@ -329,9 +336,10 @@ class EpisodeSink:
             records = list(self.records)
             steps = self._env_steps
             first_start, last_end, new = self._first_start, self._last_end, len(records) - self._previous
+            first_step = self._first_step
         summary = summarize(self.plan.suite, records, self.plan.settings.trials_per_episode)
         elapsed = ((ended or datetime.now(timezone.utc)) - self._started).total_seconds()
-        timing = startup_timing(self._clock0, first_start, last_end, steps, new)
+        timing = startup_timing(self._clock0, first_start, last_end, steps, new, first_step)
         overall = summary["overall"]
         overall["eval_s"] = round(elapsed, 3)
         overall["episodes_per_s"] = round(len(records) / elapsed, 4) if elapsed > 0 else None

@@ -21,7 +21,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -153,16 +153,33 @@ def probe_calls(policy: Any, observation: dict[str, Any],
     return probe_out, rows, time.perf_counter() - started
 
 
+class PendingCheck:
+    """A check whose probe calls still run on a helper thread, beside the run's next steps; ``result`` waits."""
+
+    def __init__(self, probing: Future[Any], real: Any, call_s: float, key: Any):
+        self._probing, self._real, self._key = probing, real, key
+        self.call_s = call_s
+        self._outcome: dict[str, Any] | None = None
+
+    def result(self) -> dict[str, Any]:
+        """The outcome (``checked_call``'s dict), once the probe calls finished."""
+        if self._outcome is None:
+            probe_out, probe_rows, probe_s = self._probing.result()
+            self._outcome = outcome(self._real, probe_out, probe_rows, probe_s, self.call_s, self._key)
+        return self._outcome
+
+
 def checked_call(policy: Any, observation: dict[str, Any], descriptions: list[str],
-                 select: Select | None = None) -> tuple[Any, dict[str, Any]]:
+                 select: Select | None = None) -> tuple[Any, dict[str, Any] | PendingCheck]:
     """Run ``policy`` on the real rows, and the probe calls on twins of it; return its output and the outcome.
 
     The outcome: ``{"status": "verified" | "failed" | "unchecked", "max_abs_diff": float, "rows": n,
     "reason": str | None, "probe_calls": k, "probe_rows": r, "probe_s": seconds, "call_s": the real call's
     seconds, "threads": the call pool's thread plan}``. For a policy on lerobench's CPU call pool the probe
-    calls run beside the real call (on twins: the real call's rows and state are untouched). A probe call that raises
-    makes the check fail (the real call still decides the run). ``select`` replaces ``policy.select_action``
-    for the real call (a caller that wraps it); the probes never go through it.
+    calls run beside the real call and go on after it returns (on twins: the real call's rows and state are
+    untouched), so they do not hold the run's first steps back: the outcome is then a ``PendingCheck``. A probe
+    call that raises makes the check fail (the real call still decides the run). ``select`` replaces
+    ``policy.select_action`` for the real call (a caller that wraps it); the probes never go through it.
     """
     select = select or policy.select_action
 
@@ -174,17 +191,25 @@ def checked_call(policy: Any, observation: dict[str, Any], descriptions: list[st
     if not policy_traits(policy).copy_safe:
         raw, call_s = real_call()
         return raw, {**unchecked(len(observation["state"]), NOT_COPYABLE), "call_s": call_s}
-    if getattr(policy, "call_key", None) is not None:
-        # rows on lerobench's CPU call pool: the twins' rows run beside the real ones on the pool's cores (one-row
-        # calls of a probe and of a lone real row would each leave a core idle, in turn)
-        with ThreadPoolExecutor(1, thread_name_prefix="lerobench-probe") as helper:
-            probing = helper.submit(probe_calls, policy, observation, descriptions)
-            raw, call_s = real_call()
-            probe_out, probe_rows, probe_s = probing.result()
-    else:
-        probe_out, probe_rows, probe_s = probe_calls(policy, observation, descriptions)
+    key = getattr(policy, "call_key", None)
+    if key is not None:
+        # rows on lerobench's CPU call pool: the real call first, then the twins' rows run on the pool's cores
+        # beside the run's next steps and calls
         raw, call_s = real_call()
-    real = as_actions(raw)
+        helper = ThreadPoolExecutor(1, thread_name_prefix="lerobench-probe")
+        try:
+            probing = helper.submit(probe_calls, policy, observation, descriptions)
+        finally:
+            helper.shutdown(wait=False)
+        return raw, PendingCheck(probing, as_actions(raw), call_s, key)
+    probe_out, probe_rows, probe_s = probe_calls(policy, observation, descriptions)
+    raw, call_s = real_call()
+    return raw, outcome(as_actions(raw), probe_out, probe_rows, probe_s, call_s, key)
+
+
+def outcome(real: np.ndarray, probe_out: list[tuple[np.ndarray | BaseException, np.ndarray]], probe_rows: int,
+            probe_s: float, call_s: float, key: Any) -> dict[str, Any]:
+    """The check's outcome from the real call's actions and the probe calls' (``checked_call``)."""
     worst, reason = 0.0, None
     for out, where in probe_out:
         if isinstance(out, BaseException):
@@ -201,10 +226,9 @@ def checked_call(policy: Any, observation: dict[str, Any], descriptions: list[st
         reason = (f"a row's action changed by up to {worst:.3g} with other rows beside it: it depends on the "
                   "rest of the call (batch statistics? unpadded calls, --call-width 0? a random stream "
                   "not drawn from row_generators?)")
-    check = {"status": VERIFIED if worst == 0 else FAILED, "max_abs_diff": worst if np.isfinite(worst) else None,
-             "rows": len(real), "reason": reason, "probe_calls": len(probe_out), "probe_rows": probe_rows,
-             "probe_s": round(probe_s, 6), "call_s": call_s, "threads": thread_plan(getattr(policy, "call_key", None))}
-    return raw, check
+    return {"status": VERIFIED if worst == 0 else FAILED, "max_abs_diff": worst if np.isfinite(worst) else None,
+            "rows": len(real), "reason": reason, "probe_calls": len(probe_out), "probe_rows": probe_rows,
+            "probe_s": round(probe_s, 6), "call_s": call_s, "threads": thread_plan(key)}
 
 
 def with_checks(config: dict[str, Any], checks: list[dict[str, Any]]) -> dict[str, Any]:

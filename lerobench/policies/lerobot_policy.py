@@ -56,6 +56,7 @@ with longer memory use lerobench's own interface and keep it across trials.
 from __future__ import annotations
 
 import copy
+import json
 import os
 import sys
 import threading
@@ -187,6 +188,24 @@ def camera_for_feature(key: str, backend: str, cameras: tuple[str, ...]) -> str 
         alias = _CAMERA_ALIASES.get(backend, {}).get(name)
         return alias if alias in cameras else None
     return None
+
+
+def declared_needs(spec: str, context: PolicyContext) -> ObservationNeeds | None:
+    """The cameras a saved LeRobot policy will read, from its ``config.json`` alone (LeRobot not imported).
+
+    Why: importing LeRobot and loading the policy take seconds; the run builds the task's scene meanwhile. Only a
+    guess for that head start: the loaded policy's own ``observation_needs`` decide the run. None when unsure.
+    """
+    path = Path(spec[len(PREFIX):]).expanduser()
+    try:
+        features = json.loads((path / "config.json").read_text(encoding="utf-8")).get("input_features") or {}
+        visual = [key for key, feature in features.items() if feature.get("type") == "VISUAL"]
+    except (OSError, ValueError, AttributeError):
+        return None
+    cameras = [camera_for_feature(key, context.backend, context.cameras) for key in visual]
+    if any(camera is None for camera in cameras):
+        return None
+    return ObservationNeeds(cameras=tuple(dict.fromkeys(c for c in cameras if c is not None)))
 
 
 class LeRobotPolicy:

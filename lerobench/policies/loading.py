@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from lerobench.errors import ConfigError, LerobenchError, PolicyError, unknown
-from lerobench.policies.base import PolicyContext, observation_needs
+from lerobench.policies.base import ObservationNeeds, PolicyContext, observation_needs
 from lerobench.policies.builtin import BUILTIN
 from lerobench.suite.registry import import_module_here
 
@@ -41,6 +41,19 @@ def load_policy(spec: str, context: PolicyContext) -> Any:
     if is_torch_module(policy):
         policy = TorchPolicy(policy, resolve_device(context.device), context.call_width)
     return _validated(spec, policy, context)
+
+
+def expected_needs(spec: str, context: PolicyContext) -> ObservationNeeds | None:
+    """What a policy that is slow to load will read, known before loading it (None: not known cheaply).
+
+    A run starts building its simulators meanwhile (``execution/runner.py``); the loaded policy's own needs decide
+    what the run renders, so a wrong answer costs time, never a different episode.
+    """
+    if spec.startswith("lerobot:"):
+        from lerobench.policies.lerobot_policy import declared_needs
+
+        return declared_needs(spec, context)
+    return None
 
 
 def is_file_spec(spec: str) -> bool:

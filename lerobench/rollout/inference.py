@@ -23,7 +23,7 @@ import numpy as np
 
 from lerobench.core.call_stats import CallStats
 from lerobench.policies.base import Policy, policy_numerics, policy_traits
-from lerobench.policies.invariance import checked_call
+from lerobench.policies.invariance import PendingCheck, checked_call
 
 
 @runtime_checkable
@@ -119,8 +119,9 @@ class PolicyCaller:
     def __init__(self, policy: Policy, stats: CallStats | None = None, concurrency: int = 1, check: bool = False):
         self.policy = policy
         self._check_next = check and policy_traits(policy).checkable
-        self.check: dict[str, Any] | None = None
-        """The batch-invariance check of this caller's first call (``lerobench.policies.invariance``), until taken."""
+        self.check: dict[str, Any] | PendingCheck | None = None
+        """The batch-invariance check of this caller's first call (``lerobench.policies.invariance``), until taken;
+        its probe calls may still run beside the next steps (``PendingCheck``)."""
         self.stats = stats if stats is not None else CallStats()
         self.concurrency = max(1, concurrency)
         self.call_s = Average()
@@ -148,10 +149,10 @@ class PolicyCaller:
         if self._check_next:  # the first call: its rows again in probe calls on twins of the policy
             self._check_next = False
             out, self.check = checked_call(self.policy, batch, descriptions)
-            probe_s = float(self.check.get("probe_s") or 0.0)
-            self.stats.add(len(batch["state"]), float(self.check.get("call_s") or 0.0), self._width)
-            self.stats.add_probes(int(self.check.get("probe_calls") or 0), int(self.check.get("probe_rows") or 0),
-                                  probe_s)
+            call_s = self.check.call_s if isinstance(self.check, PendingCheck) else self.check.get("call_s")
+            self.stats.add(len(batch["state"]), float(call_s or 0.0), self._width)
+            if not isinstance(self.check, PendingCheck):
+                self._count_probes(self.check)
             return out
         started = time.perf_counter()
         try:
@@ -161,9 +162,16 @@ class PolicyCaller:
             self.call_s.add(took)
             self.stats.add(len(batch["state"]), took, self._width)
 
+    def _count_probes(self, check: dict[str, Any]) -> None:
+        self.stats.add_probes(int(check.get("probe_calls") or 0), int(check.get("probe_rows") or 0),
+                              float(check.get("probe_s") or 0.0))
+
     def take_check(self) -> dict[str, Any] | None:
-        """The first call's check, once (the rollout stamps it on the next record it reports)."""
+        """The first call's check, once (the rollout stamps it on the next record it reports); waits for its probes."""
         check, self.check = self.check, None
+        if isinstance(check, PendingCheck):
+            check = check.result()
+            self._count_probes(check)
         return check
 
     def call(self, rows: np.ndarray, batch: dict[str, Any], descriptions: list[str], answer: Answer) -> None:
@@ -202,6 +210,8 @@ class PolicyCaller:
 
     def close(self) -> None:
         """Wait for calls in flight (their results are dropped) and stop the helper threads (idempotent)."""
+        if isinstance(self.check, PendingCheck):  # probes still on twins of the policy: done before it closes
+            self.check.result()
         pool, self._pool, self._flights = self._pool, None, []
         if pool is not None:
             pool.shutdown(wait=True)
