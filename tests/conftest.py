@@ -86,3 +86,14 @@ def _torch_state_as_found():
 
     with preserved_torch_state():
         yield
+
+
+@pytest.fixture(autouse=True)
+def _no_kept_template():
+    """``lerobench.evaluate`` keeps the last template process for its next call: not from one test to the next."""
+    yield
+    import sys
+
+    template = sys.modules.get("lerobench.envs.template")
+    if template is not None:
+        template.stop_kept()

@@ -66,3 +66,70 @@ def test_a_short_state_only_run_of_a_replicable_policy_stays_in_this_process(tmp
     assert "too short to pay for starting them" in result.output
     timing = results["timing"]  # stepped in this process: the first step is measured, after the first reset
     assert 0 < timing["startup_s"] < timing["first_step_s"] < results["overall"]["eval_s"]
+
+
+def _small_suite(tmp_path, name="metaworld_mt10"):
+    """``name`` at 64x64 images (a camera policy's renders stay cheap)."""
+    from pathlib import Path
+
+    text = (Path(__file__).parent.parent / "suites" / f"{name}.toml").read_text()
+    path = tmp_path / f"{name}_small.toml"
+    path.write_text(text.replace("image_size = [480, 480]", "image_size = [64, 64]", 1))
+    return path
+
+
+def test_evaluate_keeps_the_last_template_and_a_kept_one_gives_a_fresh_ones_episodes(tmp_path):
+    """Two ``evaluate()`` calls share one template process (the second forks from the first's), and their
+    episodes, images read included, are those of a CLI run that built its own."""
+    pytest.importorskip("metaworld")
+    import lerobench
+    from lerobench.envs import template
+
+    suite = str(_small_suite(tmp_path))
+    policy = "fixture_policies:make_camera_expert"  # Meta-World's expert reading corner2
+    settings = ["--tasks", "reach-v3", "--episodes", "4", "--max-steps", "42", "--batch-size", "2",
+                "--executor", "vector", "--videos", "0"]  # the expert needs 34-51 steps on these four
+    kw = dict(tasks=["reach-v3"], episodes=4, max_steps=42, batch_size=2, executor="vector", videos=0)
+    lerobench.evaluate(policy, suite, output=tmp_path / "first", **{**kw, "episodes": 2})  # the spec has no count
+    kept = template._kept
+    assert kept is not None and kept[1].server.alive()
+    pid = kept[1].server._forkserver_pid
+    lerobench.evaluate(policy, suite, output=tmp_path / "second", **kw)
+    assert template._kept is not None and template._kept[1].server._forkserver_pid == pid, "not reused"
+    result = CliRunner().invoke(app, ["eval", "--suite", suite, "--policy", policy, *settings,
+                                      "--output", str(tmp_path / "cli")])
+    assert result.exit_code == 0, result.output
+    assert template._kept is None or template._kept[1].server._forkserver_pid != pid  # the CLI keeps nothing
+    first, second, cli = (_episodes(tmp_path / n) for n in ("first", "second", "cli"))
+    assert first == cli[:2] and second == cli
+    assert {r["success"] for r in cli} == {True, False}, "the check needs episodes that succeed and fail"
+    assert all(r["obs_digest"] for r in cli)
+    lerobench.release_simulators()
+    assert template._kept is None and not template._servers
+
+
+def test_a_template_prewarmed_while_a_lerobot_policy_loads_is_the_one_its_workers_fork_from(tmp_path):
+    """A LeRobot policy says from its config.json which cameras it reads: the run starts the task's template
+    before loading it, the vector env then forks from that one, and the episodes are those of workers that
+    built their own task (``--no-share-task``)."""
+    pytest.importorskip("metaworld")
+    pytest.importorskip("lerobot")
+    from test_lerobot import save_tiny_act
+
+    from lerobench.envs import template
+
+    directory = tmp_path / "act"
+    save_tiny_act(directory, image_key="observation.images.corner2", image_hw=(64, 64))
+    suite = str(_small_suite(tmp_path))
+    args = ["eval", "--suite", suite, "--policy", f"lerobot:{directory}", "--tasks", "reach-v3", "--episodes", "3",
+            "--max-steps", "8", "--batch-size", "2", "--videos", "0"]
+    before = dict(template.counts)
+    result = CliRunner().invoke(app, [*args, "--output", str(tmp_path / "prewarmed")])
+    assert result.exit_code == 0, result.output
+    # one template started (before the policy loaded), and the vector env's lookup found it
+    assert (template.counts["started"] - before["started"], template.counts["reused"] - before["reused"]) == (1, 1)
+    assert template._kept is None and not template._servers  # the CLI stops what it started
+    result = CliRunner().invoke(app, [*args, "--no-share-task", "--output", str(tmp_path / "own")])
+    assert result.exit_code == 0, result.output
+    assert _episodes(tmp_path / "prewarmed") == _episodes(tmp_path / "own")
+    assert all(r["obs_digest"] for r in _episodes(tmp_path / "own"))

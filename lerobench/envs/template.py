@@ -224,6 +224,8 @@ _kept: tuple[Any, TemplateContext] | None = None
 """The last task's template, kept for the next run in this process while ``keeping`` (at most one)."""
 _keeping = 0
 """Open ``keeping()`` blocks: ``lerobench.evaluate`` keeps a template for the next call, the CLI does not."""
+counts = {"started": 0, "reused": 0}
+"""Templates this process started, and lookups that found one kept or prewarmed (read by tests and benchmarks)."""
 
 
 IGNORED_VARIABLES = ("TORCHINDUCTOR_", "HF_", "CUBLAS_WORKSPACE_CONFIG", "TOKENIZERS_")
@@ -250,10 +252,12 @@ def context_for(spec: EnvSpec, preload: list[str]) -> TemplateContext:
         kept, _kept = _kept, None
     if kept is not None:
         if kept[0] == key and kept[1].server.alive():
+            counts["reused"] += 1
             return kept[1]
         kept[1].close()
     ctx = TemplateContext(spec, preload)
     ctx.reuse_key = key
+    counts["started"] += 1
     return ctx
 
 
