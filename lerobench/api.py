@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from lerobench.core.records import EpisodeRecord
+from lerobench.environment import preserved as preserved_environment
 from lerobench.plan.options import default, given, settings_help
-from lerobench.system import preserved_environment
 
 LOG_DIR = "lerobench-logs"
 """Where ``evaluate(output=None, log_to=...)`` puts the trackers' stores (relative to the working directory): its run

@@ -8,11 +8,11 @@ not installed. The CLI prints the rows (``cli/doctor.py``) and exits non-zero wh
 
 from __future__ import annotations
 
-import os
 import platform
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from lerobench import environment
 from lerobench._version import __version__
 from lerobench.errors import LerobenchError
 
@@ -41,7 +41,7 @@ RENDER_FIX = "export MUJOCO_GL=egl"
 def _render_checks() -> list[Check]:
     from lerobench.envs.fingerprint import SimulatorCheckError, offscreen_render
 
-    gl = os.environ.get("MUJOCO_GL")
+    gl = environment.get(environment.MUJOCO_GL)
     rows = [Check("MUJOCO_GL", "info" if gl else "warn", gl or f"unset (headless rendering needs it: {RENDER_FIX})")]
     try:
         info = offscreen_render()

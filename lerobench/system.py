@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,25 +101,7 @@ def strict_mkl_default() -> None:
     by ``lerobench.evaluate``: MKL reads the variable once, at its first call in the process, and a mode cannot
     be switched back, so setting it in a user's process would change their numerics for good.
     """
-    os.environ.setdefault("MKL_CBWR", MKL_CBWR)
+    from lerobench import environment
 
-
-@contextlib.contextmanager
-def preserved_environment() -> Iterator[None]:
-    """Put ``os.environ`` back as it was, whatever the run set (``lerobench.evaluate`` in a user's process).
-
-    A run sets variables in its own processes only, but libraries it drives set some in the caller's: torch's
-    ``use_deterministic_algorithms`` imports inductor, which sets ``TORCHINDUCTOR_CACHE_DIR``; the LeRobot adapter
-    sets ``HF_HUB_OFFLINE`` while it imports; ``CUBLAS_WORKSPACE_CONFIG`` is set for cuBLAS's determinism
-    (``policies/numerics.py``). The caller's environment is theirs: every key is restored or removed.
-    """
-    saved = dict(os.environ)
-    try:
-        yield
-    finally:
-        for key in set(os.environ) - set(saved):
-            del os.environ[key]
-        for key, value in saved.items():
-            if os.environ.get(key) != value:
-                os.environ[key] = value
+    environment.set_default(environment.MKL_CBWR, MKL_CBWR)
 

@@ -133,7 +133,8 @@ def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
     return packages
 
 
-GROUND_FLOOR = ("lerobench.core", "lerobench.stats", "lerobench.errors", "lerobench.system", "lerobench._version")
+GROUND_FLOOR = ("lerobench.core", "lerobench.stats", "lerobench.errors", "lerobench.system", "lerobench._version",
+                "lerobench.environment")
 """Plain data and pure functions every stage may import; they import no stage (docs/architecture.md)."""
 
 
@@ -157,6 +158,7 @@ def test_the_package_graph_has_no_loop():
 
 
 LAYERS = (
+    ("lerobench.environment",),
     ("lerobench.errors", "lerobench.system", "lerobench._version"),
     ("lerobench.stats",),
     ("lerobench.core",),
@@ -314,3 +316,30 @@ def test_the_patch_finder_sees_a_patch(tmp_path):
                       "    monkeypatch.setattr(evaluate.console, 'y', 2)\n    monkeypatch.setattr('lerobench.a.b', 3)\n"
                       "    monkeypatch.setattr(other, 'z', 4)\n")
     assert _patched_lerobench_globals(source) == ["t.py:4", "t.py:5", "t.py:6"]
+
+
+def test_only_the_environment_module_reads_or_sets_environment_variables():
+    """Issue 47: ``os.environ``, ``os.getenv`` and ``os.putenv`` appear in ``lerobench/environment.py`` only."""
+    import ast
+
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name == "environment.py" and path.parent == PACKAGE:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv", "putenv", "unsetenv") \
+                    and isinstance(node.value, ast.Name) and node.value.id == "os":
+                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+            if isinstance(node, ast.ImportFrom) and node.module == "os" and \
+                    any(a.name in ("environ", "getenv", "putenv") for a in node.names):
+                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    assert found == [], f"environment variables touched outside lerobench/environment.py: {found}"
+
+
+def test_every_environment_variable_is_in_the_usage_docs():
+    from lerobench.environment import VARIABLES
+
+    text = (PACKAGE.parent / "docs" / "usage.md").read_text()
+    table = text[text.index("## Environment variables"):]
+    missing = [name for name in VARIABLES if f"`{name}" not in table]
+    assert missing == [], f"docs/usage.md's environment table lacks {missing}"

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import platform
 from collections.abc import Sequence
 from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from lerobench import environment
 from lerobench._version import __version__
 from lerobench.system import usable_cores
 
@@ -27,7 +27,7 @@ def provenance(command: Sequence[str], started: datetime, ended: datetime | None
     """Versions (mujoco matters: it changes LIBERO scores), MUJOCO_GL, usable cores, command, times."""
     return {
         "lerobench": __version__, "python": platform.python_version(), "platform": platform.platform(),
-        "versions": _versions(), "MUJOCO_GL": os.environ.get("MUJOCO_GL"),
+        "versions": _versions(), "MUJOCO_GL": environment.get(environment.MUJOCO_GL),
         "usable_cores": usable_cores(), "command": list(command),
         "started": started.isoformat(), "ended": ended.isoformat() if ended else None,
     }

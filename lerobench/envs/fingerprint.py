@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import platform
 import subprocess
 import sys
@@ -37,11 +36,9 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from lerobench import environment
 from lerobench.core.files import write_text_atomic
 
-GOLDEN_DIR_ENV = "LEROBENCH_GOLDEN_DIR"
-"""Directory of golden files to use instead of the shipped ones (tests point it at a perturbed copy)."""
-CACHE_DIR_ENV = "LEROBENCH_CACHE_DIR"
 CHECK_VERSION = 2
 """Bump when the check itself changes, so cached results of the old check are not reused."""
 CHECK_TIMEOUT_S = 300
@@ -53,7 +50,7 @@ class SimulatorCheckError(Exception):
 
 def golden_path(backend: str) -> Path:
     """Where ``backend``'s golden file is read from (``LEROBENCH_GOLDEN_DIR`` overrides the shipped one)."""
-    folder = os.environ.get(GOLDEN_DIR_ENV)
+    folder = environment.get(environment.GOLDEN_DIR)
     return Path(folder) / f"{backend}.json" if folder else Path(__file__).parent / "golden" / f"{backend}.json"
 
 
@@ -81,7 +78,7 @@ def gl_info() -> dict[str, str | None]:
             value = GL.glGetString(name)
             return value.decode(errors="replace") if value else None
 
-        return {"MUJOCO_GL": os.environ.get("MUJOCO_GL"), "gl_vendor": text(GL.GL_VENDOR),
+        return {"MUJOCO_GL": environment.get(environment.MUJOCO_GL), "gl_vendor": text(GL.GL_VENDOR),
                 "gl_renderer": text(GL.GL_RENDERER), "gl_version": text(GL.GL_VERSION)}
     finally:
         context.free()
@@ -234,9 +231,9 @@ def run_check(backend: str, path: Path, render: bool = True) -> dict[str, Any]:
             raise _NoRender
         renderer: dict[str, Any] = gl_info()
     except _NoRender:
-        renderer = {"MUJOCO_GL": os.environ.get("MUJOCO_GL"), "error": "not attempted"}
+        renderer = {"MUJOCO_GL": environment.get(environment.MUJOCO_GL), "error": "not attempted"}
     except Exception as exc:  # noqa: BLE001 - recorded: no GL here
-        renderer = {"MUJOCO_GL": os.environ.get("MUJOCO_GL"), "error": f"{type(exc).__name__}: {exc}"}
+        renderer = {"MUJOCO_GL": environment.get(environment.MUJOCO_GL), "error": f"{type(exc).__name__}: {exc}"}
     return {"status": "drifted" if bad else "pass", "reason": reason, "cases": results,
             "max_state_diff": max(r["state_diff"] for r in results), "max_image_mad": max(mads) if mads else None,
             "images_checked": unrendered is None, "render_error": unrendered, "renderer": renderer}
@@ -246,17 +243,10 @@ def _file_hash(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
-def cache_dir() -> Path:
-    """``LEROBENCH_CACHE_DIR``, else ``$XDG_CACHE_HOME/lerobench``, else ``~/.cache/lerobench``."""
-    if os.environ.get(CACHE_DIR_ENV):
-        return Path(os.environ[CACHE_DIR_ENV])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "lerobench"
-
-
 def _cache_key(backend: str, versions: dict[str, str | None], reference: str) -> str:
     key = {"check": CHECK_VERSION, "backend": backend, "versions": versions, "reference": reference,
-           "MUJOCO_GL": os.environ.get("MUJOCO_GL"), "PYOPENGL_PLATFORM": os.environ.get("PYOPENGL_PLATFORM"),
+           "MUJOCO_GL": environment.get(environment.MUJOCO_GL),
+           "PYOPENGL_PLATFORM": environment.get(environment.PYOPENGL_PLATFORM),
            "prefix": sys.prefix, "host": platform.node()}
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:24]
 
@@ -273,7 +263,7 @@ def _run_child(*arguments: str) -> dict[str, Any]:
     """Run the check (a backend name, or ``--render-probe``) in a fresh interpreter; its last error line if it fails."""
     try:
         done = subprocess.run([sys.executable, "-m", "lerobench.envs.fingerprint", *arguments], capture_output=True,
-                              text=True, timeout=CHECK_TIMEOUT_S, env=os.environ.copy())
+                              text=True, timeout=CHECK_TIMEOUT_S, env=environment.snapshot())
     except subprocess.TimeoutExpired as exc:
         raise SimulatorCheckError(f"timed out after {CHECK_TIMEOUT_S} s") from exc
     if done.returncode != 0:
@@ -304,11 +294,11 @@ def fingerprint(backend: str, packages: tuple[str, ...], use_cache: bool = True,
     path = golden_path(backend)
     out: dict[str, Any] = {"backend": backend, "versions": versions}
     if not path.is_file():
-        out["renderer"] = {"MUJOCO_GL": os.environ.get("MUJOCO_GL")}
+        out["renderer"] = {"MUJOCO_GL": environment.get(environment.MUJOCO_GL)}
         out["golden"] = {"status": "unchecked", "reference": None, "reason": f"no golden file {path}"}
         return out
     reference = _file_hash(path)
-    cached = cache_dir() / f"golden-{backend}-{_cache_key(backend, versions, reference)}.json"
+    cached = environment.cache_dir() / f"golden-{backend}-{_cache_key(backend, versions, reference)}.json"
     started = time.perf_counter()
     result = None
     if use_cache and no_render is None and cached.is_file():
@@ -323,7 +313,7 @@ def fingerprint(backend: str, packages: tuple[str, ...], use_cache: bool = True,
             result["render_error"] = no_render
         except SimulatorCheckError as exc:
             result = {"status": "drifted", "reason": f"the check could not run: {exc}", "cases": [],
-                      "renderer": {"MUJOCO_GL": os.environ.get("MUJOCO_GL")}}
+                      "renderer": {"MUJOCO_GL": environment.get(environment.MUJOCO_GL)}}
     elif result is None:
         try:
             result = _run_child(backend)
@@ -333,7 +323,7 @@ def fingerprint(backend: str, packages: tuple[str, ...], use_cache: bool = True,
                 result["render_error"] = f"rendering crashed the check: {exc}"
             except SimulatorCheckError as again:
                 result = {"status": "drifted", "reason": f"the check could not run: {again}", "cases": [],
-                          "renderer": {"MUJOCO_GL": os.environ.get("MUJOCO_GL")}}
+                          "renderer": {"MUJOCO_GL": environment.get(environment.MUJOCO_GL)}}
         if result.get("cases"):
             _write_cache(cached, result)
     pinned = json.loads(path.read_text(encoding="utf-8")).get("recorded_with", {})
@@ -360,9 +350,9 @@ def checked_fingerprint(backend: str, packages: tuple[str, ...], allow_drift: bo
         versions = ", ".join(f"{k} {v}" for k, v in found["versions"].items())
         raise SimulatorDriftError(
             f"simulator drift: the {backend} golden-state check failed ({golden['reason']}) on {versions}, "
-            f"MUJOCO_GL={os.environ.get('MUJOCO_GL')}: this stack does not reproduce the pinned simulation, so its "
-            f"scores are not comparable; run `lerobench doctor`, or pass --allow-sim-drift to run anyway "
-            f"(the run is marked drifted)")
+            f"MUJOCO_GL={environment.get(environment.MUJOCO_GL)}: this stack does not reproduce the pinned "
+            f"simulation, so its scores are not comparable; run `lerobench doctor`, or pass --allow-sim-drift to "
+            f"run anyway (the run is marked drifted)")
     return found
 
 
@@ -382,7 +372,7 @@ def require_renderer(found: dict[str, Any], why: str) -> None:
     try:
         offscreen_render()
     except SimulatorCheckError as exc:
-        gl = os.environ.get("MUJOCO_GL")
+        gl = environment.get(environment.MUJOCO_GL)
         raise RendererError(
             f"this run renders images ({why}) but offscreen rendering fails with "
             f"{f'MUJOCO_GL={gl}' if gl else 'MUJOCO_GL unset'} ({exc}): set MUJOCO_GL=egl (Mesa or GPU EGL; "

@@ -193,7 +193,8 @@ def _generate_tasks(benchmark: str, split: str, task: str | None, seed: int) -> 
 
 
 def _tasks_cache_file(benchmark: str, split: str, task: str | None, seed: int) -> Path:
-    from lerobench.envs.fingerprint import cache_dir, package_versions
+    from lerobench.environment import cache_dir
+    from lerobench.envs.fingerprint import package_versions
 
     key = {"format": TASKS_CACHE_FORMAT, "benchmark": benchmark, "split": split, "task": task, "seed": seed,
            "versions": package_versions(("metaworld", "mujoco", "numpy"))}

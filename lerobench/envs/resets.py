@@ -160,9 +160,9 @@ MAX_TASKS_PER_WORKER = 25
 
 
 def _one_render_thread() -> None:
-    import os
+    from lerobench import environment
 
-    os.environ.setdefault("LP_NUM_THREADS", "1")
+    environment.set_default(environment.RENDER_THREADS, "1")
 
 
 def _check_one(spec: EnvSpec, episode: int, other: int, steps: int) -> ResetCheck:
@@ -176,7 +176,8 @@ def _cache_file(suite: str, backend: str) -> Any:
     import hashlib
     import json
 
-    from lerobench.envs.fingerprint import cache_dir, package_versions
+    from lerobench.environment import cache_dir
+    from lerobench.envs.fingerprint import package_versions
     from lerobench.suite.registry import get_backend
 
     versions = package_versions(get_backend(backend).packages)

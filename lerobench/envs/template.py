@@ -43,9 +43,10 @@ from multiprocessing import forkserver as mp_forkserver
 from multiprocessing.context import BaseContext, reduction, set_spawning_popen
 from typing import Any
 
+from lerobench import environment
 from lerobench.envs.base import EnvSpec
 
-ENV_OVERRIDE = "LEROBENCH_SHARE_TASK"
+ENV_OVERRIDE = environment.SHARE_TASK
 """``0`` or ``1`` overrides the run's ``share_task`` setting (docs/scaling.md)."""
 
 KNOWN_PYTHONS = ((3, 10), (3, 11), (3, 12), (3, 13))
@@ -67,14 +68,14 @@ def sharing(requested: bool) -> bool:
     ``requested`` is the run's ``share_task`` setting; ``LEROBENCH_SHARE_TASK=0|1`` overrides it; an interpreter
     whose internals are not known never shares (``unknown_interpreter_notice`` says so).
     """
-    override = os.environ.get(ENV_OVERRIDE, "").strip()
-    wanted = override == "1" if override in ("0", "1") else requested
+    override = environment.share_task_override()
+    wanted = requested if override is None else override
     return wanted and internals_known()
 
 
 def unknown_interpreter_notice(requested: bool) -> str | None:
     """The one line a run shows when it would share but this interpreter's internals are not known."""
-    if internals_known() or not (requested or os.environ.get(ENV_OVERRIDE) == "1"):
+    if internals_known() or not (requested or environment.share_task_override()):
         return None
     v = sys.version_info
     return (f"notice: Python {v[0]}.{v[1]} is not one whose multiprocessing internals the task template knows "
@@ -236,7 +237,7 @@ and no simulator reads them."""
 
 def _reuse_key(spec: EnvSpec, preload: list[str]) -> Any:
     """What a template's build and its workers depend on: the spec, the imports, the environment, the path."""
-    environ = sorted((k, v) for k, v in os.environ.items() if not k.startswith(IGNORED_VARIABLES))
+    environ = sorted((k, v) for k, v in environment.snapshot().items() if not k.startswith(IGNORED_VARIABLES))
     return (pickle.dumps(_key(spec)), tuple(preload), tuple(environ), tuple(sys.path))
 
 

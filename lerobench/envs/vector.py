@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import multiprocessing
-import os
 import queue
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -47,7 +46,9 @@ def _make_env(spec: EnvSpec, render_threads: int | None = None) -> LazyTaskEnv:
     user-set ``LP_NUM_THREADS`` wins.
     """
     if render_threads is not None:
-        os.environ.setdefault("LP_NUM_THREADS", str(render_threads))
+        from lerobench import environment
+
+        environment.set_default(environment.RENDER_THREADS, str(render_threads))
     from lerobench.envs.template import FromTemplate
     from lerobench.suite.registry import get_backend
 

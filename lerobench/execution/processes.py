@@ -10,7 +10,6 @@ worker is terminated and joined before ``run`` returns.
 from __future__ import annotations
 
 import multiprocessing
-import os
 import signal
 from collections import deque
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from multiprocessing.connection import Connection, wait
 from traceback import format_exception
 from typing import TYPE_CHECKING, Any
 
+from lerobench import environment
 from lerobench.errors import LerobenchError, PolicyError, RunError
 from lerobench.execution.base import MAX_WORKER_REBUILDS
 from lerobench.output.sink import EpisodeSink
@@ -39,7 +39,7 @@ def _worker_main(conn: Connection, plan: RunPlan, workers: int, cores: int, envi
     (an earlier run, ``lerobench.evaluate`` in a loop) holds the environment of its own start, and a policy
     factory reading a variable set since (a checkpoint path) must see what the driver sees.
     """
-    os.environ.update(environ)
+    environment.adopt(environ)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver handles Ctrl-C and terminates us
     signal.signal(signal.SIGTERM, _exit_on_sigterm)  # ... with SIGTERM: unwind, so videos in progress are deleted
     from lerobench.execution.worker import UnitRunner, limit_render_threads
@@ -129,7 +129,7 @@ class ProcessExecutor:
         def spawn() -> _Worker:
             parent, child = context.Pipe()
             process = context.Process(target=_worker_main,
-                                      args=(child, plan, self.workers, self.cores, dict(os.environ)),
+                                      args=(child, plan, self.workers, self.cores, environment.snapshot()),
                                       name="lerobench-episode-worker", daemon=True)
             with from_lerobench_entry_point():  # never the caller's unguarded script again (envs/start.py)
                 process.start()

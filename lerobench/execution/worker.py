@@ -8,10 +8,10 @@ the driver on one machine or a shared filesystem); each unit's videos are comple
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
+from lerobench import environment
 from lerobench.core.records import EpisodeRecord
 from lerobench.plan.planner import RunPlan, WorkUnit
 from lerobench.policies.base import close_policy
@@ -80,11 +80,9 @@ def limit_render_threads(workers: int, cores: int) -> None:
     Why the call cores: a worker's lone row may use every core its call pool owns (``policies/width.py``); two
     workers that both believed they owned the box would run four intra-op threads on two cores.
     """
-    from lerobench.policies.width import CALL_CORES_VARIABLE
-
     share = str(max(1, cores // max(1, workers)))
-    os.environ.setdefault("LP_NUM_THREADS", share)
-    os.environ.setdefault(CALL_CORES_VARIABLE, share)
+    environment.set_default(environment.RENDER_THREADS, share)
+    environment.set_default(environment.CALL_CORES, share)
 
 
 _RAY_RUNNER: tuple[str, UnitRunner] | None = None
@@ -93,9 +91,8 @@ _RAY_RUNNER: tuple[str, UnitRunner] | None = None
 def run_unit_in_ray(plan: RunPlan, unit: WorkUnit, key: str) -> list[EpisodeRecord]:
     """Body of a Ray task: reuse this Ray worker's runner for the same plan (``key``), run one unit."""
     global _RAY_RUNNER
-    from lerobench.policies.width import CALL_CORES_VARIABLE
 
-    os.environ.setdefault(CALL_CORES_VARIABLE, "1")  # each Ray task holds one CPU (``num_cpus=1``)
+    environment.set_default(environment.CALL_CORES, "1")  # each Ray task holds one CPU (``num_cpus=1``)
     if _RAY_RUNNER is None or _RAY_RUNNER[0] != key:
         if _RAY_RUNNER is not None:
             _RAY_RUNNER[1].close()

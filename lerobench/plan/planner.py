@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from lerobench import environment
 from lerobench.core.delay import MEASURED, Delay, parse_delay
 from lerobench.core.executors import CHOICES
 from lerobench.core.executors import EXECUTORS as EXECUTOR_ENTRIES
@@ -343,14 +344,12 @@ def check_importable(backend: Any) -> None:
 
     A broken ``MUJOCO_GL`` (a renderer whose library is missing) makes ``import mujoco`` itself raise.
     """
-    import os
-
     try:
         backend.check_installed()
     except (ImportError, LerobenchError):
         raise
     except Exception as exc:  # noqa: BLE001 - mujoco raises AttributeError/RuntimeError at import for a bad GL
-        gl = os.environ.get("MUJOCO_GL")
+        gl = environment.get(environment.MUJOCO_GL)
         raise MissingDependencyError(
             f"cannot import the {backend.name} simulator ({type(exc).__name__}: {exc})"
             + (f"; MUJOCO_GL={gl}: does it name a working renderer? Run `lerobench doctor`" if gl else "")) from exc

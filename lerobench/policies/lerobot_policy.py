@@ -57,7 +57,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import sys
 import threading
 import warnings
@@ -67,6 +66,7 @@ from typing import Any
 
 import numpy as np
 
+from lerobench import environment
 from lerobench.errors import ConfigError, MissingDependencyError
 from lerobench.policies.base import ObservationNeeds, PolicyContext, PolicyTraits, row_ids, row_noise, row_seeds
 from lerobench.policies.width import (
@@ -154,7 +154,7 @@ def _import_torchvision() -> None:
 
 def _import_lerobot() -> dict[str, Any]:
     """Import the pieces of LeRobot the adapter uses (offline), with actionable errors."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    environment.set_default(environment.HF_HUB_OFFLINE, "1")
     with _import_lock:
         try:
             import torch  # noqa: F401

@@ -12,9 +12,10 @@ change): CPU calls at a call width run on ``width.call_pool`` with kernels that 
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 from typing import Any
+
+from lerobench import environment
 
 
 def deterministic_torch() -> None:
@@ -22,7 +23,7 @@ def deterministic_torch() -> None:
 
     Idempotent; where torch has no deterministic kernel it warns, never fails.
     """
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # cuBLAS determinism; read at CUDA init
+    environment.set_default(environment.CUBLAS_WORKSPACE, ":4096:8")  # cuBLAS determinism; read at CUDA init
     import torch
 
     torch.backends.cudnn.benchmark = False
@@ -47,7 +48,7 @@ def preserved_torch_state() -> Iterator[None]:
     if torch is None:
         yield
         return
-    saved_env = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
+    saved_env = environment.get(environment.CUBLAS_WORKSPACE)
     threads, grad = torch.get_num_threads(), torch.is_grad_enabled()
     deterministic = torch.are_deterministic_algorithms_enabled()
     warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
@@ -63,10 +64,7 @@ def preserved_torch_state() -> Iterator[None]:
         cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32 = cudnn_flags
         torch.backends.cuda.matmul.allow_tf32 = matmul_tf32
         torch.set_float32_matmul_precision(precision)
-        if saved_env is None:
-            os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
-        else:
-            os.environ["CUBLAS_WORKSPACE_CONFIG"] = saved_env
+        environment.restore(environment.CUBLAS_WORKSPACE, saved_env)
 
 
 def numerics_record(device: Any, dtype: Any, call_width: int) -> dict[str, Any]:

@@ -230,16 +230,13 @@ def _inference(compute: Compute, observation: dict[str, Any], texts: list[str], 
 _POOL: tuple[int, CallPool] | None = None
 _POOL_LOCK = threading.Lock()
 
-CALL_CORES_VARIABLE = "LEROBENCH_CALL_CORES"
-"""Cores this process's call pool may use (executors with several worker processes give each its share)."""
-
-
 def call_cores() -> int:
-    """The call pool's budget: ``LEROBENCH_CALL_CORES`` if set, else every usable core."""
+    """The call pool's budget: ``LEROBENCH_CALL_CORES`` if set (``lerobench.environment``), else every usable core."""
+    from lerobench import environment
     from lerobench.system import usable_cores
 
-    given = os.environ.get(CALL_CORES_VARIABLE, "")
-    return max(1, int(given)) if given.isdigit() else usable_cores()
+    given = environment.call_cores()
+    return given if given is not None else usable_cores()
 
 
 def call_pool() -> CallPool:

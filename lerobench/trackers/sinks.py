@@ -11,13 +11,14 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
+
+from lerobench import environment
 
 
 @dataclass(frozen=True)
@@ -51,13 +52,13 @@ def log_wandb(log: RunLog) -> str:
 
     own = wandb.run is None
     if own:
-        where = Path(os.environ.get("WANDB_DIR") or log.store)
+        where = Path(environment.get("WANDB_DIR") or log.store)
         where.mkdir(parents=True, exist_ok=True)
         # disable_git: wandb looks for a git repository at its `dir` and warns "git root ... does not exist" for a
         # store not made yet; the run's provenance (results.json) already says what ran.
         settings = wandb.Settings(silent=True, console="off", x_disable_stats=True, disable_git=True)
         run = wandb.init(project=log.project, name=log.run_name, dir=str(where), config=log.identity,
-                         mode=cast(Any, os.environ.get("WANDB_MODE", "offline")), settings=settings,
+                         mode=cast(Any, environment.get("WANDB_MODE", "offline")), settings=settings,
                          reinit="create_new")
     else:
         run = cast(Any, wandb.run)
@@ -108,7 +109,7 @@ def log_trackio(log: RunLog) -> str:
     from trackio import context_vars
 
     joined = context_vars.current_run.get()
-    env = os.environ.get("TRACKIO_DIR")
+    env = environment.get("TRACKIO_DIR")
     where = Path(env) if env else log.store / "trackio"
     store = _trackio_store(where) if joined is None and not env else contextlib.nullcontext()
     # trackio prints its progress ("* Trackio project initialized ...") to stdout: kept out of the CLI's output.
@@ -134,15 +135,8 @@ def _file_store_allowed() -> Iterator[None]:
     The file store needs nothing beyond mlflow-skinny and opens in milliseconds (a fresh SQLite store runs its
     migrations for seconds and needs SQLAlchemy); the check happens only when the store is built.
     """
-    before = os.environ.get("MLFLOW_ALLOW_FILE_STORE")
-    os.environ["MLFLOW_ALLOW_FILE_STORE"] = "true"
-    try:
+    with environment.scoped("MLFLOW_ALLOW_FILE_STORE", "true"):
         yield
-    finally:
-        if before is None:
-            os.environ.pop("MLFLOW_ALLOW_FILE_STORE", None)
-        else:
-            os.environ["MLFLOW_ALLOW_FILE_STORE"] = before
 
 
 def log_mlflow(log: RunLog) -> str:
@@ -152,7 +146,7 @@ def log_mlflow(log: RunLog) -> str:
     from mlflow.tracking import MlflowClient
 
     active = mlflow.active_run()
-    uri = mlflow.get_tracking_uri() if active or os.environ.get("MLFLOW_TRACKING_URI") else \
+    uri = mlflow.get_tracking_uri() if active or environment.get("MLFLOW_TRACKING_URI") else \
         (log.store / "mlruns").resolve().as_uri()
     with _file_store_allowed():
         client = MlflowClient(tracking_uri=uri)
