@@ -33,6 +33,18 @@ def write_text_atomic(path: Path, text: str) -> None:
         raise
 
 
+def write_cache_json(path: Path, data: Any) -> None:
+    """Replace a private cache file with ``data`` as JSON; a read-only home only costs the next process a recompute.
+
+    JSON as ``json.dumps`` writes it (infinities kept: the file is lerobench's own, never a result).
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(path, json.dumps(data))
+    except OSError:
+        pass
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
     """Replace ``path`` atomically with ``data`` as indented JSON (never NaN)."""
     write_text_atomic(path, json_text(data, indent=2) + "\n")

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from lerobench import environment
-from lerobench.core.files import write_text_atomic
+from lerobench.core.files import write_cache_json
 
 CHECK_VERSION = 2
 """Bump when the check itself changes, so cached results of the old check are not reused."""
@@ -251,14 +251,6 @@ def _cache_key(backend: str, versions: dict[str, str | None], reference: str) ->
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:24]
 
 
-def _write_cache(path: Path, data: dict[str, Any]) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(path, json.dumps(data))  # a private cache: a failed check's inf difference is kept as is
-    except OSError:
-        pass  # a read-only home only costs the next run another check
-
-
 def _run_child(*arguments: str) -> dict[str, Any]:
     """Run the check (a backend name, or ``--render-probe``) in a fresh interpreter; its last error line if it fails."""
     try:
@@ -325,7 +317,7 @@ def fingerprint(backend: str, packages: tuple[str, ...], use_cache: bool = True,
                 result = {"status": "drifted", "reason": f"the check could not run: {again}", "cases": [],
                           "renderer": {"MUJOCO_GL": environment.get(environment.MUJOCO_GL)}}
         if result.get("cases"):
-            _write_cache(cached, result)
+            write_cache_json(cached, result)  # a failed check's inf difference is kept as is
     pinned = json.loads(path.read_text(encoding="utf-8")).get("recorded_with", {})
     out["pinned"] = {k: v for k, v in pinned.items() if k in versions}
     out["renderer"] = result.get("renderer") or {}

@@ -214,14 +214,9 @@ def _read_tasks(path: Path) -> list[Any] | None:
 
 
 def _write_tasks(path: Path, tasks: list[Any]) -> None:
-    from lerobench.core.files import write_text_atomic
+    from lerobench.core.files import write_cache_json
 
-    rows = [{"env_name": t.env_name, "data": base64.b64encode(t.data).decode("ascii")} for t in tasks]
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(path, json.dumps(rows))
-    except OSError:
-        pass  # a read-only home only costs the next process another draw
+    write_cache_json(path, [{"env_name": t.env_name, "data": base64.b64encode(t.data).decode("ascii")} for t in tasks])
 
 
 class MetaWorldBackend(BackendDefaults):

@@ -188,18 +188,12 @@ def _cache_file(suite: str, backend: str) -> Any:
 
 def remember(suite: str, backend: str, checks: Sequence[ResetCheck]) -> None:
     """Keep the outcome of each checked task (merged with earlier ones) for the runs' ``resets`` claim."""
-    import json
-
-    from lerobench.core.files import write_text_atomic
+    from lerobench.core.files import write_cache_json
 
     path = _cache_file(suite, backend)
     known = recalled(path)
     known.update({c.task: c.describe() if not c.ok else None for c in checks})
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(path, json.dumps(known))
-    except OSError:
-        pass  # a read-only home: runs then record the reset check as unchecked
+    write_cache_json(path, known)  # not writable (a read-only home): runs then record the check as unchecked
 
 
 def recalled(path: Any) -> dict[str, str | None]:

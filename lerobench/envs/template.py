@@ -229,7 +229,7 @@ counts = {"started": 0, "reused": 0}
 """Templates this process started, and lookups that found one kept or prewarmed (read by tests and benchmarks)."""
 
 
-IGNORED_VARIABLES = ("TORCHINDUCTOR_", "HF_", "CUBLAS_WORKSPACE_CONFIG", "TOKENIZERS_")
+IGNORED_VARIABLES = ("TORCHINDUCTOR_", "HF_", environment.CUBLAS_WORKSPACE, "TOKENIZERS_")
 """Prefixes of environment variables a kept template may differ in: the policy side sets them while it loads
 (torch's inductor its cache directory, the LeRobot adapter ``HF_HUB_OFFLINE``, the numerics cuBLAS's workspace),
 and no simulator reads them."""
@@ -262,16 +262,21 @@ def context_for(spec: EnvSpec, preload: list[str]) -> TemplateContext:
     return ctx
 
 
-def release(ctx: TemplateContext) -> None:
-    """A vector env is done with ``ctx``: keep it for the next run (inside ``keeping``), else stop it."""
+def _keep(ctx: TemplateContext) -> None:
+    """Make ``ctx`` the kept template (the one ``context_for`` looks at), stopping the one kept before."""
     global _kept
-    if not _keeping:
-        ctx.close()
-        return
     with _servers_lock:
         old, _kept = _kept, (ctx.reuse_key, ctx)
     if old is not None and old[1] is not ctx:
         old[1].close()
+
+
+def release(ctx: TemplateContext) -> None:
+    """A vector env is done with ``ctx``: keep it for the next run (inside ``keeping``), else stop it."""
+    if _keeping:
+        _keep(ctx)
+    else:
+        ctx.close()
 
 
 def prewarm(spec: EnvSpec, preload: list[str]) -> None:
@@ -279,13 +284,9 @@ def prewarm(spec: EnvSpec, preload: list[str]) -> None:
 
     The run's ``context_for`` then finds it kept when its spec turned out the same; any other spec stops it.
     """
-    global _kept
     ctx = context_for(spec, preload)
     ctx.server.ensure_running()
-    with _servers_lock:
-        old, _kept = _kept, (ctx.reuse_key, ctx)
-    if old is not None and old[1] is not ctx:
-        old[1].close()
+    _keep(ctx)
 
 
 def stop_unless_keeping() -> None:

@@ -328,21 +328,19 @@ def template_preload(backend: Any) -> list[str]:
     return ["lerobench.envs.base", *backend.preload_modules]
 
 
-def prewarm_template(spec: EnvSpec, share_task: bool) -> bool:
+def prewarm_template(spec: EnvSpec, share_task: bool) -> None:
     """Start building ``spec``'s task template in its own process now, if its workers would fork from one.
 
     Why: the driver then imports and loads the policy while the scene compiles (LIBERO: 4-6 s each) instead of
     one after the other. ``make_vector_env`` uses it when the run's spec is the same; whether it was is only a
-    matter of time, never of outcome (a template never steps). True if one was started (or is kept already).
+    matter of time, never of outcome (a template never steps).
     """
     from lerobench.envs import template
     from lerobench.suite.registry import get_backend
 
     backend = get_backend(spec.backend)
-    if not (backend.task_template and template.sharing(share_task)):
-        return False
-    template.prewarm(spec, template_preload(backend))
-    return True
+    if backend.task_template and template.sharing(share_task):
+        template.prewarm(spec, template_preload(backend))
 
 
 def _close_template(ctx: Any) -> None:

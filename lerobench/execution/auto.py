@@ -111,7 +111,7 @@ def batched_choice(plan: RunPlan, cameras: tuple[str, ...]) -> ExecutionChoice:
 
 def rendered_cameras(plan: RunPlan, cameras: tuple[str, ...]) -> int:
     """How many cameras a worker renders: the policy's, and the video camera when videos are recorded."""
-    video = plan.suite.video_camera if plan.settings.videos > 0 else None
+    video = plan.video_camera
     return len(set(cameras) | ({video} if video else set()))
 
 

@@ -132,8 +132,8 @@ class Evaluation:
             return
         if batched_choice(plan, needs.cameras).executor != "vector":
             return  # one env in this process: no worker forks from a template
-        camera = s.suite.video_camera if s.videos > 0 else None
-        prewarm_template(plan.env_spec(units[0].task, needs.cameras, camera, needs.privileged), s.share_task)
+        prewarm_template(plan.env_spec(units[0].task, needs.cameras, plan.video_camera, needs.privileged),
+                         s.share_task)
 
     def _release(self, failed: bool) -> None:
         """Unlock the output directory; a failed run that made it and wrote nothing of value removes it."""

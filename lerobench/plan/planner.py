@@ -256,9 +256,14 @@ class RunPlan:
         return Delay(steps=0, measured=True, control_fps=self.control_fps) if d == MEASURED else \
             Delay(steps=int(d), control_fps=self.control_fps)
 
+    @property
+    def video_camera(self) -> str | None:
+        """The camera videos are recorded from; None when the run records none."""
+        return self.suite.video_camera if self.settings.videos > 0 else None
+
     def renders(self, cameras: tuple[str, ...]) -> bool:
         """Whether steps render: the policy consumes cameras, or videos are recorded."""
-        return bool(cameras) or (self.settings.videos > 0 and self.suite.video_camera is not None)
+        return bool(cameras) or self.video_camera is not None
 
     def work_units(self, done: Iterable[tuple[str, int]] = (), size: int | None = None) -> list[WorkUnit]:
         """The episodes still to run, per task in suite order; ``size`` splits a task into units of that many.

@@ -154,30 +154,33 @@ def probe_calls(policy: Any, observation: dict[str, Any],
 
 
 class PendingCheck:
-    """A check whose probe calls still run on a helper thread, beside the run's next steps; ``result`` waits."""
+    """A check whose probe calls may still run on a helper thread, beside the run's next steps; ``result`` waits."""
 
-    def __init__(self, probing: Future[Any], real: Any, call_s: float, key: Any):
-        self._probing, self._real, self._key = probing, real, key
+    def __init__(self, call_s: float, probing: Future[Any] | None = None, real: Any = None, key: Any = None,
+                 finished: dict[str, Any] | None = None):
         self.call_s = call_s
-        self._outcome: dict[str, Any] | None = None
+        """The real call's seconds (known as soon as it returned)."""
+        self._probing, self._real, self._key = probing, real, key
+        self._outcome = finished
 
     def result(self) -> dict[str, Any]:
         """The outcome (``checked_call``'s dict), once the probe calls finished."""
         if self._outcome is None:
+            assert self._probing is not None, "a PendingCheck with neither probes nor an outcome"
             probe_out, probe_rows, probe_s = self._probing.result()
             self._outcome = outcome(self._real, probe_out, probe_rows, probe_s, self.call_s, self._key)
         return self._outcome
 
 
 def checked_call(policy: Any, observation: dict[str, Any], descriptions: list[str],
-                 select: Select | None = None) -> tuple[Any, dict[str, Any] | PendingCheck]:
+                 select: Select | None = None) -> tuple[Any, PendingCheck]:
     """Run ``policy`` on the real rows, and the probe calls on twins of it; return its output and the outcome.
 
     The outcome: ``{"status": "verified" | "failed" | "unchecked", "max_abs_diff": float, "rows": n,
     "reason": str | None, "probe_calls": k, "probe_rows": r, "probe_s": seconds, "call_s": the real call's
     seconds, "threads": the call pool's thread plan}``. For a policy on lerobench's CPU call pool the probe
     calls run beside the real call and go on after it returns (on twins: the real call's rows and state are
-    untouched), so they do not hold the run's first steps back: the outcome is then a ``PendingCheck``. A probe
+    untouched), so they do not hold the run's first steps back (``PendingCheck.result`` waits for them). A probe
     call that raises makes the check fail (the real call still decides the run). ``select`` replaces
     ``policy.select_action`` for the real call (a caller that wraps it); the probes never go through it.
     """
@@ -190,7 +193,8 @@ def checked_call(policy: Any, observation: dict[str, Any], descriptions: list[st
 
     if not policy_traits(policy).copy_safe:
         raw, call_s = real_call()
-        return raw, {**unchecked(len(observation["state"]), NOT_COPYABLE), "call_s": call_s}
+        return raw, PendingCheck(call_s, finished={**unchecked(len(observation["state"]), NOT_COPYABLE),
+                                                   "call_s": call_s})
     key = getattr(policy, "call_key", None)
     if key is not None:
         # rows on lerobench's CPU call pool: the real call first, then the twins' rows run on the pool's cores
@@ -201,10 +205,10 @@ def checked_call(policy: Any, observation: dict[str, Any], descriptions: list[st
             probing = helper.submit(probe_calls, policy, observation, descriptions)
         finally:
             helper.shutdown(wait=False)
-        return raw, PendingCheck(probing, as_actions(raw), call_s, key)
+        return raw, PendingCheck(call_s, probing, as_actions(raw), key)
     probe_out, probe_rows, probe_s = probe_calls(policy, observation, descriptions)
     raw, call_s = real_call()
-    return raw, outcome(as_actions(raw), probe_out, probe_rows, probe_s, call_s, key)
+    return raw, PendingCheck(call_s, finished=outcome(as_actions(raw), probe_out, probe_rows, probe_s, call_s, key))
 
 
 def outcome(real: np.ndarray, probe_out: list[tuple[np.ndarray | BaseException, np.ndarray]], probe_rows: int,

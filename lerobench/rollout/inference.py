@@ -119,9 +119,9 @@ class PolicyCaller:
     def __init__(self, policy: Policy, stats: CallStats | None = None, concurrency: int = 1, check: bool = False):
         self.policy = policy
         self._check_next = check and policy_traits(policy).checkable
-        self.check: dict[str, Any] | PendingCheck | None = None
+        self.check: PendingCheck | None = None
         """The batch-invariance check of this caller's first call (``lerobench.policies.invariance``), until taken;
-        its probe calls may still run beside the next steps (``PendingCheck``)."""
+        its probe calls may still run beside the next steps."""
         self.stats = stats if stats is not None else CallStats()
         self.concurrency = max(1, concurrency)
         self.call_s = Average()
@@ -149,10 +149,7 @@ class PolicyCaller:
         if self._check_next:  # the first call: its rows again in probe calls on twins of the policy
             self._check_next = False
             out, self.check = checked_call(self.policy, batch, descriptions)
-            call_s = self.check.call_s if isinstance(self.check, PendingCheck) else self.check.get("call_s")
-            self.stats.add(len(batch["state"]), float(call_s or 0.0), self._width)
-            if not isinstance(self.check, PendingCheck):
-                self._count_probes(self.check)
+            self.stats.add(len(batch["state"]), self.check.call_s, self._width)
             return out
         started = time.perf_counter()
         try:
@@ -162,16 +159,17 @@ class PolicyCaller:
             self.call_s.add(took)
             self.stats.add(len(batch["state"]), took, self._width)
 
-    def _count_probes(self, check: dict[str, Any]) -> None:
+    def take_check(self) -> dict[str, Any] | None:
+        """The first call's check, once (the rollout stamps it on the next record it reports).
+
+        Waits for its probe calls, which the call statistics then count.
+        """
+        pending, self.check = self.check, None
+        if pending is None:
+            return None
+        check = pending.result()
         self.stats.add_probes(int(check.get("probe_calls") or 0), int(check.get("probe_rows") or 0),
                               float(check.get("probe_s") or 0.0))
-
-    def take_check(self) -> dict[str, Any] | None:
-        """The first call's check, once (the rollout stamps it on the next record it reports); waits for its probes."""
-        check, self.check = self.check, None
-        if isinstance(check, PendingCheck):
-            check = check.result()
-            self._count_probes(check)
         return check
 
     def call(self, rows: np.ndarray, batch: dict[str, Any], descriptions: list[str], answer: Answer) -> None:
@@ -210,8 +208,7 @@ class PolicyCaller:
 
     def close(self) -> None:
         """Wait for calls in flight (their results are dropped) and stop the helper threads (idempotent)."""
-        if isinstance(self.check, PendingCheck):  # probes still on twins of the policy: done before it closes
-            self.check.result()
+        self.take_check()  # probes may still run on twins of the policy: done (and counted) before it closes
         pool, self._pool, self._flights = self._pool, None, []
         if pool is not None:
             pool.shutdown(wait=True)
