@@ -107,6 +107,52 @@ class TrackerWarning(UserWarning):
     """A tracker of ``log_to`` failed after the evaluation; ``Results.log_errors`` says which and why."""
 
 
+_ARGUMENTS_HELP = """
+    Args:
+        policy: A spec string (as ``--policy``), a ``torch.nn.Module`` (``select_action(batch, tasks)``, or a
+            plain module mapping the state to actions), a LeRobot ``PreTrainedPolicy`` (pass its
+            ``preprocessor`` and ``postprocessor``), or any object following ``lerobench.policies.Policy``.
+            Objects run in this process (executor ``auto``, ``vector`` or ``inline``) and are never copied to
+            another process.
+        suite: A suite name (``lerobench list``) or a suite TOML path.
+        tasks: Task names or indices (a list, or the CLI's comma-separated string); None: every task.
+        episodes: Episodes per task (None: the suite's; with ``versus``: run A's).
+        delay_steps: Inference delay in control steps, or ``"measured"`` (docs/latency.md).
+        formats: Other formats to write as well (``"lerobot"``): a list or a comma-separated string.
+        shard: ``"I/N"``: run only shard I of N (``lerobench merge`` combines them).
+        perturb: Perturbations, as ``--perturb`` (``"obs_noise=0.01,light=0.5"`` or a list).
+        until: ``"halfwidth=H"``, ``"suite-halfwidth=H"`` or ``"decided"`` (with ``versus``): stop early, validly.
+        versus: Run A's directory: pair this run with its episodes; with ``until="decided"`` (and ``effect``,
+            ``power`` for the designed test) stop once B better / A better / equivalent is decided. The decision
+            is ``Results.decision``, the whole stopping block ``Results.stopping``.
+        output: The run directory to write (as ``--output``); None: a temporary directory removed on return.
+        max_errors: Raise ``EpisodeErrors`` (with the ``Results``) if more than this many episodes end in an
+            error. Whatever the limit, a run in which *every* episode ended in an error raises (there is no rate
+            to return), and one in which some did warns with an ``EpisodeErrorWarning`` naming the first.
+        log_to: Experiment trackers to log the results to (``wandb``, ``trackio``, ``mlflow``, ``tensorboard``):
+            a list, or the CLI's comma-separated string. A tracker that fails after the evaluation does not lose
+            it: the results come back with ``log_errors`` set and a ``TrackerWarning``.
+        log_step: The training step the trackers log at (an int >= 0).
+        log_project: The trackers' project name.
+        log_dir: Where the trackers' offline stores go (``wandb/``, ``trackio/``, ``mlruns/``, ``tensorboard/``).
+            None: the run directory, or ``./lerobench-logs`` with ``output=None`` (whose directory is removed on
+            return); the runs are then named after the suite, so a training loop's evaluations gather there
+            (one TensorBoard curve, one trackio run over the steps).
+        policy_name: How results name an in-memory policy (default: its class).
+        preprocessor: A LeRobot policy's preprocessor (``make_pre_post_processors``), with ``postprocessor``.
+        postprocessor: A LeRobot policy's postprocessor.
+
+    Returns:
+        ``Results``: per-task and overall rates with exact 95% intervals, pass@k, the episodes, throughput, the
+        stopping decision (``until``/``versus``) and the run directory (None with ``output=None``).
+
+    Raises:
+        LerobenchError: an argument (named in the API's words, before anything runs), the suite, the policy or
+            the simulator refused the run (one-line message); ``EpisodeErrors`` as ``max_errors`` says.
+"""
+"""``evaluate``'s own arguments, appended to its docstring (kept here so the function stays short)."""
+
+
 def evaluate(  # noqa: D417 - the shared settings' help is appended from plan/options.py (below)
     policy: Any,
     suite: str | Path,
@@ -163,66 +209,33 @@ def evaluate(  # noqa: D417 - the shared settings' help is appended from plan/op
     declaration (``lerobench/plan/options.py``). The exceptions: ``output=None`` is a temporary run directory
     removed on return, and ``policy_name``, ``preprocessor``, ``postprocessor`` and ``log_dir`` exist only here.
 
-    Args:
-        policy: A spec string (as ``--policy``), a ``torch.nn.Module`` (``select_action(batch, tasks)``, or a
-            plain module mapping the state to actions), a LeRobot ``PreTrainedPolicy`` (pass its
-            ``preprocessor`` and ``postprocessor``), or any object following ``lerobench.policies.Policy``.
-            Objects run in this process (executor ``auto``, ``vector`` or ``inline``) and are never copied to
-            another process.
-        suite: A suite name (``lerobench list``) or a suite TOML path.
-        tasks: Task names or indices (a list, or the CLI's comma-separated string); None: every task.
-        episodes: Episodes per task (None: the suite's; with ``versus``: run A's).
-        delay_steps: Inference delay in control steps, or ``"measured"`` (docs/latency.md).
-        formats: Other formats to write as well (``"lerobot"``): a list or a comma-separated string.
-        shard: ``"I/N"``: run only shard I of N (``lerobench merge`` combines them).
-        perturb: Perturbations, as ``--perturb`` (``"obs_noise=0.01,light=0.5"`` or a list).
-        until: ``"halfwidth=H"``, ``"suite-halfwidth=H"`` or ``"decided"`` (with ``versus``): stop early, validly.
-        versus: Run A's directory: pair this run with its episodes; with ``until="decided"`` (and ``effect``,
-            ``power`` for the designed test) stop once B better / A better / equivalent is decided. The decision
-            is ``Results.decision``, the whole stopping block ``Results.stopping``.
-        output: The run directory to write (as ``--output``); None: a temporary directory removed on return.
-        max_errors: Raise ``EpisodeErrors`` (with the ``Results``) if more than this many episodes end in an
-            error. Whatever the limit, a run in which *every* episode ended in an error raises (there is no rate
-            to return), and one in which some did warns with an ``EpisodeErrorWarning`` naming the first.
-        log_to: Experiment trackers to log the results to (``wandb``, ``trackio``, ``mlflow``, ``tensorboard``):
-            a list, or the CLI's comma-separated string. A tracker that fails after the evaluation does not lose
-            it: the results come back with ``log_errors`` set and a ``TrackerWarning``.
-        log_step: The training step the trackers log at (an int >= 0).
-        log_project: The trackers' project name.
-        log_dir: Where the trackers' offline stores go (``wandb/``, ``trackio/``, ``mlruns/``, ``tensorboard/``).
-            None: the run directory, or ``./lerobench-logs`` with ``output=None`` (whose directory is removed on
-            return); the runs are then named after the suite, so a training loop's evaluations gather there
-            (one TensorBoard curve, one trackio run over the steps).
-        policy_name: How results name an in-memory policy (default: its class).
-        preprocessor: A LeRobot policy's preprocessor (``make_pre_post_processors``), with ``postprocessor``.
-        postprocessor: A LeRobot policy's postprocessor.
-
-    Returns:
-        ``Results``: per-task and overall rates with exact 95% intervals, pass@k, the episodes, throughput, the
-        stopping decision (``until``/``versus``) and the run directory (None with ``output=None``).
-
-    Raises:
-        LerobenchError: an argument (named in the API's words, before anything runs), the suite, the policy or
-            the simulator refused the run (one-line message); ``EpisodeErrors`` as ``max_errors`` says.
+    Its own arguments, what it returns and raises follow, then the settings it shares with the CLI.
     """
-    from lerobench.arguments import api_words, check_arguments, check_output, check_store
+    from lerobench.arguments import check_arguments
 
-    args = check_arguments(locals())  # every argument's type and range, named, before anything runs
-    tasks, log_to = args["tasks"], args["log_to"]
+    return _evaluate(check_arguments(locals()))  # every argument's type and range, named, before anything runs
+
+
+def _evaluate(args: dict[str, Any]) -> Results:
+    """``evaluate`` with its arguments checked: plan, run, log, and remove a temporary run directory."""
+    from lerobench.arguments import api_words, check_output, check_store
+
+    tasks, log_to, output, log_dir = args["tasks"], args["log_to"], args["output"], args["log_dir"]
+    policy, policy_name = args["policy"], args["policy_name"]
     from lerobench.execution.runner import Evaluation, RunSettings
     from lerobench.suite.registry import load_suite
 
     with api_words():
         declared = settings_from(args)  # the settings declared once in plan/options.py, parsed as the CLI does
         if output is not None:
-            check_output(Path(output), resume)
+            check_output(Path(output), args["resume"])
         if log_to:
             from lerobench.trackers import check_trackers
 
             check_trackers(log_to, flag="log_to")
             store = _store(log_dir, output is None)
             check_store(store if store is not None else Path(str(output)))
-        chosen = load_suite(str(suite)).select_tasks([str(t) for t in tasks] if tasks is not None else None,
+        chosen = load_suite(str(args["suite"])).select_tasks([str(t) for t in tasks] if tasks is not None else None,
                                                      flag="tasks=")
     in_memory = not isinstance(policy, str)
     spec = policy if not in_memory else (policy_name or f"python:{type(policy).__module__}.{type(policy).__qualname__}")
@@ -233,25 +246,25 @@ def evaluate(  # noqa: D417 - the shared settings' help is appended from plan/op
             settings = RunSettings(**declared, suite=chosen, policy=spec, output=run_dir,
                                    command=("lerobench.evaluate", f"suite={chosen.name}", f"policy={spec}"))
             with _restored_torch_state(policy if in_memory else None), preserved_environment(), kept_templates():
-                adapter = _in_memory(policy, preprocessor, postprocessor) if in_memory else {}
+                adapter = _in_memory(policy, args["preprocessor"], args["postprocessor"]) if in_memory else {}
                 evaluation = Evaluation(settings, **adapter)
                 document = evaluation.run()
                 records = _records(evaluation.s.output)
-        logged, failed = _log(document, evaluation.s.output, log_to, log_step, log_project, log_dir,
+        logged, failed = _log(document, evaluation.s.output, log_to, args["log_step"], args["log_project"], log_dir,
                               chosen.name if scratch else None)
         if failed:
             warnings.warn(TrackerWarning(f"lerobench.evaluate: the evaluation finished but could not be logged to "
                                          f"{'; '.join(f'{k}: {v}' for k, v in failed.items())} (Results.log_errors)"),
-                          stacklevel=2)
+                          stacklevel=3)
         results = Results.from_document(document, records, None if scratch else evaluation.s.output, logged, failed)
-        _check_errors(results, evaluation.errored_episodes, max_errors)
+        _check_errors(results, evaluation.errored_episodes, args["max_errors"])
         return results
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
 
 
-evaluate.__doc__ = (evaluate.__doc__ or "") + settings_help()
+evaluate.__doc__ = (evaluate.__doc__ or "") + _ARGUMENTS_HELP + settings_help()
 
 
 def release_simulators() -> bool:

@@ -343,3 +343,28 @@ def test_every_environment_variable_is_in_the_usage_docs():
     table = text[text.index("## Environment variables"):]
     missing = [name for name in VARIABLES if f"`{name}" not in table]
     assert missing == [], f"docs/usage.md's environment table lacks {missing}"
+
+
+MAX_FUNCTION_LINES = 80
+"""Issue 47: a function a reader must hold in their head at once; signature and docstring count."""
+
+
+def long_functions(root: Path, limit: int = MAX_FUNCTION_LINES) -> list[str]:
+    """``path:line name (N lines)`` for every function under ``root`` longer than ``limit`` lines."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                if lines > limit:
+                    found.append(f"{path}:{node.lineno} {node.name} ({lines} lines)")
+    return found
+
+
+def test_no_function_in_the_package_is_longer_than_80_lines():
+    assert long_functions(Path(__file__).resolve().parent.parent / "lerobench") == []
+
+
+def test_the_length_check_sees_a_long_function(tmp_path):
+    (tmp_path / "m.py").write_text("def f():\n" + "    x = 1\n" * 80 + "\n\ndef g():\n    pass\n")
+    assert long_functions(tmp_path) == [f"{tmp_path / 'm.py'}:1 f (81 lines)"]

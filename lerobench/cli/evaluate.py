@@ -330,7 +330,13 @@ def evaluate(
     log_project: str = cli_option("log_project"),
 ) -> None:
     """Evaluate a policy on every task of a suite and write per-episode and per-task results."""
-    declared = given(locals())  # the settings declared once in plan/options.py
+    _evaluate(given(locals()), locals())  # the settings declared once in plan/options.py, and the command's own
+
+
+def _evaluate(declared: dict[str, Any], flags: dict[str, Any]) -> None:
+    """``lerobench eval`` with its flags parsed: plan, run with live progress, print the summary, log, check errors."""
+    suite, policy, tasks, output, resume = (flags[k] for k in ("suite", "policy", "tasks", "output", "resume"))
+    debug, log_to, max_errors = flags["debug"], flags["log_to"], flags["max_errors"]
     from lerobench.suite.registry import load_suite
 
     with interrupts_keep_results("continue with --resume"):
@@ -348,13 +354,13 @@ def evaluate(
 
             settings = RunSettings(**{
                 **declared, "suite": s, "policy": absolute_spec(policy or s.default_policy), "output": out,
-                "unique_output": output is None, "formats": tuple(formats), "command": tuple(sys.argv),
-                "shard": parse_shard(shard), "perturb": parse_perturbations(perturb)})
+                "unique_output": output is None, "formats": tuple(flags["formats"]), "command": tuple(sys.argv),
+                "shard": parse_shard(flags["shard"]), "perturb": parse_perturbations(flags["perturb"])})
             evaluation = Evaluation(settings)
             settings = evaluation.s  # as planned (--versus sets the episode count)
             out = settings.output  # a default name taken in the same second: the next free one
             units = shard_units([t.name for t in s.tasks], settings.episodes_per_task, settings.shard)
-            reporter = evaluation.reporter = reporter_for(len(units), s.name, progress_interval,
+            reporter = evaluation.reporter = reporter_for(len(units), s.name, flags["progress_interval"],
                                                           settings.trials_per_episode)
             _announce(evaluation, len(units))
             reporter.resumed(evaluation.previous)
@@ -369,7 +375,7 @@ def evaluate(
 
     print_summary(results, out)
     if trackers:
-        _log(results, out, trackers, log_step, log_project)
+        _log(results, out, trackers, flags["log_step"], flags["log_project"])
     _check_errors(evaluation.errored_episodes, max_errors, out)
 
 
