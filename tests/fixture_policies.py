@@ -488,3 +488,28 @@ def make_batch_centred(context):
 
     mlp.select_action = select_action
     return mlp
+
+
+def make_budget_reporter(context):
+    """Meta-World's expert that writes, in the process it runs in, the call cores and render threads it was given.
+
+    Where: ``$BUDGET_PROBE_DIR/<pid>.json`` at its first action (tests/test_compute_budget.py).
+    """
+    import json
+    import os
+    from pathlib import Path
+
+    from lerobench.policies.builtin import make_metaworld_expert
+    from lerobench.policies.width import call_cores
+
+    expert = make_metaworld_expert(context)
+    act = expert.select_action
+
+    def select_action(observation, task_descriptions):
+        probe = Path(os.environ["BUDGET_PROBE_DIR"]) / f"{os.getpid()}.json"
+        if not probe.exists():
+            probe.write_text(json.dumps({"call_cores": call_cores(), "render": os.environ.get("LP_NUM_THREADS")}))
+        return act(observation, task_descriptions)
+
+    expert.select_action = select_action
+    return expert

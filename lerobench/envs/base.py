@@ -265,9 +265,12 @@ class LazyTaskEnv(gym.Env):
 
     metadata = {"render_modes": []}
 
-    def __init__(self, spec: EnvSpec, backend: Backend):
+    def __init__(self, spec: EnvSpec, backend: Backend, render_threads: int | None = None):
         self.spec_ = spec
         self._backend = backend
+        self._render_threads = render_threads
+        """Mesa's render threads, set in the process that builds the simulator (a worker), never where the
+        spaces are read (gymnasium builds one env in the parent: the driver's environment stays as it was)."""
         h, w = spec.protocol.image_size
         spaces: dict[str, gym.Space] = {
             "state": gym.spaces.Box(-np.inf, np.inf, (spec.state_dim,), np.float32),
@@ -312,6 +315,10 @@ class LazyTaskEnv(gym.Env):
 
     def _simulator(self) -> Simulator:
         if self._sim is None:
+            if self._render_threads is not None:
+                from lerobench import environment
+
+                environment.set_default(environment.RENDER_THREADS, str(self._render_threads))
             with SIMULATOR_SETUP_LOCK:
                 self._raw = self._backend.make_simulator(self.spec_)
                 self._sim = perturb(self._raw, self.spec_.perturb)

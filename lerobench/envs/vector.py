@@ -39,20 +39,16 @@ def preload_forkserver(backend: str) -> None:
 
 
 def _make_env(spec: EnvSpec, render_threads: int | None = None) -> LazyTaskEnv:
-    """Build the lazy env inside the worker, capping Mesa's llvmpipe render threads first.
+    """The lazy env of one worker; it caps Mesa's llvmpipe render threads where it builds its simulator.
 
     Without the cap N rendering workers each spawn a thread per core (measured on 2 cores, Meta-World
     480x480, camera policy: batch 2 went from 10 to 11 env-steps/s, efficiency 0.52 -> 0.83). A
-    user-set ``LP_NUM_THREADS`` wins.
+    user-set ``LP_NUM_THREADS`` wins. Not set here: gymnasium also calls this in the driver (for the spaces).
     """
-    if render_threads is not None:
-        from lerobench import environment
-
-        environment.set_default(environment.RENDER_THREADS, str(render_threads))
     from lerobench.envs.template import FromTemplate
     from lerobench.suite.registry import get_backend
 
-    return LazyTaskEnv(spec, FromTemplate(get_backend(spec.backend)))
+    return LazyTaskEnv(spec, FromTemplate(get_backend(spec.backend)), render_threads)
 
 
 def _done(fn: Any, *args: Any, **kwargs: Any) -> Future:
@@ -280,12 +276,14 @@ class WorkerVectorEnv(gym.vector.AsyncVectorEnv):
 
 
 def make_vector_env(spec: EnvSpec, batch_size: int, in_process: bool | None = None,
-                    share_task: bool = True) -> InProcessVectorEnv | WorkerVectorEnv:
+                    share_task: bool = True, render_threads: int | None = None) -> InProcessVectorEnv | WorkerVectorEnv:
     """``batch_size`` lazy envs of one task: in-process for 1, one worker process each otherwise.
 
     ``in_process=False`` keeps even a single env in a worker process (the last episode of a task
-    that runs with workers keeps its crash isolation and timeout). ``share_task``: the run's setting; workers
-    fork from one built scene where the backend allows it and ``template.sharing`` agrees (``envs/template.py``).
+    that runs with workers keeps its crash isolation and timeout). ``render_threads``: each worker's Mesa
+    threads, from the run's compute budget (None: the usable cores split among the workers). ``share_task``:
+    the run's setting; workers fork from one built scene where the backend allows it and ``template.sharing``
+    agrees (``envs/template.py``).
 
     Autoreset is disabled: the rollout decides which slot starts which episode, so the init-state
     order never depends on which episode finished first. Observations are not copied at every step
@@ -294,7 +292,7 @@ def make_vector_env(spec: EnvSpec, batch_size: int, in_process: bool | None = No
     and ``close_after_failure`` (``InProcessVectorEnv``, ``WorkerVectorEnv``).
     """
     in_process = in_process if in_process is not None else batch_size == 1
-    threads = None if in_process else max(1, usable_cores() // batch_size)
+    threads = None if in_process else render_threads or max(1, usable_cores() // batch_size)
     fns = [functools.partial(_make_env, replace(spec, slot=i), threads) for i in range(batch_size)]
     if in_process:
         return InProcessVectorEnv(fns, autoreset_mode=AutoresetMode.DISABLED, copy=False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from lerobench.execution.compute import ComputeBudget
 from lerobench.output.sink import EpisodeSink
 from lerobench.plan.planner import RunPlan, WorkUnit
 
@@ -39,6 +40,8 @@ class ExecutionChoice:
     whole episodes with its own policy (``--workers``). 0 for the batched executors."""
     parallel_tasks: int = 1
     """Task threads (vector executor only)."""
+    compute: ComputeBudget | None = None
+    """The run's compute budget (``execution/compute.py``), set by the runner once the choice is final."""
 
     @property
     def in_flight(self) -> int:

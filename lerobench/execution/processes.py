@@ -26,13 +26,14 @@ from lerobench.plan.planner import RunPlan, WorkUnit
 
 if TYPE_CHECKING:
     from lerobench.execution.base import ExecutionChoice
+    from lerobench.execution.compute import ComputeBudget
     from lerobench.policies.base import Policy
 
 START_METHOD = "forkserver"
 """Workers start from a clean server process: no inherited GL contexts, torch threads or locks."""
 
 
-def _worker_main(conn: Connection, plan: RunPlan, workers: int, cores: int, environ: dict[str, str]) -> None:
+def _worker_main(conn: Connection, plan: RunPlan, budget: ComputeBudget, environ: dict[str, str]) -> None:
     """Worker process: build the runner, then run units until the driver sends None or goes away.
 
     ``environ`` is the driver's environment when the run started: a forkserver started earlier in the process
@@ -42,9 +43,9 @@ def _worker_main(conn: Connection, plan: RunPlan, workers: int, cores: int, envi
     environment.adopt(environ)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver handles Ctrl-C and terminates us
     signal.signal(signal.SIGTERM, _exit_on_sigterm)  # ... with SIGTERM: unwind, so videos in progress are deleted
-    from lerobench.execution.worker import UnitRunner, limit_render_threads
+    from lerobench.execution.worker import UnitRunner
 
-    limit_render_threads(workers, cores)
+    budget.enter_worker()  # its share of render threads and call cores, in its own process
     runner = None
     try:
         runner = UnitRunner(plan)
@@ -104,16 +105,17 @@ class ProcessExecutor:
 
     name = "processes"
 
-    def __init__(self, workers: int, cores: int | None = None):
+    def __init__(self, workers: int, budget: ComputeBudget | None = None):
+        from lerobench.execution.compute import budget_for
+        from lerobench.system import usable_cores
+
         self.workers = workers
-        self.cores = cores or workers
+        self.budget = budget or budget_for(self.name, 1, workers, True, usable_cores())
 
     @classmethod
     def create(cls, plan: RunPlan, choice: ExecutionChoice, policy: Policy) -> ProcessExecutor:
         """Registry factory (``core/executors.py``): each worker builds its own policy, ``policy`` is unused."""
-        from lerobench.system import usable_cores
-
-        return cls(choice.workers, usable_cores())
+        return cls(choice.workers, choice.compute)
 
     def run(self, plan: RunPlan, units: list[WorkUnit], sink: EpisodeSink) -> None:
         """Hand units to idle workers until every episode is recorded; terminate workers on the way out."""
@@ -129,7 +131,7 @@ class ProcessExecutor:
         def spawn() -> _Worker:
             parent, child = context.Pipe()
             process = context.Process(target=_worker_main,
-                                      args=(child, plan, self.workers, self.cores, environment.snapshot()),
+                                      args=(child, plan, self.budget, environment.snapshot()),
                                       name="lerobench-episode-worker", daemon=True)
             with from_lerobench_entry_point():  # never the caller's unguarded script again (envs/start.py)
                 process.start()

@@ -22,6 +22,7 @@ from lerobench.plan.planner import RunPlan, WorkUnit
 
 if TYPE_CHECKING:
     from lerobench.execution.base import ExecutionChoice
+    from lerobench.execution.compute import ComputeBudget
     from lerobench.policies.base import Policy
 
 RAY_RETRIES = 2
@@ -37,7 +38,8 @@ class RayExecutor:
 
     name = "ray"
 
-    def __init__(self, address: str | None = None, gpus_per_worker: float = 0.0, workers: int = 0):
+    def __init__(self, address: str | None = None, gpus_per_worker: float = 0.0, workers: int = 0,
+                 budget: ComputeBudget | None = None):
         try:  # refused before the run starts (an ImportError in run() would be a traceback after results.json)
             import ray  # noqa: F401 - imported again where used; here only to fail early
         except ImportError as exc:
@@ -45,12 +47,18 @@ class RayExecutor:
         self.address = address
         self.gpus_per_worker = gpus_per_worker
         self.workers = workers
+        if budget is None:
+            from lerobench.execution.compute import budget_for
+            from lerobench.system import usable_cores
+
+            budget = budget_for(self.name, 1, workers, True, usable_cores())
+        self.budget = budget
 
     @classmethod
     def create(cls, plan: RunPlan, choice: ExecutionChoice, policy: Policy) -> RayExecutor:
         """Registry factory (``core/executors.py``): each Ray task builds its own policy."""
         s = plan.settings
-        return cls(s.ray_address, s.ray_gpus_per_worker, choice.workers)
+        return cls(s.ray_address, s.ray_gpus_per_worker, choice.workers, choice.compute)
 
     def run(self, plan: RunPlan, units: list[WorkUnit], sink: EpisodeSink) -> None:
         """Run ``units`` on Ray; stream each unit's records to the sink as it completes."""
@@ -81,7 +89,7 @@ class RayExecutor:
                     if not any(sink.wants(unit.task.name, e) for e in unit.episodes):
                         continue  # --until decided its task: never started
                     sink.task_started(unit.task)
-                    in_flight[remote.remote(plan, unit, key)] = unit
+                    in_flight[remote.remote(plan, unit, key, self.budget)] = unit
                 if not in_flight:  # --until decided every pending unit away
                     continue
                 ready = _wait(ray, list(in_flight))

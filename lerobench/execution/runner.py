@@ -19,6 +19,7 @@ from lerobench.envs.fingerprint import checked_fingerprint, require_renderer
 from lerobench.envs.template import stop_unless_keeping
 from lerobench.errors import ConfigError, PolicyError, RunError
 from lerobench.execution.base import ExecutionChoice, Executor
+from lerobench.execution.compute import budget_for
 from lerobench.output.directory import OutputDir, check_writable
 from lerobench.output.progress import Reporter, SilentReporter
 from lerobench.output.sink import EpisodeSink, load_previous
@@ -28,7 +29,9 @@ from lerobench.plan.versus import BaselineRun
 from lerobench.policies.base import Policy, PolicyContext, close_policy, policy_traits
 from lerobench.policies.builtin import BUILTIN
 from lerobench.policies.loading import load_policy, observation_needs, prepare_policy
+from lerobench.policies.width import call_cores_for_run
 from lerobench.suite.registry import get_backend
+from lerobench.system import usable_cores
 
 __all__ = ["FORMATS", "Evaluation", "RunSettings"]
 
@@ -157,20 +160,21 @@ class Evaluation:
                 self.reporter.message(f"policy {self.s.policy!r} declares copy_safe = False: running tasks "
                                       f"one at a time")
                 choice = replace(choice, batch_size=choice.batch_size * choice.parallel_tasks, parallel_tasks=1)
-            self.choice = choice
+            entry = EXECUTORS[choice.executor]
+            budget = budget_for(choice.executor, choice.batch_size, choice.workers, entry.own_policy, usable_cores())
+            choice = self.choice = replace(choice, compute=budget)
             self.reporter.message(choice.reason)
             if self.s.episode_timeout is not None and not (choice.executor == "vector" and choice.batch_size > 1):
                 self.reporter.message("note: --episode-timeout needs vector-env worker processes (at least 2 envs "
                                       "per task); here the simulator runs in the process that steps it and cannot "
                                       "be timed out")
             executor = self._executor(choice)
-            entry = EXECUTORS[choice.executor]
             if entry.own_policy:
                 self._close_policy()  # every worker builds its own copy; the driver's is not used
             sink.execution = {"executor_used": choice.executor, "workers_used": choice.in_flight,
                               "batch_size_used": 1 if entry.own_policy else choice.batch_size,
                               "parallel_tasks_used": choice.parallel_tasks,
-                              "simulator_invariance": simulator_claim(plan)}
+                              "simulator_invariance": simulator_claim(plan), "compute": budget.record()}
             units = plan.work_units(done, size=self._unit_size(choice))
             sink.expect(units)
             sink.open()
@@ -182,7 +186,8 @@ class Evaluation:
                         sink.task_started(task)
                         sink.task_finished(task)
                 try:
-                    executor.run(plan, units, sink)
+                    with call_cores_for_run(budget.driver_call_cores):  # put back after the run
+                        executor.run(plan, units, sink)
                 except PolicyError as exc:
                     sink.fail(exc)
                     raise

@@ -30,8 +30,10 @@ class VectorExecutor:
 
     name = "vector"
 
-    def __init__(self, policy: Policy, batch_size: int, parallel: int = 1, in_process: bool | None = None):
+    def __init__(self, policy: Policy, batch_size: int, parallel: int = 1, in_process: bool | None = None,
+                 render_threads: int | None = None):
         self.policy = policy
+        self.render_threads = render_threads
         self.batch_size = batch_size
         self.parallel = parallel
         self.in_process = in_process if in_process is not None else batch_size == 1
@@ -40,7 +42,8 @@ class VectorExecutor:
     @classmethod
     def create(cls, plan: RunPlan, choice: ExecutionChoice, policy: Policy) -> VectorExecutor:
         """Registry factory (``core/executors.py``): ``choice.batch_size`` envs per task."""
-        return cls(policy, choice.batch_size, choice.parallel_tasks)
+        return cls(policy, choice.batch_size, choice.parallel_tasks,
+                   render_threads=choice.compute.render_threads if choice.compute is not None else None)
 
     def run(self, plan: RunPlan, units: list[WorkUnit], sink: EpisodeSink) -> None:
         """Run units one task at a time (or ``parallel`` task threads); stop every thread on failure."""
@@ -114,7 +117,7 @@ class VectorExecutor:
         rebuilds = 0
         while todo:
             venv = make_vector_env(spec, min(self.batch_size, len(todo)), in_process=self.in_process,
-                                   share_task=plan.settings.share_task)
+                                   share_task=plan.settings.share_task, render_threads=self.render_threads)
             failed = True
             try:
                 if isinstance(venv, InProcessVectorEnv):  # built here: start-up, not the first episodes' time

@@ -9,13 +9,15 @@ the driver on one machine or a shared filesystem); each unit's videos are comple
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lerobench import environment
 from lerobench.core.records import EpisodeRecord
 from lerobench.plan.planner import RunPlan, WorkUnit
 from lerobench.policies.base import close_policy
 from lerobench.policies.loading import load_policy, observation_needs
+
+if TYPE_CHECKING:
+    from lerobench.execution.compute import ComputeBudget
 
 
 class UnitRunner:
@@ -74,25 +76,14 @@ class UnitRunner:
             self.policy = None
 
 
-def limit_render_threads(workers: int, cores: int) -> None:
-    """Give each worker its share of Mesa llvmpipe threads and of the policy's call cores (user-set values win).
-
-    Why the call cores: a worker's lone row may use every core its call pool owns (``policies/width.py``); two
-    workers that both believed they owned the box would run four intra-op threads on two cores.
-    """
-    share = str(max(1, cores // max(1, workers)))
-    environment.set_default(environment.RENDER_THREADS, share)
-    environment.set_default(environment.CALL_CORES, share)
-
-
 _RAY_RUNNER: tuple[str, UnitRunner] | None = None
 
 
-def run_unit_in_ray(plan: RunPlan, unit: WorkUnit, key: str) -> list[EpisodeRecord]:
+def run_unit_in_ray(plan: RunPlan, unit: WorkUnit, key: str, budget: ComputeBudget) -> list[EpisodeRecord]:
     """Body of a Ray task: reuse this Ray worker's runner for the same plan (``key``), run one unit."""
     global _RAY_RUNNER
 
-    environment.set_default(environment.CALL_CORES, "1")  # each Ray task holds one CPU (``num_cpus=1``)
+    budget.enter_worker()  # each Ray task holds one CPU (``num_cpus=1``): one call core
     if _RAY_RUNNER is None or _RAY_RUNNER[0] != key:
         if _RAY_RUNNER is not None:
             _RAY_RUNNER[1].close()

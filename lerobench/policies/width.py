@@ -26,11 +26,12 @@ stays 16 padded rows: there too no width equals width 1, and a call of 16 rows c
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import weakref
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -128,6 +129,10 @@ class CallPool:
         self._checking = threading.Lock()
         self.used: Counter[int] = Counter()
         """Model calls per intra-op thread count, this process."""
+
+    def close(self) -> None:
+        """Let the pool's threads end once idle (a pool replaced by one of another size)."""
+        self._executor.shutdown(wait=False)
 
     def known(self, key: CallKey | None, observation: dict[str, Any]) -> ThreadPlan | None:
         """The plan already decided for ``key``'s calls of this shape (None: not checked yet)."""
@@ -229,22 +234,54 @@ def _inference(compute: Compute, observation: dict[str, Any], texts: list[str], 
 
 _POOL: tuple[int, CallPool] | None = None
 _POOL_LOCK = threading.Lock()
+_CORES: tuple[int, int] | None = None
+"""(pid, cores) the run's compute budget gave this process's pool (``use_call_cores``); None: ``call_cores()``."""
+
 
 def call_cores() -> int:
-    """The call pool's budget: ``LEROBENCH_CALL_CORES`` if set (``lerobench.environment``), else every usable core."""
+    """The call pool's cores: the run's budget (``use_call_cores``), else ``LEROBENCH_CALL_CORES``, else every core."""
     from lerobench import environment
     from lerobench.system import usable_cores
 
+    if _CORES is not None and _CORES[0] == os.getpid():
+        return _CORES[1]
     given = environment.call_cores()
     return given if given is not None else usable_cores()
 
 
-def call_pool() -> CallPool:
-    """This process's ``CallPool`` (made on first use, again after a fork)."""
-    global _POOL
+def use_call_cores(cores: int | None) -> int | None:
+    """Size this process's call pool to ``cores`` (None: back to the default); returns the previous setting.
+
+    Set by the run's compute budget (``execution/compute.py``): in the driver for the run (put back after it),
+    in an episode worker at its start. The pool is made again only when its size changes, so the thread
+    checks it keeps are not lost between runs of one size.
+    """
+    global _CORES
     with _POOL_LOCK:
-        if _POOL is None or _POOL[0] != os.getpid():
-            _POOL = (os.getpid(), CallPool(call_cores()))
+        previous = _CORES[1] if _CORES is not None and _CORES[0] == os.getpid() else None
+        _CORES = (os.getpid(), cores) if cores is not None else None
+        return previous
+
+
+@contextlib.contextmanager
+def call_cores_for_run(cores: int | None) -> Iterator[None]:
+    """``use_call_cores(cores)`` for a block, then the previous setting (a run inside a user's process)."""
+    previous = use_call_cores(cores)
+    try:
+        yield
+    finally:
+        use_call_cores(previous)
+
+
+def call_pool() -> CallPool:
+    """This process's ``CallPool`` (made on first use, again after a fork or when its budget changes)."""
+    global _POOL
+    cores = call_cores()
+    with _POOL_LOCK:
+        if _POOL is None or _POOL[0] != os.getpid() or _POOL[1].threads != cores:
+            if _POOL is not None and _POOL[0] == os.getpid():
+                _POOL[1].close()  # resized between runs: its idle threads go
+            _POOL = (os.getpid(), CallPool(cores))
         return _POOL[1]
 
 
