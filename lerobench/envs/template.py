@@ -11,17 +11,18 @@ textures, the meshes and robosuite's objects copy-on-write and makes only what i
 steps, its controller state and its GL context (``Simulator.from_template`` runs in the worker).
 
 The vector env's pipes and shared observation memory reach the workers through the forkserver's own
-file-descriptor passing, so gymnasium's ``AsyncVectorEnv`` runs unchanged on the ``TemplateContext``.
+file-descriptor passing, so the vector env's workers (``envs/workers.py``) start on the ``TemplateContext`` as on
+any multiprocessing context.
 
 Sharing is the run setting ``share_task`` (``--share-task/--no-share-task``, default on); the environment variable
 ``LEROBENCH_SHARE_TASK=0|1`` overrides it (for a CI job or a bisect that cannot change the command line).
 
 Interpreter internals: the template process speaks multiprocessing's forkserver protocol, so it uses private
-parts of ``multiprocessing`` (``forkserver.main``, ``util.spawnv_passfds``, ``popen_forkserver.Popen``'s launch,
-the context table). They are confined to this module (``serve``, ``TemplateServer``, ``TemplatePopen._launch``,
-``register``), which ``vector.py`` enters only when ``sharing`` says yes, i.e. on interpreters whose forkserver
-protocol is known (``KNOWN_PYTHONS``: 3.10 to 3.13 have the same one; 3.14 added an authentication handshake).
-On any other interpreter ``sharing`` answers False with a one-line notice and each worker builds its own task, as
+parts of ``multiprocessing`` (``forkserver.main``, ``util.spawnv_passfds``, ``popen_forkserver.Popen``'s
+launch). They are confined to this module (``serve``, ``TemplateServer``, ``TemplatePopen._launch``), which
+``vector.py`` enters only when ``sharing`` says yes, i.e. on interpreters whose forkserver protocol is known
+(``KNOWN_PYTHONS``: 3.10 to 3.13 have the same one; 3.14 added an authentication handshake). On any other
+interpreter ``sharing`` answers False with a one-line notice and each worker builds its own task, as
 before: same episodes, more memory.
 """
 
@@ -382,17 +383,8 @@ class TemplateContext(BaseContext):
         """'forkserver': pipes, locks and arrays are passed to workers as to forkserver's."""
         return self._name
 
-    def register(self) -> None:
-        """Make this context known by name (gymnasium's vector env takes a context by name)."""
-        import multiprocessing.context
-
-        multiprocessing.context._concrete_contexts[self.key] = self
-
     def close(self) -> None:
-        """Forget the name, stop the template process."""
-        import multiprocessing.context
-
-        multiprocessing.context._concrete_contexts.pop(self.key, None)
+        """Stop the template process."""
         self.server.stop()
         with _servers_lock:
             _servers.pop(self.key, None)
