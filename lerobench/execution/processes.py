@@ -69,6 +69,12 @@ def _worker_main(conn: Connection, plan: RunPlan, budget: ComputeBudget, environ
 
 
 def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    """Unwind once: a second SIGTERM is ignored so it cannot raise inside the cleanup the first one started.
+
+    Both come on an interrupt: the process group's, then the driver's ``terminate`` (a renderer's ``__del__``
+    printed a traceback). A worker that does not end is killed by the driver after its wait.
+    """
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise SystemExit(128 + signum)
 
 
