@@ -513,3 +513,33 @@ def make_budget_reporter(context):
 
     expert.select_action = select_action
     return expert
+
+
+def make_key_auditor(context):
+    """Meta-World's expert in chunks, with a camera, that writes every batch key it is handed and how it was typed.
+
+    Where: ``$KEY_AUDIT_DIR/<pid>.json`` (tests/test_policy_batch.py): the keys, the typed views' keys, the type.
+    """
+    import json
+    import os
+    from pathlib import Path
+
+    from lerobench.policies.builtin import make_metaworld_expert_chunks
+
+    policy = make_metaworld_expert_chunks(context)
+    policy.observation_needs = ObservationNeeds(cameras=context.cameras[:1])
+    act = policy.select_action
+    seen = {"keys": set(), "observation": set(), "rows": set(), "types": set(), "row_slots": []}
+
+    def select_action(observation, task_descriptions):
+        seen["keys"] |= set(observation)
+        seen["observation"] |= set(observation.observation)
+        seen["rows"] |= set(observation.rows)
+        seen["types"].add(type(observation).__name__)
+        seen["row_slots"].append(bool((observation.rows["slot"] == observation["slot"]).all()))
+        out = Path(os.environ["KEY_AUDIT_DIR"]) / f"{os.getpid()}.json"
+        out.write_text(json.dumps({k: sorted(v) if isinstance(v, set) else v for k, v in seen.items()}))
+        return act(observation, task_descriptions)
+
+    policy.select_action = select_action
+    return policy

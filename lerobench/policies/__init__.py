@@ -10,6 +10,7 @@ from lerobench.policies.base import (
     row_ids,
     row_noise,
 )
+from lerobench.policies.batch import Observation, PolicyBatch, RowInfo
 
-__all__ = ["ObservationNeeds", "Policy", "PolicyContext", "PolicyTraits", "policy_traits", "row_generators",
-           "row_ids", "row_noise"]
+__all__ = ["Observation", "ObservationNeeds", "Policy", "PolicyBatch", "PolicyContext", "PolicyTraits", "RowInfo",
+           "policy_traits", "row_generators", "row_ids", "row_noise"]

@@ -17,12 +17,12 @@ the reward (probe +/- each axis; keep any improvement; halve the probe when none
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from lerobench.errors import ConfigError
 from lerobench.policies.base import ObservationNeeds, PolicyContext, PolicyTraits, row_ids
+from lerobench.policies.batch import PolicyBatch
 
 GOAL_LOW = np.array([-0.1, 0.8, 0.05])
 GOAL_HIGH = np.array([0.1, 0.9, 0.3])
@@ -126,7 +126,7 @@ class AdaptiveReachPolicy:
         """Forget every slot's memory."""
         self._memory = {}
 
-    def select_action(self, observation: dict[str, Any], task_descriptions: list[str]) -> np.ndarray:
+    def select_action(self, observation: PolicyBatch, task_descriptions: list[str]) -> np.ndarray:
         """Move each env's hand toward its current target; learn from the reward of the previous step."""
         states = np.asarray(observation["state"], dtype=np.float64)
         n = len(states)

@@ -51,6 +51,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from lerobench.errors import ConfigError
+from lerobench.policies.batch import PolicyBatch
 from lerobench.suite.config import TaskSpec
 
 
@@ -232,5 +233,9 @@ class Policy(Protocol):
         ``--parallel-tasks`` this runs on a shallow copy: rebind state attributes, never mutate shared ones.
         """
 
-    def select_action(self, observation: dict[str, Any], task_descriptions: list[str]) -> np.ndarray:
-        """Return actions (B, A) or an action chunk (B, T, A) for the batch of observations."""
+    def select_action(self, observation: PolicyBatch, task_descriptions: list[str]) -> np.ndarray:
+        """Return actions (B, A) or an action chunk (B, T, A) for the batch of observations.
+
+        ``observation`` is a ``PolicyBatch`` (``policies/batch.py``): a dict of every key, with the typed views
+        ``observation.observation`` (what was seen) and ``observation.rows`` (what each row is).
+        """

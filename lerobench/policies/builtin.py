@@ -10,6 +10,7 @@ import numpy as np
 from lerobench.errors import ConfigError
 from lerobench.policies.adaptive import make_adaptive_reach
 from lerobench.policies.base import ObservationNeeds, PolicyContext, PolicyTraits, row_generators
+from lerobench.policies.batch import PolicyBatch
 from lerobench.policies.chunked import ExpertBlend, ExpertChunks
 
 
@@ -30,7 +31,7 @@ class RandomPolicy:
     def reset(self) -> None:
         """Stateless: the random streams are keyed per row and call."""
 
-    def select_action(self, observation: dict[str, Any], task_descriptions: list[str]) -> np.ndarray:
+    def select_action(self, observation: PolicyBatch, task_descriptions: list[str]) -> np.ndarray:
         """Draw one action per row from that row's random stream."""
         actions = np.zeros((len(observation["state"]), self.action_dim), dtype=np.float32)
         for i, rng in enumerate(row_generators(observation)):
@@ -51,7 +52,7 @@ class ZeroPolicy:
     def reset(self) -> None:
         """Stateless."""
 
-    def select_action(self, observation: dict[str, Any], task_descriptions: list[str]) -> np.ndarray:
+    def select_action(self, observation: PolicyBatch, task_descriptions: list[str]) -> np.ndarray:
         """Return zeros of shape (B, action_dim)."""
         return np.zeros((len(observation["state"]), self.action_dim), dtype=np.float32)
 
@@ -75,7 +76,7 @@ class MetaWorldExpertPolicy:
     def reset(self) -> None:
         """Experts are stateless functions of the observation."""
 
-    def select_action(self, observation: dict[str, Any], task_descriptions: list[str]) -> np.ndarray:
+    def select_action(self, observation: PolicyBatch, task_descriptions: list[str]) -> np.ndarray:
         """Ask each env's task expert for its action."""
         states = observation["state"]
         with warnings.catch_warnings():  # experts' gains exceed 1 on purpose: clipped here as the env would

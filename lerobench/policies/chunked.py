@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from lerobench.policies.base import ObservationNeeds, Policy, PolicyTraits
+from lerobench.policies.batch import PolicyBatch, as_batch
 
 CHUNK = 16
 """Actions per chunk: room for d = 8 with an execute horizon of 8 (RTC's d + s <= chunk length)."""
@@ -38,9 +39,9 @@ class ExpertChunks:
     def reset(self) -> None:
         """Stateless."""
 
-    def select_action(self, observation: dict[str, Any], task_descriptions: list[str]) -> np.ndarray:
+    def select_action(self, observation: PolicyBatch, task_descriptions: list[str]) -> np.ndarray:
         """(B, CHUNK, 4): each row's expert action repeated."""
-        actions = self.expert.select_action(self._state(observation), task_descriptions)
+        actions = self.expert.select_action(as_batch(self._state(observation)), task_descriptions)
         return np.repeat(actions[:, None, :], CHUNK, axis=1)
 
     def _state(self, observation: dict[str, Any]) -> dict[str, Any]:
@@ -59,7 +60,7 @@ class ExpertBlend(ExpertChunks):
         state[:, :3] += MOCAP_SCALE * (np.clip(committed[..., :3], -1, 1) * known).sum(axis=1)
         return {**observation, "state": state}
 
-    def select_action(self, observation: dict[str, Any], task_descriptions: list[str]) -> np.ndarray:
+    def select_action(self, observation: PolicyBatch, task_descriptions: list[str]) -> np.ndarray:
         """Chunks that begin with the committed actions and blend from the last of them over d steps."""
         chunk = super().select_action(observation, task_descriptions)
         delays = np.asarray(observation.get("delay_steps", np.zeros(len(chunk))), dtype=np.int64)

@@ -32,6 +32,7 @@ import numpy as np
 
 from lerobench.envs.base import env_action, episode_seed
 from lerobench.policies.base import Policy, close_policy, observation_needs, policy_numerics, policy_traits
+from lerobench.policies.batch import as_batch
 from lerobench.policies.invariance import as_actions, concat_rows, max_difference, neighbour_rows
 from lerobench.policies.width import DEFAULT_CALL_WIDTH, keeps_positions, take_rows, width_advice
 
@@ -105,7 +106,7 @@ def first_rows(plan: Any, policy: Policy, task: Any, episodes: int, steps: int) 
                            active=np.array([True]))
                 rows.append(row)
                 if not queue:
-                    out = as_actions(policy.select_action(row, [task.description]))
+                    out = as_actions(policy.select_action(as_batch(row), [task.description]))
                     queue = list(out[0] if out.ndim == 3 else out[:1])
                 obs, r, _, _, info = venv.step(env_action(np.asarray([queue.pop(0)], np.float32), np.ones(1, bool)))
                 reward, success = float(np.asarray(r)[0]), bool(np.asarray(info.get("success", [False]))[0])
@@ -123,7 +124,7 @@ def _call(policy: Policy, batch: tuple[dict[str, Any], list[str]], descriptions:
     """A fresh-state call (``reset`` first: every row is at its episode start)."""
     policy.reset()
     obs, tasks = batch
-    return as_actions(policy.select_action(obs, [descriptions.get(t, t) for t in tasks]))
+    return as_actions(policy.select_action(as_batch(obs), [descriptions.get(t, t) for t in tasks]))
 
 
 def run_checks(spec: str, plan: Any, policy: Policy, task: Any, episodes: int = 4, steps: int = 3,
@@ -349,7 +350,7 @@ def _reset(policy: Policy, rows: list[dict[str, Any]], base: np.ndarray, batch: 
     """Run some later steps, then ``reset()``: the first rows must give what they gave a fresh policy."""
     policy.reset()
     for row in rows:
-        policy.select_action(row, [descriptions.get(t, t) for t in row["task"]])
+        policy.select_action(as_batch(row), [descriptions.get(t, t) for t in row["task"]])
     d = max_difference(_call(policy, batch, descriptions), base)
     clone = copy.copy(policy) if policy_traits(policy).copy_safe else None
     d_copy = max_difference(_call(clone, batch, descriptions), base) if clone is not None else 0.0
@@ -376,7 +377,7 @@ def _row_state(policy: Policy, rows: list[dict[str, Any]], descriptions: dict[st
         policy.reset()
         for step in ([first] if after_first else []) + [order]:  # with the first call's state kept, or fresh
             obs, tasks = _stack(step)
-            out = policy.select_action(obs, [descriptions.get(t, t) for t in tasks])
+            out = policy.select_action(as_batch(obs), [descriptions.get(t, t) for t in tasks])
         return as_actions(out)
 
     d = max_difference(second_call(second[::-1], True)[::-1], second_call(second, True))

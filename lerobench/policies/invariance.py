@@ -28,6 +28,7 @@ import numpy as np
 
 from lerobench.policies.actions import to_numpy
 from lerobench.policies.base import close_policy, policy_traits, row_ids
+from lerobench.policies.batch import as_batch
 from lerobench.policies.width import take_rows, thread_plan
 
 VERIFIED, FAILED, UNCHECKED = "verified", "failed", "unchecked"
@@ -144,7 +145,7 @@ def probe_calls(policy: Any, observation: dict[str, Any],
         clone = None
         try:
             clone = twin(policy)
-            probe_out.append((as_actions(clone.select_action(obs, texts)), where))
+            probe_out.append((as_actions(clone.select_action(as_batch(obs), texts)), where))
         except Exception as exc:  # noqa: BLE001 - recorded as the reason the check failed
             probe_out.append((exc, where))
         finally:

@@ -69,6 +69,7 @@ import numpy as np
 from lerobench import environment
 from lerobench.errors import ConfigError, MissingDependencyError
 from lerobench.policies.base import ObservationNeeds, PolicyContext, PolicyTraits, row_ids, row_noise, row_seeds
+from lerobench.policies.batch import PolicyBatch
 from lerobench.policies.width import (
     PADDING_SLOT,
     CallKey,
@@ -394,7 +395,7 @@ class LeRobotPolicy:
         self._obs_history: dict[int, dict[str, deque[Any]]] = {}
         self._action_queues: dict[int, deque[Any]] = {}
 
-    def select_action(self, observation: dict[str, Any], task_descriptions: list[str]) -> np.ndarray:
+    def select_action(self, observation: PolicyBatch, task_descriptions: list[str]) -> np.ndarray:
         """A chunk (B, n_action_steps, action_dim) for chunk policies, else one action per env (B, action_dim)."""
         import torch
 

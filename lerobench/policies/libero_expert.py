@@ -32,6 +32,7 @@ import numpy as np
 from lerobench.envs.bddl import Condition, TaskGoal
 from lerobench.envs.libero_state import EntityView, JointView, RegionView, Scene, read_scene
 from lerobench.policies.base import ObservationNeeds, PolicyTraits, row_ids
+from lerobench.policies.batch import PolicyBatch
 from lerobench.policies.libero_geometry import (
     ROBOT_BASE_XY,
     condition_joint,
@@ -588,7 +589,7 @@ class LiberoExpert:
             self._memory[key] = Memory()
         return self._memory[key]
 
-    def select_action(self, observation: dict[str, Any], task_descriptions: list[str]) -> np.ndarray:
+    def select_action(self, observation: PolicyBatch, task_descriptions: list[str]) -> np.ndarray:
         """One action per row from its task's skill machine."""
         keys = row_ids(observation).tolist()
         starts = _starts(observation, len(keys))
@@ -636,7 +637,7 @@ class LiberoExpertChunks(LiberoExpert):
     observation_needs = ObservationNeeds(privileged=True, chunk_length=CHUNK, replan_steps=EXECUTED)
     aware = False
 
-    def select_action(self, observation: dict[str, Any], task_descriptions: list[str]) -> np.ndarray:
+    def select_action(self, observation: PolicyBatch, task_descriptions: list[str]) -> np.ndarray:
         """(B, CHUNK, 7): each row's planned actions."""
         keys = row_ids(observation).tolist()
         starts = _starts(observation, len(keys))

@@ -22,6 +22,7 @@ import numpy as np
 
 from lerobench.errors import ConfigError, MissingDependencyError, PolicyError
 from lerobench.policies.base import ObservationNeeds, PolicyContext, PolicyTraits
+from lerobench.policies.batch import PolicyBatch
 from lerobench.policies.msgpack_numpy import SERVE_EXTRA_HINT, DecodeError, packb, unpackb
 
 try:
@@ -197,7 +198,7 @@ class RemotePolicy:
         """Clear per-run state; the connection stays open (the server keeps no state lerobench owns)."""
         self.server_timing = {}
 
-    def select_action(self, observation: dict[str, Any], task_descriptions: list[str]) -> np.ndarray:
+    def select_action(self, observation: PolicyBatch, task_descriptions: list[str]) -> np.ndarray:
         """Ask the server for actions (B, A) or a chunk (B, T, A) for the batch."""
         n = len(observation["state"])
         if self.batched:

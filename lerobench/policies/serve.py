@@ -34,6 +34,7 @@ from lerobench._version import __version__
 from lerobench.errors import ConfigError, MissingDependencyError
 from lerobench.policies.actions import ActionError, action_chunk
 from lerobench.policies.base import PolicyContext, close_policy, policy_numerics, policy_traits
+from lerobench.policies.batch import as_batch
 from lerobench.policies.batching import Batcher, SlotTable, check_batching
 from lerobench.policies.loading import load_policy, observation_needs
 from lerobench.policies.msgpack_numpy import SERVE_EXTRA_HINT, DecodeError, packb, unpackb
@@ -142,7 +143,7 @@ class PolicyServer:
 
     def _infer(self, batch: dict[str, Any], descriptions: list[str]) -> np.ndarray:
         """The shared policy on a stacked batch (called by the batcher thread only)."""
-        return _checked_actions(self.policy.select_action(batch, descriptions), len(batch["state"]),
+        return _checked_actions(self.policy.select_action(as_batch(batch), descriptions), len(batch["state"]),
                                 self.context.action_dim)
 
     def _handle(self, conn: ServerConnection) -> None:
@@ -207,7 +208,7 @@ def _direct_infer(policy: Any, action_dim: int) -> _Infer:
 
     def infer(batch: dict[str, Any], descriptions: list[str]) -> tuple[np.ndarray, dict[str, float]]:
         started = time.perf_counter()
-        actions = _checked_actions(policy.select_action(batch, descriptions), len(batch["state"]), action_dim)
+        actions = _checked_actions(policy.select_action(as_batch(batch), descriptions), len(batch["state"]), action_dim)
         return actions, {"infer_ms": 1000 * (time.perf_counter() - started)}
 
     return infer

@@ -23,6 +23,7 @@ import numpy as np
 
 from lerobench.errors import ConfigError
 from lerobench.policies.base import observation_needs, policy_traits
+from lerobench.policies.batch import PolicyBatch
 from lerobench.policies.width import CallKey, call_at_width, call_pool, resolve_call_width
 
 
@@ -117,7 +118,7 @@ class TorchPolicy:
             }
         return batch
 
-    def select_action(self, observation: dict[str, Any], task_descriptions: list[str]) -> np.ndarray:
+    def select_action(self, observation: PolicyBatch, task_descriptions: list[str]) -> np.ndarray:
         """Calls of exactly ``call_width`` rows, each converted once and run under ``torch.inference_mode()``."""
         pool = call_pool() if self.device.type == "cpu" else None
         parallel = self.traits.batchable or not callable(getattr(self.module, "select_action", None))

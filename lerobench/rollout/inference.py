@@ -23,6 +23,7 @@ import numpy as np
 
 from lerobench.core.call_stats import CallStats
 from lerobench.policies.base import Policy, policy_numerics, policy_traits
+from lerobench.policies.batch import as_batch
 from lerobench.policies.invariance import PendingCheck, checked_call
 
 
@@ -145,7 +146,8 @@ class PolicyCaller:
         """Fewer than ``limit`` calls (at most ``concurrency``) are in flight: another may start."""
         return len(self._flights) < min(limit, self.concurrency)
 
-    def _timed(self, batch: dict[str, Any], descriptions: list[str]) -> Any:
+    def _timed(self, rows: dict[str, Any], descriptions: list[str]) -> Any:
+        batch = as_batch(rows)  # the typed batch a policy receives (policies/batch.py)
         if self._check_next:  # the first call: its rows again in probe calls on twins of the policy
             self._check_next = False
             out, self.check = checked_call(self.policy, batch, descriptions)
