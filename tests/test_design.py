@@ -37,6 +37,7 @@ def simulate(design, summary, p_gain: float, p_lost: float, seed: int) -> dict[s
             "pairs_se": float((first + 1).std() / math.sqrt(SIMULATED))}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("base", "delta", "seed"), [(0.8, 0.10, 1), (0.95, 0.20, 2), (0.5, 0.20, 3)])
 def test_exact_operating_characteristics_agree_with_10000_simulated_experiments(base, delta, seed):
     base, effect = cell_rates(base, delta)
@@ -54,6 +55,7 @@ def test_exact_operating_characteristics_agree_with_10000_simulated_experiments(
         assert abs(sim["pairs"] - exact["expected_pairs"]) <= 4 * sim["pairs_se"] + 1e-9, (theta, sim, exact)
 
 
+@pytest.mark.slow
 def test_type_one_error_holds_at_any_discordance_and_the_cap_is_never_exceeded():
     design, summary = plan_design(0.8, 0.10)
     for r in (0.05, 0.26, 0.6):  # the design's type-I is a bound whatever the discordance
@@ -74,6 +76,7 @@ def test_docs_table_cells_save_30_percent_at_the_effect_and_half_with_no_differe
     assert s["max_pairs"] <= 1.5 * s["fixed_n"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("b_wins", "expected"), [(True, "B better"), (False, "undecided")])
 def test_ledger_follows_the_design_and_stops_at_its_max_pairs(b_wins, expected):
     """A decided by the table in index order; with no discordant pair it stops undecided at max pairs exactly."""
@@ -131,6 +134,7 @@ def exact_by_pairs(design, summary, p_gain: float, p_lost: float) -> float:
     (0.0, 0.3, 0.99),   # power near 1
     (0.3, 0.6, 0.95),   # theta1 < 1, a large effect at high power
 ])
+@pytest.mark.slow
 def test_edge_baselines_design_a_test_whose_type_one_error_and_power_hold_exactly(base, effect, power):
     design, summary = plan_design(base, effect, power=power)
     assert design is not None, summary
@@ -152,6 +156,7 @@ def test_edge_baselines_design_a_test_whose_type_one_error_and_power_hold_exactl
     (0.0, 0.5, 1, "no design reaches"),      # a run A of one pair
     (1.0, -0.5, 3, "no design reaches"),     # too few pairs for 2^-k <= alpha/2
 ])
+@pytest.mark.slow
 def test_a_design_that_cannot_reach_its_power_says_why_instead_of_raising(base, effect, cap, why):
     design, summary = plan_design(base, effect, cap=cap)
     assert design is None and why in summary["reason"]

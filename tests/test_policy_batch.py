@@ -37,8 +37,8 @@ def test_every_key_of_a_real_runs_batches_is_typed(tmp_path, monkeypatch):
     out = tmp_path / "run"
     result = runner.invoke(app, ["eval", "--suite", "metaworld_mt10", "--tasks", "reach-v3",
                                  "--policy", "fixture_policies:make_key_auditor", "--episodes", "2", "--trials", "2",
-                                 "--max-steps", "12", "--delay-steps", "2", "--replan-steps", "4", "--batch-size", "2", "--executor", "inline",
-                                 "--videos", "0",
+                                 "--max-steps", "12", "--delay-steps", "2", "--replan-steps", "4", "--batch-size", "2",
+                                 "--executor", "inline", "--videos", "0",
                                  "--output", str(out)])
     assert result.exit_code == 0, result.output
     seen = [json.loads(p.read_text()) for p in audit.glob("*.json")]

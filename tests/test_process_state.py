@@ -70,6 +70,7 @@ def test_importing_lerobench_changes_nothing_process_wide():
     assert seen == {"env": {}, "filters": 0, "handlers": [True, True], "heavy": []}, seen
 
 
+@pytest.mark.sim
 def test_a_training_loop_computes_the_same_bits_after_evaluate(tmp_path):
     pytest.importorskip("metaworld")
     pytest.importorskip("torch")

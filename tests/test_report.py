@@ -62,6 +62,7 @@ def test_report_headline_errors_and_provenance(tmp_path, real_runs):
     assert "No episode ended with an error" in text and "class=\"comparison\"" not in text
 
 
+@pytest.mark.slow
 def test_report_draws_per_trial_curves_and_lists_errors(tmp_path):
     from helpers import write_trial_run
 

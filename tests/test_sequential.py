@@ -30,12 +30,14 @@ def table():
     return cs_table(500)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("p", [0.02, 0.5, 0.95, 0.99])
 def test_confidence_sequence_covers_at_every_n_up_to_500(table, p):
     """(a) 2,000 streams, checked after every episode: covered at all n <= 500 in >= 95% of them."""
     assert cs_coverage(p, streams=2000, max_n=500, table=table) >= 0.95
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("discordance", [0.05, 0.2, 0.5])
 def test_paired_test_under_h0_rejects_at_most_alpha_with_continuous_monitoring(discordance):
     """(b) 2,000 streams of 1,000 pairs under H0, the test consulted after every pair."""
@@ -66,6 +68,7 @@ def test_clopper_pearson_matches_statsmodels_beta_interval():
         assert clopper_pearson(k, n) == pytest.approx(proportion_confint(k, n, method="beta"), abs=1e-9)
 
 
+@pytest.mark.slow
 def test_clopper_pearson_is_scipys_beta_quantile_bit_for_bit_and_binomtests_interval():
     from scipy.stats import beta, binomtest
 
@@ -109,6 +112,7 @@ def test_paired_evalues_are_the_half_mixtures_by_numerical_integration():
     assert paired_decision(7, 0) is None and paired_decision(30, 30) is None
 
 
+@pytest.mark.slow
 def test_difference_and_suite_sequences_cover_by_simulation():
     rng = np.random.default_rng(1)
     streams, n = 1000, 300
@@ -126,6 +130,7 @@ def test_difference_and_suite_sequences_cover_by_simulation():
     assert ((low[:, rounds] <= mean) & (mean <= high[:, rounds])).all(axis=1).mean() >= 0.95
 
 
+@pytest.mark.slow
 def test_plan_prints_fixed_n_from_exact_power_and_sequential_figures():
     from typer.testing import CliRunner
 

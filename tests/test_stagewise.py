@@ -57,6 +57,7 @@ def check_design(actions, thetas, caps):
     return table
 
 
+@pytest.mark.slow
 def test_planned_designs_cover_at_every_effect_and_agree_with_their_decision(planned):
     for design, summary in planned.values():
         theta1 = summary["theta1"]
@@ -64,6 +65,7 @@ def test_planned_designs_cover_at_every_effect_and_agree_with_their_decision(pla
                      caps=[None, design.max_discordant // 3])
 
 
+@pytest.mark.slow
 def test_a_wide_table_with_both_directions_and_caps_covers_and_agrees():
     table = check_design(wide_table(), [0.5, 0.3, 0.65, 0.8, 0.98], caps=[None, 12, 25])
     outcomes, _ = outcome_space(table, 25)
@@ -96,6 +98,7 @@ def test_decision_interval_in_b_terms_for_a_negative_effect(planned):
     assert got["difference_at_observed_discordance"][1] < 0
 
 
+@pytest.mark.slow
 def test_the_eprocess_interval_excludes_one_half_exactly_when_it_decides():
     for gained in range(41):
         for lost in range(41 - gained):
@@ -105,6 +108,7 @@ def test_the_eprocess_interval_excludes_one_half_exactly_when_it_decides():
                 (gained, lost, low, high)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("theta", [0.5, 0.7, 0.95])
 def test_the_eprocess_interval_covers_at_every_stop(theta):
     """Simulated: the chance that the sequence *ever* leaves out the true theta over 300 discordant pairs."""

@@ -113,6 +113,7 @@ def test_stratified_bootstrap_keeps_each_task_count_fixed():
     assert stratified_bootstrap_ci(fixed, paired=False) == [0.5, 0.5]
 
 
+@pytest.mark.slow
 def test_mcnemar_power_matches_simulation():
     from lerobench.stats.binomial import mcnemar_exact, mcnemar_power
 
@@ -136,6 +137,7 @@ def test_docs_worked_example_unpaired_not_significant_paired_significant():
     assert (paired.gained, paired.lost) == (9, 1) and round(paired.p_value, 3) == 0.021 and paired.p_value < 0.05
 
 
+@pytest.mark.slow
 def test_pooled_paired_interval_is_exact_by_enumeration_and_agrees_with_its_p_value():
     """Every table of n = 9 pairs, at a grid of gain/loss rates: coverage >= 95% (the bootstrap's is not)."""
     from scipy.stats import multinomial
