@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from lerobench import environment
 from lerobench.errors import LerobenchError, PolicyError, RunError
-from lerobench.execution.base import MAX_WORKER_REBUILDS
-from lerobench.output.sink import EpisodeSink
+from lerobench.execution.base import MAX_WORKER_REBUILDS, RunIO
 from lerobench.output.video_recorder import remove_partial_videos
 from lerobench.plan.planner import RunPlan, WorkUnit
 
@@ -123,7 +122,7 @@ class ProcessExecutor:
         """Registry factory (``core/executors.py``): each worker builds its own policy, ``policy`` is unused."""
         return cls(choice.workers, choice.compute)
 
-    def run(self, plan: RunPlan, units: list[WorkUnit], sink: EpisodeSink) -> None:
+    def run(self, plan: RunPlan, units: list[WorkUnit], io: RunIO) -> None:
         """Hand units to idle workers until every episode is recorded; terminate workers on the way out."""
         from lerobench.envs.start import from_lerobench_entry_point
         from lerobench.envs.vector import preload_forkserver
@@ -147,14 +146,14 @@ class ProcessExecutor:
         try:
             pool = [spawn() for _ in range(min(self.workers, len(units)))]
             while pending or any(w.unit is not None for w in pool):
-                for unit in [u for u in pending if not any(sink.wants(u.task.name, e) for e in u.episodes)]:
+                for unit in [u for u in pending if not any(io.wants(u.task.name, e) for e in u.episodes)]:
                     pending.remove(unit)  # --until decided its task: never started
                 for i, w in enumerate(pool):
                     if w.unit is None and pending:
                         unit = pending.popleft() if plan.interleaved else _next_unit(pending, w, pool)
                         w.unit, w.reported, w.trials_in = unit, set(), {}
                         w.task = w.unit.task.name
-                        sink.task_started(w.unit.task)
+                        io.task_started(w.unit.task)
                         try:
                             w.conn.send(w.unit)
                         except OSError:  # died while idle: its unit never started, hand it to a fresh worker
@@ -168,13 +167,13 @@ class ProcessExecutor:
                 ready = wait([w.conn for w in busy] + [w.process.sentinel for w in busy])
                 for w in busy:
                     if w.conn in ready or w.process.sentinel in ready:
-                        if not self._drain(w, sink):
-                            pool[pool.index(w)] = self._replace(plan, w, pending, deaths, sink, spawn)
+                        if not self._drain(w, io):
+                            pool[pool.index(w)] = self._replace(plan, w, pending, deaths, io, spawn)
         finally:
             _stop_all(pool)
             remove_partial_videos(plan.output)  # of workers that were killed (OOM) and could not unwind
 
-    def _drain(self, w: _Worker, sink: EpisodeSink) -> bool:
+    def _drain(self, w: _Worker, io: RunIO) -> bool:
         """Take every message ``w`` sent; False when its process has died."""
         try:
             while w.conn.poll():
@@ -182,9 +181,9 @@ class ProcessExecutor:
                 if kind == "episode":
                     assert w.unit is not None, "an episode arrived from a worker with no unit"
                     w.trials_in[payload.episode] = payload.trial + 1
-                    if payload.error is not None or payload.trial + 1 == sink.plan.settings.trials_per_episode:
+                    if payload.error is not None or payload.trial + 1 == io.sink.plan.settings.trials_per_episode:
                         w.reported.add(payload.episode)
-                    sink.episode(w.unit.task, payload, count_steps=True)
+                    io.episode(w.unit.task, payload, count_steps=True)
                 elif kind == "done":
                     w.unit = None
                     return True
@@ -196,7 +195,7 @@ class ProcessExecutor:
         return w.process.is_alive()
 
     def _replace(self, plan: RunPlan, w: _Worker, pending: deque[WorkUnit], deaths: dict[str, int],
-                 sink: EpisodeSink, spawn: Any) -> _Worker:
+                 io: RunIO, spawn: Any) -> _Worker:
         """Record the dead worker's running episode as an error, requeue the rest of its unit, start another.
 
         The error line is the running episode's next trial (its earlier trials' lines may have arrived).
@@ -209,14 +208,14 @@ class ProcessExecutor:
         if not left:  # died after its last episode, before saying "done": nothing was lost
             w.conn.close()
             return spawn()
-        sink.episode(unit.task, plan.error_record(unit.task, left[0], message, trial=w.trials_in.get(left[0], 0)))
+        io.episode(unit.task, plan.error_record(unit.task, left[0], message, trial=w.trials_in.get(left[0], 0)))
         if left[1:]:
             pending.appendleft(WorkUnit(unit.task, tuple(left[1:])))
         deaths[unit.task.name] = deaths.get(unit.task.name, 0) + 1
         if deaths[unit.task.name] > MAX_WORKER_REBUILDS:
             raise RunError(f"suite {plan.suite.name!r}, task {unit.task.name!r}: episode workers died "
                            f"{deaths[unit.task.name]} times (last: {message}); stopping")
-        sink.reporter.message(f"task {unit.task.name!r}: {message}; episode {left[0]} recorded as an error, "
+        io.reporter.message(f"task {unit.task.name!r}: {message}; episode {left[0]} recorded as an error, "
                               f"starting another worker")
         w.conn.close()
         return spawn()

@@ -17,11 +17,10 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from lerobench.errors import LerobenchError, MissingDependencyError, RunError
-from lerobench.output.sink import EpisodeSink
 from lerobench.plan.planner import RunPlan, WorkUnit
 
 if TYPE_CHECKING:
-    from lerobench.execution.base import ExecutionChoice
+    from lerobench.execution.base import ExecutionChoice, RunIO
     from lerobench.execution.compute import ComputeBudget
     from lerobench.policies.base import Policy
 
@@ -60,7 +59,7 @@ class RayExecutor:
         s = plan.settings
         return cls(s.ray_address, s.ray_gpus_per_worker, choice.workers, choice.compute)
 
-    def run(self, plan: RunPlan, units: list[WorkUnit], sink: EpisodeSink) -> None:
+    def run(self, plan: RunPlan, units: list[WorkUnit], io: RunIO) -> None:
         """Run ``units`` on Ray; stream each unit's records to the sink as it completes."""
         import ray
 
@@ -82,13 +81,13 @@ class RayExecutor:
                 num_cpus=1, num_gpus=self.gpus_per_worker, max_retries=RAY_RETRIES, retry_exceptions=False)
             key = uuid.uuid4().hex  # workers rebuild policy and env once per run, not once per unit
             pending = list(reversed(units))
-            limit = self.workers or (_slots(resources, self.gpus_per_worker) if sink.ledger.active else len(units))
+            limit = self.workers or (_slots(resources, self.gpus_per_worker) if io.stopping.active else len(units))
             while pending or in_flight:
                 while pending and len(in_flight) < limit:
                     unit = pending.pop()
-                    if not any(sink.wants(unit.task.name, e) for e in unit.episodes):
+                    if not any(io.wants(unit.task.name, e) for e in unit.episodes):
                         continue  # --until decided its task: never started
-                    sink.task_started(unit.task)
+                    io.task_started(unit.task)
                     in_flight[remote.remote(plan, unit, key, self.budget)] = unit
                 if not in_flight:  # --until decided every pending unit away
                     continue
@@ -100,7 +99,7 @@ class RayExecutor:
                         pending += [WorkUnit(unit.task, (e,)) for e in reversed(unit.episodes)]
                         continue
                     for record in records:
-                        sink.episode(unit.task, record, count_steps=True)
+                        io.episode(unit.task, record, count_steps=True)
         finally:
             if started:
                 ray.shutdown()  # stops the local Ray and every worker in it

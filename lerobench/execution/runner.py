@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from lerobench.core.call_stats import CallStats
 from lerobench.core.delay import check_horizon
 from lerobench.core.executors import EXECUTORS
 from lerobench.core.records import EpisodeRecord
@@ -18,13 +19,14 @@ from lerobench.core.results import RESULTS_FILE
 from lerobench.envs.fingerprint import checked_fingerprint, require_renderer
 from lerobench.envs.template import stop_unless_keeping
 from lerobench.errors import ConfigError, PolicyError, RunError
-from lerobench.execution.base import ExecutionChoice, Executor
+from lerobench.execution.base import ExecutionChoice, Executor, RunIO
 from lerobench.execution.compute import budget_for
 from lerobench.output.directory import OutputDir, check_writable
+from lerobench.output.media import RunMedia
 from lerobench.output.progress import Reporter, SilentReporter
-from lerobench.output.sink import EpisodeSink, load_previous
+from lerobench.output.sink import EpisodeSink, ResultBlocks, load_previous
 from lerobench.plan.planner import FORMATS, RunPlan, RunSettings, make_plan
-from lerobench.plan.stopping import Ledger
+from lerobench.plan.stopping import Ledger, NoStopping
 from lerobench.plan.versus import BaselineRun
 from lerobench.policies.base import Policy, PolicyContext, close_policy, policy_traits
 from lerobench.policies.builtin import BUILTIN
@@ -151,7 +153,12 @@ class Evaluation:
         for note in self.notes:
             self.reporter.message(note)
         plan, policy = self.plan, self.policy
-        sink = EpisodeSink(plan, self.reporter, self.previous, self._ledger())
+        stopping = self._ledger() or NoStopping()
+        calls = CallStats(control_fps=plan.control_fps)  # the driver's policy calls (workers keep their own)
+        sink = EpisodeSink(plan, self.reporter, self.previous, ResultBlocks(overall=calls.summary,
+                                                                            stopping=stopping.block))
+        io = RunIO(sink, stopping, RunMedia(plan, sink.put_trajectory), calls)
+        io.replay(self.previous)
         done = sink.done()
         todo = sum(len(u.episodes) for u in plan.work_units(done))
         try:
@@ -180,6 +187,7 @@ class Evaluation:
             sink.open()
             ok = False
             try:
+                io.media.open()
                 pending = {u.task.name for u in units}
                 for task in plan.suite.tasks:  # finished before a --resume: shown as complete at once
                     if task.name not in pending and any(r.task == task.name for r in self.previous):
@@ -187,13 +195,16 @@ class Evaluation:
                         sink.task_finished(task)
                 try:
                     with call_cores_for_run(budget.driver_call_cores):  # put back after the run
-                        executor.run(plan, units, sink)
+                        executor.run(plan, units, io)
                 except PolicyError as exc:
                     sink.fail(exc)
                     raise
                 ok = True
             finally:
-                results = sink.close(ok)
+                try:
+                    io.media.close(ok)  # videos finished (or deleted) before the final results name them
+                finally:
+                    results = sink.close(ok)
                 self.errored_episodes = sum(r.error is not None for r in sink.records)  # one error line per episode
             return results
         finally:

@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from lerobench.core.records import EpisodeRecord
 from lerobench.errors import RunError
-from lerobench.execution.base import MAX_WORKER_REBUILDS
-from lerobench.output.sink import EpisodeSink
+from lerobench.execution.base import MAX_WORKER_REBUILDS, RunIO
 from lerobench.plan.planner import RunPlan, WorkUnit
 from lerobench.policies.base import close_policy, observation_needs
 from lerobench.rollout.loop import Cancelled, WorkerFailure, run_episodes
@@ -45,21 +44,21 @@ class VectorExecutor:
         return cls(policy, choice.batch_size, choice.parallel_tasks,
                    render_threads=choice.compute.render_threads if choice.compute is not None else None)
 
-    def run(self, plan: RunPlan, units: list[WorkUnit], sink: EpisodeSink) -> None:
+    def run(self, plan: RunPlan, units: list[WorkUnit], io: RunIO) -> None:
         """Run units one task at a time (or ``parallel`` task threads); stop every thread on failure."""
         self._stop.clear()
         if self.parallel == 1:
             self.policy.reset()
             try:
                 for unit in units:
-                    self._run_unit(plan, unit, self.policy, sink)
+                    self._run_unit(plan, unit, self.policy, io)
             except BaseException:
                 self._stop.set()
                 raise
             return
-        self._run_parallel(plan, units, sink)
+        self._run_parallel(plan, units, io)
 
-    def _run_parallel(self, plan: RunPlan, units: list[WorkUnit], sink: EpisodeSink) -> None:
+    def _run_parallel(self, plan: RunPlan, units: list[WorkUnit], io: RunIO) -> None:
         """K task threads, each with a shallow copy of the policy (shared weights, own state).
 
         On Ctrl-C or a failing task the stop event makes every other thread stop at its next step
@@ -77,7 +76,7 @@ class VectorExecutor:
                 local.policy.reset()
                 with lock:
                     copies.append(local.policy)
-            self._run_unit(plan, unit, local.policy, sink)
+            self._run_unit(plan, unit, local.policy, io)
 
         pool = ThreadPoolExecutor(max_workers=self.parallel, thread_name_prefix="lerobench-task")
         futures = [pool.submit(work, u) for u in units]
@@ -96,24 +95,24 @@ class VectorExecutor:
         if real or errors:
             raise (real or errors)[0]
 
-    def _run_unit(self, plan: RunPlan, unit: WorkUnit, policy: Policy, sink: EpisodeSink) -> None:
+    def _run_unit(self, plan: RunPlan, unit: WorkUnit, policy: Policy, io: RunIO) -> None:
         from lerobench.envs.vector import InProcessVectorEnv, make_vector_env
 
         task = unit.task
-        sink.task_started(task)
-        recorder = sink.recorder(task)
+        io.task_started(task)
+        recorder = io.media.recorder(task)
         cameras = observation_needs(policy).cameras
         spec = plan.env_spec(task, cameras, recorder.camera, observation_needs(policy).privileged)
         run = plan.task_run(task, observation_needs(policy), stop=self._stop,
-                            wants=lambda episode: sink.wants(task.name, episode))
-        trajectories = sink.trajectories()
+                            wants=lambda episode: io.wants(task.name, episode))
+        trajectories = io.media.trajectories()
         finished: set[int] = set()
 
         def on_episode(record: EpisodeRecord) -> None:
             finished.add(record.episode)
-            sink.episode(task, record)
+            io.episode(task, record)
 
-        todo = [e for e in unit.episodes if sink.wants(task.name, e)]  # --until may have decided the task
+        todo = [e for e in unit.episodes if io.wants(task.name, e)]  # --until may have decided the task
         rebuilds = 0
         while todo:
             venv = make_vector_env(spec, min(self.batch_size, len(todo)), in_process=self.in_process,
@@ -122,16 +121,16 @@ class VectorExecutor:
             try:
                 if isinstance(venv, InProcessVectorEnv):  # built here: start-up, not the first episodes' time
                     venv.call("prepare")
-                run_episodes(venv, policy, run, todo, on_episode, lambda n: sink.steps(task, n), recorder,
-                             trajectories, stats=sink.calls)
+                run_episodes(venv, policy, run, todo, on_episode, lambda n: io.steps(task, n), recorder,
+                             trajectories, stats=io.calls)
                 todo, failed = [], False
             except WorkerFailure as failure:
                 rebuilds += 1
-                todo = [e for e in todo if e not in finished and sink.wants(task.name, e)]
+                todo = [e for e in todo if e not in finished and io.wants(task.name, e)]
                 if rebuilds > MAX_WORKER_REBUILDS:
                     raise RunError(f"suite {plan.suite.name!r}, task {task.name!r}: workers failed "
                                    f"{rebuilds} times (last: {failure}); stopping") from failure
-                sink.reporter.message(f"task {task.name!r}: {failure}; episodes {failure.in_flight} recorded "
+                io.reporter.message(f"task {task.name!r}: {failure}; episodes {failure.in_flight} recorded "
                                       f"as errors, restarting workers")
             finally:
                 _close(venv, terminate=failed)

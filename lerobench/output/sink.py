@@ -1,9 +1,11 @@
-"""The single consumer of episode records: writes them, reports progress, owns videos and results.json.
+"""The single writer of a run's records: ``episodes.jsonl``, ``results.json``, progress (issue 47: it only writes).
 
-Every executor hands each finished episode to ``EpisodeSink.episode`` (from any thread); the sink
-appends it to ``episodes.jsonl`` at once, keeps the progress display current, says when a task is
-complete and republishes ``results.json`` atomically. Nothing below the sink writes result files
-(videos encoded inside worker processes are the one exception, see docs/scaling.md).
+Every executor hands each finished episode to ``EpisodeSink.episode`` (from any thread, through the runner's
+``RunIO``); the sink appends it to ``episodes.jsonl`` at once, keeps the progress display current, says when a
+task is complete and republishes ``results.json`` atomically. What else goes into results.json is handed to it
+(``blocks``: the ``--until`` rule's block, the policy calls' statistics); the stopping rule, the media
+(``output/media.py``) and the call statistics belong to the runner and the policy caller. Nothing below the
+sink writes result files (videos encoded inside worker processes are the one exception, see docs/scaling.md).
 """
 
 from __future__ import annotations
@@ -11,12 +13,12 @@ from __future__ import annotations
 import json
 import threading
 import time
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from traceback import format_exception
 from typing import Any
 
-from lerobench.core.call_stats import CallStats
 from lerobench.core.identity import diff
 from lerobench.core.provenance import provenance
 from lerobench.core.records import EpisodeRecord
@@ -32,14 +34,9 @@ from lerobench.core.results import (
 from lerobench.core.rundir import RunDir
 from lerobench.errors import PolicyError, ResumeError, stops_deferred
 from lerobench.output.progress import Reporter, SilentReporter
-from lerobench.output.rerun import RrdTaskVideos, RrdTrajectories, RrdWriter
-from lerobench.output.trajectories import TrajectoryFilter
-from lerobench.output.video_recorder import TaskVideos, with_videos_on_disk
-from lerobench.output.videos import NullVideoEncoder, VideoEncoder
+from lerobench.output.video_recorder import with_videos_on_disk
 from lerobench.plan.planner import EXTENT, RunPlan, WorkUnit
-from lerobench.plan.stopping import Ledger, NoStopping
 from lerobench.policies.invariance import with_checks
-from lerobench.policies.width import keeps_positions, width_advice
 from lerobench.suite.config import TaskSpec
 
 TRACEBACK_FILE = "traceback.txt"
@@ -127,20 +124,28 @@ def startup_timing(clock0: float, first_start: float | None, last_end: float, st
             "steady_episodes_per_s": round(lines / steady, 4)}
 
 
+@dataclass(frozen=True)
+class ResultBlocks:
+    """What the runner adds to results.json through the sink: it writes them, others keep them."""
+
+    overall: Callable[[float], dict[str, Any]] = lambda elapsed_s: {}
+    """Keys added to ``overall`` (the policy calls' statistics over ``elapsed_s``)."""
+    stopping: Callable[[], dict[str, Any] | None] = lambda: None
+    """The ``stopping`` block (``--until``), or None."""
+
+
 class EpisodeSink:
     """Owns the output directory while a run lasts; thread-safe; ``close`` publishes the final results."""
 
     def __init__(self, plan: RunPlan, reporter: Reporter | None = None,
-                 previous: list[EpisodeRecord] | None = None, ledger: Ledger | NoStopping | None = None):
+                 previous: list[EpisodeRecord] | None = None, blocks: ResultBlocks | None = None):
         self.plan = plan
-        self.ledger = ledger or NoStopping()
-        """The ``--until`` rule's index-order ledger (lerobench.plan.stopping); executors ask ``wants``."""
+        self.blocks = blocks or ResultBlocks()
+        """What others add to results.json (the stopping block, the call statistics)."""
         self.reporter = reporter or SilentReporter()
         self.records: list[EpisodeRecord] = list(previous or [])
         self._previous = len(self.records)
         self.execution: dict[str, Any] = {}
-        self.calls = CallStats(control_fps=plan.control_fps)
-        """Policy calls made in this process (vector and inline executors; worker processes keep their own)."""
         """What the executor chose (executor, workers, batch size), added to results.json's config."""
         self._lock = threading.Lock()
         self._started = datetime.now(timezone.utc)
@@ -157,40 +162,24 @@ class EpisodeSink:
         self._open_tasks: set[str] = set()
         self._finished_tasks: set[str] = set()
         self._writer: ResultsWriter | None = None
-        self._warned_check = False
-        self.encoder: VideoEncoder | NullVideoEncoder = NullVideoEncoder()
-        self.rrd: RrdWriter | None = None
-        """``--rerun``: the writer of the recorded episodes' ``.rrd`` files (lerobench.output.rerun)."""
         self._clipping_said = False
         self.failure: dict[str, Any] | None = None
         """What stopped the run (``fail``): results.json's ``failure`` block."""
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def open(self) -> None:
-        """Start the writer (and the driver-side video encoder) and publish an empty results.json."""
+        """Start the writer and publish an empty results.json."""
         self._writer = ResultsWriter(self.plan.output)
         (self.plan.output / TRACEBACK_FILE).unlink(missing_ok=True)  # an earlier failure's, now resumed past
-        if self.plan.settings.videos > 0 and self.plan.suite.video_camera:
-            self.encoder = VideoEncoder()
-        if self.plan.settings.rerun:
-            self.rrd = RrdWriter(self.plan.output)
         for r in self.records:
             if r.trial == 0:
                 self._counts[r.task] = self._counts.get(r.task, 0) + 1
-        for r in sorted(self.records, key=lambda r: r.episode):  # a resumed rule replays in index order
-            if r.trial == 0:
-                self.ledger.add(r.task, r.episode, r.success)
         self.publish()
 
     def close(self, ok: bool) -> dict[str, Any]:
-        """Finish videos, publish the final (``ok``) or partial results, stop the writer; return them."""
+        """Publish the final (``ok``) or partial results, stop the writer; return them (media are closed first)."""
         assert self._writer is not None, "EpisodeSink.close before open"
         try:
-            try:
-                self.encoder.close(abort=not ok)
-            finally:
-                if self.rrd is not None:
-                    self.rrd.close(abort=not ok)
             if ok:  # tasks a stopping rule ended before their last episode: report them as finished too
                 for task in self.plan.suite.tasks:
                     if task.name in self._open_tasks and task.name not in self._finished_tasks:
@@ -256,41 +245,15 @@ class EpisodeSink:
             complete = ends_episode and self._counts[task.name] == self._expected.get(task.name)
             say_clipping = bool(record.clipped) and not self._clipping_said
             self._clipping_said |= say_clipping  # once per run: the fraction per task is in results.json
-        self._warn_failed_check(task, record)
         if say_clipping:
             self.reporter.message(
                 f"warning: {100 * (record.clipped or 0):.3g}% of the action values of {task.name} episode "
                 f"{record.episode} "
                 f"were outside the action space [-1, 1] and were clipped (un-normalised actions?); results.json "
                 f"records clipped_action_fraction per task and overall")
-        if record.trial == 0:
-            if (differs := self.ledger.same_inputs(record)) is not None:
-                self.reporter.message(f"warning: {differs}")
-            self.ledger.add(task.name, record.episode, record.success)
         self.reporter.episode(task, record)  # every trial: the progress shows what the trials did
         if complete:
             self.task_finished(task)
-
-    def _warn_failed_check(self, task: TaskSpec, record: EpisodeRecord) -> None:
-        """One line, once per run, when a batch-invariance check failed: the numbers depend on the schedule."""
-        check = record.policy_check
-        if not check or check.get("status") != "failed" or self._warned_check:
-            return
-        self._warned_check = True
-        width = (self.plan.policy_facts or {}).get("call_width")
-        reason = check.get("reason")
-        if width is not None and width > 1 and not keeps_positions(width) and check.get("max_abs_diff"):
-            reason = (f"a row's action changed by up to {check['max_abs_diff']:.3g} with other rows beside it; "
-                      f"{width_advice(width)}")  # the cause at this width, not the probe's list of guesses
-        self.reporter.message(
-            f"warning: batch invariance failed on task {task.name!r} ({reason}): this run's "
-            "per-episode numbers depend on --batch-size, executor and timing; run `lerobench check-policy"
-            + (f" --call-width {width}" if width is not None else "") + "` on this policy to measure it "
-            "and see docs/policies.md#batch-invariance")
-
-    def wants(self, task: str, episode: int) -> bool:
-        """Whether episode ``episode`` of ``task`` is still worth starting (False once ``--until`` decided it)."""
-        return self.ledger.wants(task, episode)
 
     def task_finished(self, task: TaskSpec) -> None:
         """Report ``task``'s summary and republish results.json."""
@@ -302,19 +265,10 @@ class EpisodeSink:
         self.reporter.task_finished(task, summary[0] if summary else {})
         self.publish()
 
-    def recorder(self, task: TaskSpec) -> TaskVideos | RrdTaskVideos:
-        """Which of ``task``'s episodes get videos, encoded by the driver's encoder (and, ``--rerun``, .rrd files)."""
-        s = self.plan.settings
-        videos = TaskVideos(self.encoder, s.output, s.videos, s.suite.video_camera, self.plan.video_fps, task.name,
-                              self.plan.video_every)
-        return videos if self.rrd is None else RrdTaskVideos(videos, self.rrd)
-
-    def trajectories(self) -> TrajectoryFilter | RrdTrajectories:
-        """``--record`` HDF5 rollouts, written by the sink's writer (and, ``--rerun``, the recordings' steps)."""
-        assert self._writer is not None, "EpisodeSink.trajectories before open"
-        saved = TrajectoryFilter(self.plan.settings.record, self._writer.put_trajectory)
-        videos = self.plan.settings.videos
-        return saved if self.rrd is None else RrdTrajectories(saved, self.rrd, lambda episode: episode < videos)
+    def put_trajectory(self, task: str, episode: int, attrs: dict[str, Any], arrays: dict[str, Any]) -> None:
+        """Queue one ``--record`` rollout for the writer (``output/media.py`` filters which)."""
+        assert self._writer is not None, "EpisodeSink.put_trajectory before open"
+        self._writer.put_trajectory(task, episode, attrs, arrays)
 
     def fail(self, exc: PolicyError) -> None:
         """The policy stopped the run: its traceback to ``traceback.txt``, its reason to results.json.
@@ -344,9 +298,9 @@ class EpisodeSink:
         overall["eval_s"] = round(elapsed, 3)
         overall["episodes_per_s"] = round(len(records) / elapsed, 4) if elapsed > 0 else None
         overall["env_steps_per_s"] = round(steps / elapsed, 2) if elapsed > 0 else None
-        overall.update(self.calls.summary(elapsed))
+        overall.update(self.blocks.overall(elapsed))
         s = self.plan.settings
-        stopping = self.ledger.block()
+        stopping = self.blocks.stopping()
         config = with_checks({**self.plan.config(), **self.execution},  # what the checks found, not a declaration
                              [r.policy_check for r in records if r.policy_check is not None])
         return {"schema_version": SCHEMA_VERSION, "suite": s.suite.name, "policy": s.policy,
