@@ -78,9 +78,9 @@ class Log:
 class FakeVectorEnv:
     """``RolloutEnv`` of ``n`` scripted envs; observations are live buffers, as with ``copy=False``."""
 
-    def __init__(self, n: int, script: Script | None = None, step_width: int = 1):
+    def __init__(self, n: int, script: Script | None = None, concurrent_steps: int = 1):
         self.num_envs = n
-        self.step_width = step_width
+        self.concurrent_steps = concurrent_steps
         self.script = script or Script()
         self.envs = [_Env() for _ in range(n)]
         self.obs: dict[str, Any] = {"state": np.zeros((n, self.script.state_dim), np.float32)}

@@ -123,7 +123,7 @@ def test_inline_steps_only_the_envs_not_held(tmp_path):
     plan = make_plan(RunSettings(suite=load_suite("smoke"), policy="zero", output=tmp_path, videos=0))
     venv = make_vector_env(plan.env_spec(plan.suite.tasks[0], (), None), 3, in_process=True)
     try:
-        assert venv.step_width == 1
+        assert venv.concurrent_steps == 1
         obs, _ = venv.reset(seed=[0, 1, 2], options={"episodes": [0, 1, 2], "trials": [0, 0, 0],
                                                      "record": [False] * 3})
         before = obs["state"].copy()

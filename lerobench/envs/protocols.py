@@ -2,7 +2,7 @@
 
 Why a Protocol rather than ``gym.vector.VectorEnv``: the rollout uses four methods gymnasium does not have
 (``reset_one``/``reset_landed`` for background resets, ``step_within`` for partial steps with a timeout,
-``failed_slots`` after a worker failure) and one declared fact (``step_width``). ``InProcessVectorEnv`` and
+``failed_slots`` after a worker failure) and one declared fact (``concurrent_steps``). ``InProcessVectorEnv`` and
 ``WorkerVectorEnv`` (``envs/vector.py``) implement it, and so does the tests' deterministic fake
 (``tests/fake_env.py``), which lets the rollout's state machine be tested without a simulator.
 
@@ -24,7 +24,7 @@ class RolloutEnv(Protocol):
     num_envs: int
 
     @property
-    def step_width(self) -> int:
+    def concurrent_steps(self) -> int:
         """Rows a step runs at once (worker processes: usable cores; in this process: 1)."""
 
     def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:

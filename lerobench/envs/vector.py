@@ -67,7 +67,7 @@ class InProcessVectorEnv:
     (``envs/batched.py``), row ``i`` written when env ``i`` is reset or stepped, never copied.
     """
 
-    step_width = 1
+    concurrent_steps = 1
     """Rows a step runs at once: one after another in this process."""
 
     def __init__(self, env_fns: Sequence[Callable[[], gym.Env]]):

@@ -134,7 +134,7 @@ class WorkerVectorEnv:
             raise
 
     @property
-    def step_width(self) -> int:
+    def concurrent_steps(self) -> int:
         """Rows a step runs at once: one per usable core (more only share the cores)."""
         return max(1, min(self.num_envs, usable_cores()))
 

@@ -128,7 +128,7 @@ def _call(policy: Policy, batch: tuple[dict[str, Any], list[str]], descriptions:
 
 
 def run_checks(spec: str, plan: Any, policy: Policy, task: Any, episodes: int = 4, steps: int = 3,
-               width: int | None = None, at_width: Callable[[int], Policy] | None = None) -> Report:
+               probe_rows: int | None = None, at_width: Callable[[int], Policy] | None = None) -> Report:
     """Every check of the module docstring on ``task``'s first rows; never raises for a failing policy.
 
     ``at_width(w)`` builds the same policy at call width ``w`` (torch policies): each call shape a run may
@@ -136,13 +136,13 @@ def run_checks(spec: str, plan: Any, policy: Policy, task: Any, episodes: int = 
     """
     descriptions = {task.name: task.description}
     numerics = policy_numerics(policy)
-    width = width or (numerics or {}).get("call_width") or 8
+    probe_rows = probe_rows or (numerics or {}).get("call_width") or 8  # rows checked beside each other
     report = Report(policy=spec, suite=plan.suite.name, task=task.name, numerics=numerics)
     starts: list[dict[str, Any]] = []
     try:
         rows = first_rows(plan, policy, task, episodes, steps)
         starts = [r for r in rows if r["episode_start"][0]]
-        _checks_at_the_run_shape(report, plan, policy, rows, starts, width, descriptions, numerics)
+        _checks_at_the_run_shape(report, plan, policy, rows, starts, probe_rows, descriptions, numerics)
     except Exception as exc:  # noqa: BLE001 - a policy that raises on real rows fails the check, in one line
         report.checks.append(Check("calls", FAIL, f"the policy raised {type(exc).__name__}: {exc}"))
     if at_width is not None and numerics is not None and not starts:  # its first steps failed at this width:
@@ -153,7 +153,7 @@ def run_checks(spec: str, plan: Any, policy: Policy, task: Any, episodes: int = 
 
 
 def _checks_at_the_run_shape(report: Report, plan: Any, policy: Policy, rows: list[dict[str, Any]],
-                             starts: list[dict[str, Any]], width: int, descriptions: dict[str, str],
+                             starts: list[dict[str, Any]], probe_rows: int, descriptions: dict[str, str],
                              numerics: dict[str, Any] | None) -> None:
     """The module docstring's checks at the policy's own call width (the run's), appended to ``report``."""
     batch = _stack(starts)
@@ -166,12 +166,12 @@ def _checks_at_the_run_shape(report: Report, plan: Any, policy: Policy, rows: li
                                f"same rows twice differ by up to {d:.3g}: a random stream outside row_generators, "
                                "or state not reset", d))
     padded = (numerics or {}).get("call_width") if numerics else None
-    report.checks.append(_invariance(policy, starts, base, width, descriptions, padded))
+    report.checks.append(_invariance(policy, starts, base, probe_rows, descriptions, padded))
     report.checks.append(_isolation(policy, starts, base, descriptions, padded))
     report.checks.append(_noise(policy, starts, base, descriptions))
     report.checks.append(_reset(policy, rows, base, batch, descriptions))
     report.checks.append(_row_state(policy, rows, descriptions))
-    report.latency, report.suggestion = _latency(policy, starts, width, descriptions, plan)
+    report.latency, report.suggestion = _latency(policy, starts, probe_rows, descriptions, plan)
 
 
 def _starts_at_another_width(plan: Any, at_width: Callable[[int], Policy], task: Any,

@@ -28,20 +28,20 @@ def chunk_too_short(delay: np.ndarray, execute: int, length: int) -> int | None:
     return int(short[0]) if len(short) else None
 
 
-def committed_fields(queues: Sequence[Iterable[np.ndarray]], rows: np.ndarray, width: int,
+def committed_fields(queues: Sequence[Iterable[np.ndarray]], rows: np.ndarray, horizon: int,
                      action_dim: int) -> dict[str, Any]:
     """The delay keys of the policy batch for ``rows``: what is committed for the steps the call covers.
 
     ``delay_steps`` int64 (B,): the action of the returned chunk execution starts at (0 on a trial's first call);
-    ``committed_actions`` float32 (B, width, action_dim): the actions the env executes meanwhile, in order,
-    zero-padded; ``committed_from_previous`` bool (B, width): which of them come from the previous chunk.
+    ``committed_actions`` float32 (B, horizon, action_dim): the actions the env executes meanwhile, in order,
+    zero-padded; ``committed_from_previous`` bool (B, horizon): which of them come from the previous chunk.
     """
     n = len(rows)
-    actions = np.zeros((n, width, action_dim), dtype=np.float32)
-    known = np.zeros((n, width), dtype=bool)
+    actions = np.zeros((n, horizon, action_dim), dtype=np.float32)
+    known = np.zeros((n, horizon), dtype=bool)
     delay = np.zeros(n, dtype=np.int64)
     for k, i in enumerate(rows.tolist()):
-        queued = list(queues[i])[:width]
+        queued = list(queues[i])[:horizon]
         delay[k] = len(queued)
         if queued:
             actions[k, :len(queued)] = np.stack(queued)

@@ -65,7 +65,7 @@ def worth_spreading(call_s: float | None, wave_s: float | None, waves: int, chun
     """Whether to run envs out of phase with overlapping calls, rather than in step with one full call per round.
 
     In phase, a round takes a call plus every env's chunk of steps: ``T_all = waves * chunk * wave_s`` (one
-    wave of steps per ``step_width`` envs). Out of phase, each env waits only for its own call while the
+    wave of steps per ``concurrent_steps`` envs). Out of phase, each env waits only for its own call while the
     others step, so a round takes the longer of a call plus one wave's chunk (``T_one``) and ``T_all``
     (the simulation is then always busy), but every env is its own call. The gain
     ``(call + T_all) / max(call + T_one, T_all)`` is 1 for a free call, peaks (up to 2x) when a call costs

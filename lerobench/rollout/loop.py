@@ -171,7 +171,7 @@ class Rollout:
         """``--delay-steps measured``: each slot's actions of its chunk after the executed ones (committed next)."""
         self.book = EpisodeBook(n, run, source, on_episode, recorder or NoVideos(), trajectories,
                                 self.caller.take_check)
-        self.schedule = Schedule(self.caller, max(1, int(venv.step_width)), run.replan_steps, run.schedule)
+        self.schedule = Schedule(self.caller, max(1, int(venv.concurrent_steps)), run.replan_steps, run.schedule)
         self.resets: dict[int, Future[Any]] = {}
         """Slots whose reset runs in the background (``venv.reset_one``): RESETTING until it lands."""
         self.ended = np.zeros(n, dtype=bool)
