@@ -257,7 +257,7 @@ def _evaluate(args: dict[str, Any]) -> Results:
                                          f"{'; '.join(f'{k}: {v}' for k, v in failed.items())} (Results.log_errors)"),
                           stacklevel=3)
         results = Results.from_document(document, records, None if scratch else evaluation.s.output, logged, failed)
-        _check_errors(results, evaluation.errored_episodes, args["max_errors"])
+        _check_errors(results, evaluation.episodes_errored_at_any_trial, args["max_errors"])
         return results
     finally:
         if scratch is not None:

@@ -376,7 +376,7 @@ def _evaluate(declared: dict[str, Any], flags: dict[str, Any]) -> None:
     print_summary(results, out)
     if trackers:
         _log(results, out, trackers, flags["log_step"], flags["log_project"])
-    _check_errors(evaluation.errored_episodes, max_errors, out)
+    _check_errors(evaluation.episodes_errored_at_any_trial, max_errors, out)
 
 
 def _announce(evaluation: Any, units: int) -> None:

@@ -102,7 +102,7 @@ class Evaluation:
             self.notes.append(f"warning: --device {settings.device} has no effect: the built-in policy "
                               f"{settings.policy!r} computes its actions with NumPy on the CPU")
         self._ran = False
-        self.errored_episodes = 0
+        self.episodes_errored_at_any_trial = 0
         """Episodes (at any trial) that ended in an error, set by ``run``; results' ``n_errors`` counts trial 0 only."""
 
     def run(self) -> dict[str, Any]:
@@ -205,7 +205,8 @@ class Evaluation:
                     io.media.close(ok)  # videos finished (or deleted) before the final results name them
                 finally:
                     results = sink.close(ok)
-                self.errored_episodes = sum(r.error is not None for r in sink.records)  # one error line per episode
+                # an error ends its episode: one error line per episode (results' n_errors counts trial 0 only)
+                self.episodes_errored_at_any_trial = sum(r.error is not None for r in sink.records)
             return results
         finally:
             self._close_policy()
