@@ -14,6 +14,7 @@ import queue
 import tempfile
 import threading
 from collections.abc import Iterable
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,24 +53,53 @@ def _mean(values: list[float]) -> float | None:
     return math.fsum(values) / len(values) if values else None
 
 
+@dataclass(frozen=True)
+class Aggregate:
+    """One block of results.json (a task, a group, overall) over trial-0 records: what ``aggregate`` writes.
+
+    Typed like ``EpisodeRecord`` so the block's keys are declared once; ``to_dict`` is its JSON form.
+    """
+
+    n_episodes: int
+    successes: int
+    success_rate: float | None
+    """None (never NaN) when there are no episodes."""
+    ci95: list[float]
+    """Exact 95% interval: Clopper-Pearson for one task, stratified over several (``ci95_method``)."""
+    ci95_method: str
+    success_at_end_rate: float | None
+    n_errors: int
+    """Episodes whose (trial-0) line ended in an error."""
+    mean_steps: float | None
+    mean_return: float | None
+    clipped_action_fraction: float | None
+    measured_delays: dict[str, Any] = field(default_factory=dict)
+    """``--delay-steps measured`` only: the calls' delays and stale-action fraction (``core/delay.py``)."""
+
+    @classmethod
+    def of(cls, records: Iterable[EpisodeRecord]) -> Aggregate:
+        """The block for ``records``."""
+        records = list(records)
+        n = len(records)
+        successes = sum(r.success for r in records)
+        one_task = len({r.task for r in records}) <= 1
+        return cls(n_episodes=n, successes=successes, success_rate=successes / n if n else None,
+                   ci95=exact_interval(successes, n) if one_task else _stratified_interval(records),
+                   ci95_method=CI_METHOD if one_task else STRATIFIED_CI_METHOD,
+                   success_at_end_rate=sum(r.success_at_end for r in records) / n if n else None,
+                   n_errors=sum(r.error is not None for r in records), mean_steps=_mean([r.steps for r in records]),
+                   mean_return=_mean([r.return_ for r in records]),
+                   clipped_action_fraction=_clipped_fraction(records), measured_delays=_measured_delays(records))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The block as results.json writes it (the measured delays' keys at its top level)."""
+        block = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "measured_delays"}
+        return {**block, **self.measured_delays}
+
+
 def aggregate(records: Iterable[EpisodeRecord]) -> dict[str, Any]:
-    """Counts, success rate with CI, error count and means; ``None`` (never NaN) when empty."""
-    records = list(records)
-    n = len(records)
-    successes = sum(r.success for r in records)
-    return {
-        "n_episodes": n,
-        "successes": successes,
-        "success_rate": successes / n if n else None,
-        "ci95": exact_interval(successes, n) if len({r.task for r in records}) <= 1 else _stratified_interval(records),
-        "ci95_method": CI_METHOD if len({r.task for r in records}) <= 1 else STRATIFIED_CI_METHOD,
-        "success_at_end_rate": sum(r.success_at_end for r in records) / n if n else None,
-        "n_errors": sum(r.error is not None for r in records),
-        "mean_steps": _mean([r.steps for r in records]),
-        "mean_return": _mean([r.return_ for r in records]),
-        "clipped_action_fraction": _clipped_fraction(records),
-        **_measured_delays(records),
-    }
+    """Counts, success rate with CI, error count and means (``Aggregate``), as results.json writes them."""
+    return Aggregate.of(records).to_dict()
 
 
 def _measured_delays(records: list[EpisodeRecord]) -> dict[str, Any]:
