@@ -17,6 +17,13 @@ from typing import Any
 import numpy as np
 
 
+def slot_seeds(seed: Any, n: int) -> list[Any]:
+    """A whole-batch reset's seed per slot: None for all, an int for slot 0 counting up, or one per slot."""
+    if seed is None:
+        return [None] * n
+    return [seed + i for i in range(n)] if isinstance(seed, int) else list(seed)
+
+
 def write_row(batch: Any, single: Any, i: int) -> None:
     """Write one env's observation into row ``i`` of the batched observation (nested dicts of arrays)."""
     if isinstance(batch, dict):

@@ -14,7 +14,7 @@ import numpy as np
 from gymnasium.vector.utils import batch_space, create_empty_array
 
 from lerobench.envs.base import EnvSpec, LazyTaskEnv
-from lerobench.envs.batched import add_info, write_row
+from lerobench.envs.batched import add_info, slot_seeds, write_row
 from lerobench.envs.workers import WorkerVectorEnv
 from lerobench.system import usable_cores
 
@@ -82,8 +82,7 @@ class InProcessVectorEnv:
 
     def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         """Reset every env (``seed``: None, an int for env 0 counting up, or one per env)."""
-        seeds = [None] * self.num_envs if seed is None else (
-            [seed + i for i in range(self.num_envs)] if isinstance(seed, int) else list(seed))
+        seeds = slot_seeds(seed, self.num_envs)
         infos: dict[str, Any] = {}
         for i, env in enumerate(self.envs):
             obs, info = env.reset(seed=seeds[i], options=options)

@@ -45,7 +45,7 @@ from gymnasium.vector.utils import (
     write_to_shared_memory,
 )
 
-from lerobench.envs.batched import add_info
+from lerobench.envs.batched import add_info, slot_seeds
 from lerobench.system import usable_cores
 
 CLOSE_TIMEOUT_S = 10.0
@@ -156,8 +156,7 @@ class WorkerVectorEnv:
     def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         """Reset every slot (``seed``: None, an int for slot 0 counting up, or one per slot); blocking."""
         self._check_open()
-        seeds = [None] * self.num_envs if seed is None else (
-            [seed + i for i in range(self.num_envs)] if isinstance(seed, int) else list(seed))
+        seeds = slot_seeds(seed, self.num_envs)
         for pipe, one in zip(self.pipes, seeds, strict=True):
             pipe.send(("reset", {"seed": one, "options": options}))
         infos: dict[str, Any] = {}
