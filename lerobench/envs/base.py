@@ -230,7 +230,7 @@ def env_action(action: np.ndarray, observe: bool | np.ndarray, hold: bool | np.n
     """The action ``LazyTaskEnv.step`` takes: the simulator action, whether its observation is read, whether to hold.
 
     Batched the same way (``{"action": (B, A), "observe": (B,), "hold": (B,)}``) for a vector env's ``step``;
-    the flags travel with the action through gymnasium's Sync/AsyncVectorEnv, so they cost no extra round trip.
+    the flags travel with the action through the vector env (``envs/workers.py``), so they cost no extra round trip.
     ``hold`` lets the rollout keep stepping the envs that have queued actions while the others wait for
     the policy: simulated time stands still for a held env, so waiting changes nothing about its episode.
     """
@@ -242,7 +242,7 @@ def env_action(action: np.ndarray, observe: bool | np.ndarray, hold: bool | np.n
 class LazyTaskEnv(gym.Env):
     """A gymnasium env for one benchmark task whose simulator is built on the first ``reset``.
 
-    Why lazy: gymnasium's ``AsyncVectorEnv`` calls the env factory once in the parent to read the
+    Why lazy: the worker vector env (``envs/workers.py``) calls the env factory once in the parent to read the
     spaces. Building a LIBERO simulator there costs seconds and ~2 GB for nothing, so the spaces are
     declared from the ``EnvSpec`` and the simulator is created inside the worker on first reset.
 
