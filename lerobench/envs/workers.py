@@ -116,8 +116,8 @@ class WorkerVectorEnv:
         self.processes: list[Any] = []
         self.closed = False
         self._resets: ThreadPoolExecutor | None = None
-        self._sent: list[int] = []
-        """The slots the last step was sent to: only they can be late to answer."""
+        self._unanswered: set[int] = set()
+        """The slots the last step was sent to that have not answered yet: only they can be late."""
         self._template: Any = None
         """The task's template process the workers forked from (``envs/template.py``), if any."""
         try:
@@ -202,7 +202,7 @@ class WorkerVectorEnv:
         hold = np.asarray(actions["hold"], dtype=bool) if isinstance(actions, dict) and "hold" in actions else None
         rows = list(range(self.num_envs)) if hold is None else np.flatnonzero(~hold).tolist()
         per_env = list(iterate(self.action_space, actions))
-        self._sent = rows
+        self._unanswered = set(rows)
         for i in rows:
             self.pipes[i].send(("step", per_env[i]))
         end = None if timeout is None else time.perf_counter() + timeout
@@ -212,6 +212,7 @@ class WorkerVectorEnv:
         try:
             for i in rows:
                 _, rewards[i], terminations[i], truncations[i], info = self._answer(i, "step", end)
+                self._unanswered.discard(i)
                 if info:
                     infos = add_info(infos, info, i, n)
         except multiprocessing.TimeoutError:
@@ -232,7 +233,7 @@ class WorkerVectorEnv:
             self.processes[i].join(timeout=0 if hung else 0.5)
         dead = [i for i in active if not self.processes[i].is_alive()]
         if not dead and hung:
-            dead = [i for i in active if i in self._sent and not self.pipes[i].poll()]
+            dead = [i for i in active if i in self._unanswered and not self.pipes[i].poll()]
         return dead or list(active)
 
     def close_after_failure(self) -> None:
