@@ -89,3 +89,10 @@ def budget_for(executor: str, batch_size: int, workers: int, own_policy: bool, c
     return ComputeBudget(usable_cores=cores, executor=executor, env_processes=env_processes, render_threads=render,
                          driver_call_cores=driver_call, worker_call_cores=worker_call,
                          mkl_cbwr=environment.get(environment.MKL_CBWR), user_set=user)
+
+
+def worker_budget(executor: str, workers: int) -> ComputeBudget:
+    """The budget of an episode-worker executor built outside a run (a test, a script): this machine's cores."""
+    from lerobench.system import usable_cores
+
+    return budget_for(executor, 1, workers, True, usable_cores())

@@ -111,11 +111,10 @@ class ProcessExecutor:
     name = "processes"
 
     def __init__(self, workers: int, budget: ComputeBudget | None = None):
-        from lerobench.execution.compute import budget_for
-        from lerobench.system import usable_cores
+        from lerobench.execution.compute import worker_budget
 
         self.workers = workers
-        self.budget = budget or budget_for(self.name, 1, workers, True, usable_cores())
+        self.budget = budget or worker_budget(self.name, workers)
 
     @classmethod
     def create(cls, plan: RunPlan, choice: ExecutionChoice, policy: Policy) -> ProcessExecutor:

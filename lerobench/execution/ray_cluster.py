@@ -47,10 +47,9 @@ class RayExecutor:
         self.gpus_per_worker = gpus_per_worker
         self.workers = workers
         if budget is None:
-            from lerobench.execution.compute import budget_for
-            from lerobench.system import usable_cores
+            from lerobench.execution.compute import worker_budget
 
-            budget = budget_for(self.name, 1, workers, True, usable_cores())
+            budget = worker_budget(self.name, workers)
         self.budget = budget
 
     @classmethod
