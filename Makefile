@@ -1,5 +1,5 @@
 # The developer loop; CI (.ci/run) runs the lint, types and test commands on a clean clone.
-.PHONY: check lint format-check types fast test test-file
+.PHONY: check lint format-check types fast test sweeps test-file
 
 check: lint types fast   ## what to run before a commit (about a minute)
 
@@ -15,8 +15,11 @@ types:           ## mypy on the typed seams: plan/, execution/, rollout/ (pyproj
 fast:            ## the fast loop: no simulator (one built fails: tests/simguard), nothing slow, under a minute
 	PYTHONPATH=tests/simguard$${PYTHONPATH:+:$$PYTHONPATH} python -m pytest -q -m "not sim and not slow"
 
-test:            ## every test, on the real simulators (about 10-15 minutes on 2 cores)
+test:            ## every test, on the real simulators (CI's command is scripts/test.sh; README gives its time)
 	MUJOCO_GL=egl python -m pytest -q
+
+sweeps:          ## the tests that sweep whole suites, over every case (CI runs every third: tests/helpers.swept)
+	LEROBENCH_FULL_SWEEPS=1 MUJOCO_GL=egl python -m pytest -q tests/test_resets.py
 
 test-file:       ## one file: make test-file F=tests/test_batch_invariance.py
 	MUJOCO_GL=egl python -m pytest -q $(F)

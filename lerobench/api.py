@@ -167,6 +167,7 @@ def evaluate(  # noqa: D417 - the shared settings' help is appended from plan/op
     videos: int = default("videos"),
     video_fps: float = default("video_fps"),
     video_size: int = default("video_size"),
+    render_quality: str | None = default("render_quality"),
     episode_timeout: float | None = default("episode_timeout"),
     replan_steps: int = default("replan_steps"),
     delay_steps: int | str = default("delay_steps"),

@@ -24,6 +24,7 @@ RENDER_THREADS = "LP_NUM_THREADS"
 MKL_CBWR = "MKL_CBWR"
 CUBLAS_WORKSPACE = "CUBLAS_WORKSPACE_CONFIG"
 HF_HUB_OFFLINE = "HF_HUB_OFFLINE"
+RENDER_QUALITY = "LEROBENCH_RENDER_QUALITY"
 
 VARIABLES = {
     MUJOCO_GL: "read: MuJoCo's GL backend (egl for headless rendering); recorded in results.json",
@@ -32,6 +33,7 @@ VARIABLES = {
     "XDG_CACHE_HOME": "read: the base of the default cache folder",
     GOLDEN_DIR: "read: golden files to check the simulator against instead of the shipped ones",
     SHARE_TASK: "read: 0 or 1 overrides --share-task (task template processes)",
+    RENDER_QUALITY: "read: the render quality of a run given no --render-quality (published or draft); recorded",
     CALL_CORES: "read: the policy call pool's cores, instead of the run's compute budget (execution/compute.py)",
     RENDER_THREADS: "set in worker processes at their start (the compute budget's render threads); yours wins",
     MKL_CBWR: "set by the lerobench command at its start (MKL's strict reproducible mode); yours wins",

@@ -5,6 +5,11 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 # the strict mode the ``lerobench`` command starts in (``system.strict_mkl_default``), before torch computes.
 # tests/test_imports.py checks in a clean subprocess that lerobench itself sets nothing.
 os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
+# Runs in the tests compare runs with each other (batch sizes, executors, resumes), not with published pixels: they
+# render at draft quality (2-3x cheaper frames on a CPU; docs/suites.md), as recorded in each run's config. Tests
+# about published pixels or the published label take the ``published_rendering`` fixture; test_render_savings
+# compares with frames stored at published quality.
+os.environ.setdefault("LEROBENCH_RENDER_QUALITY", "draft")
 
 
 # -- real runs shared by the compare and report tests -----------------------------------------------------
@@ -38,6 +43,12 @@ def real_runs(tmp_path_factory):
                                           "--videos", videos, "--output", str(out[name])])
         assert result.exit_code == 0, result.output
     return out
+
+
+@pytest.fixture
+def published_rendering(monkeypatch):
+    """Runs in this test render as the suites publish (no ``LEROBENCH_RENDER_QUALITY=draft`` from this file)."""
+    monkeypatch.delenv("LEROBENCH_RENDER_QUALITY", raising=False)
 
 
 @pytest.fixture

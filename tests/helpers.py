@@ -10,6 +10,13 @@ import time
 from pathlib import Path
 
 TESTS = Path(__file__).parent
+FULL_SWEEPS = os.environ.get("LEROBENCH_FULL_SWEEPS") == "1"
+"""``make sweeps`` (LEROBENCH_FULL_SWEEPS=1): every case of the tests that sweep a whole suite; CI runs a sample."""
+
+
+def swept(cases, every):
+    """``cases`` under ``make sweeps``; otherwise every ``every``-th, from the first (CI's share of a long sweep)."""
+    return tuple(cases) if FULL_SWEEPS else tuple(cases)[::every]
 
 
 def write_suite(path, name, backend, tasks, episodes, top="", protocol=""):

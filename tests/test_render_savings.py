@@ -117,7 +117,8 @@ def _rollout(case, every_frame, batch, episodes, max_steps, chunk=10, videos=Fal
     recorder = FrameCollector(suite.video_camera) if videos else None
     spec = EnvSpec(suite=suite.name, backend=suite.backend, task=task, protocol=protocol, seed=3,
                    state_dim=backend.state_dim, action_dim=backend.action_dim, cameras=policy.observation_needs.cameras,
-                   record_camera=recorder.camera if recorder else None, backend_options=suite.backend_options)
+                   record_camera=recorder.camera if recorder else None,
+                   backend_options={**suite.backend_options, "render_quality": "draft"})  # compared with itself
     run = TaskRun(suite=suite.name, task=task, seed=3, action_dim=backend.action_dim, replan_steps=chunk,
                   every_frame=every_frame)
     records = []

@@ -294,6 +294,7 @@ def evaluate(
     videos: int = cli_option("videos"),
     video_fps: float = cli_option("video_fps"),
     video_size: int = cli_option("video_size"),
+    render_quality: str | None = cli_option("render_quality"),
     resume: bool = cli_option("resume"),
     episode_timeout: float | None = cli_option("episode_timeout"),
     replan_steps: int = cli_option("replan_steps"),

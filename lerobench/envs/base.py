@@ -184,7 +184,8 @@ def check_suite_names(suite: Any, offered_cameras: Sequence[str], known_tasks: S
                       backend: str) -> None:
     """Catch a suite file's typos at load time; raise ``ConfigError`` naming the suite file and the key.
 
-    Its ``video_camera``, its protocols' ``cameras`` and its task names must be ones the backend offers.
+    Its ``video_camera``, its protocols' ``cameras`` and its task names must be ones the backend offers, and its
+    ``backend_options.render_quality`` one of ``RENDER_QUALITIES``.
     Called by backends' ``check_suite`` (plan/planner.py runs it before any worker starts); ``known_tasks``
     None skips the task check.
     """
@@ -200,11 +201,41 @@ def check_suite_names(suite: Any, offered_cameras: Sequence[str], known_tasks: S
             if camera not in offered_cameras:
                 raise ConfigError(f"{where}: field {key!r}: {backend} has no camera {camera!r}."
                                   f"{did_you_mean(camera, offered_cameras)}")
+    quality = suite.backend_options.get(RENDER_QUALITY_OPTION, PUBLISHED)
+    if quality not in RENDER_QUALITIES:
+        raise ConfigError(f"{where}: field 'backend_options.{RENDER_QUALITY_OPTION}': {quality!r} is not a render "
+                          f"quality; expected one of {', '.join(RENDER_QUALITIES)}")
     if known_tasks is not None:
         for task in suite.tasks:
             if task.name not in known_tasks:
                 raise ConfigError(f"{where}: field 'tasks[{task.index}]': {backend} has no task {task.name!r}."
                                   f"{did_you_mean(task.name, known_tasks)}")
+
+
+RENDER_QUALITY_OPTION = "render_quality"
+"""The ``backend_options`` key every MuJoCo backend accepts: ``published`` (the default) or ``draft``."""
+PUBLISHED = "published"
+RENDER_QUALITIES: dict[str, dict[str, int]] = {PUBLISHED: {}, "draft": {"shadowsize": 1024, "offsamples": 0}}
+"""MuJoCo's ``vis.quality`` per render quality. ``draft`` trades the scene's 4096-pixel shadow maps and 4x
+multisampling for 1024 and none: on this CPU renderer (Mesa llvmpipe) a 64x64 Meta-World frame takes 55 ms
+instead of 154, a 128x128 LIBERO frame 109 instead of 233 (docs/suites.md). The pixels differ (soft edges,
+shadow detail), so a policy trained on published frames should be evaluated on them; ``draft`` is for smoke
+runs and for checks that compare runs with each other (the test suite). Recorded with the suite's options."""
+
+
+def render_quality(options: Mapping[str, Any], where: str) -> dict[str, int]:
+    """The ``vis.quality`` fields ``options`` asks for ({} for published); a clear error naming ``where``."""
+    name = options.get(RENDER_QUALITY_OPTION, PUBLISHED)
+    if name not in RENDER_QUALITIES:
+        raise ValueError(f"{where}: backend_options.{RENDER_QUALITY_OPTION} = {name!r}; expected one of "
+                         f"{', '.join(RENDER_QUALITIES)}")
+    return RENDER_QUALITIES[name]
+
+
+def set_render_quality(model: Any, quality: Mapping[str, int]) -> None:
+    """Write ``quality`` into a MuJoCo model's ``vis.quality``; takes effect in render contexts made after it."""
+    for key, value in quality.items():
+        setattr(model.vis.quality, key, value)
 
 
 def episode_seed(run_seed: int, task_index: int, episode: int) -> int:

@@ -44,7 +44,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lerobench.envs.base import BackendDefaults, missing_folders
+from lerobench.envs.base import (
+    RENDER_QUALITY_OPTION,
+    BackendDefaults,
+    missing_folders,
+    render_quality,
+    set_render_quality,
+)
 from lerobench.errors import ConfigError, LerobenchError, MissingDependencyError, unknown
 
 if TYPE_CHECKING:
@@ -155,7 +161,10 @@ class LiberoSimulator:
         height, width = spec.protocol.image_size
         self._cameras = tuple(dict.fromkeys(_robosuite_camera(c) for c in spec.cameras))
         self._renders = bool(self._cameras) or spec.record_camera is not None
-        with _deferred_render_context(defer_gl and self._renders):
+        quality = render_quality(options, f"LIBERO task {spec.task.name!r}")
+        # robosuite makes its GL context while building: for another quality the context waits until it is set
+        attach_now = bool(quality) and self._renders and not defer_gl
+        with _deferred_render_context((defer_gl or attach_now) and self._renders):
             self._env: Any = _build(
                 ControlEnv, bench.get_task_bddl_file_path(task_id), options.get("suite"), spec.task.name,
                 camera_names=list(self._cameras),
@@ -167,6 +176,9 @@ class LiberoSimulator:
                 hard_reset=False,
                 ignore_done=True,  # lerobench enforces step limits; robosuite's horizon would raise at 1000
             )
+        set_render_quality(self._env.sim.model._model, quality)
+        if attach_now:
+            self.attach_gl()
         if options.get("init_states_from"):
             source = options["init_states_from"]
             name = dict(options.get("init_states_tasks", {})).get(spec.task.name, spec.task.name)
@@ -307,10 +319,11 @@ class LiberoSimulator:
         return self._env
 
 
-OPTIONS = ("suite", "init_states_from", "init_states_tasks", "swap_objects")
+OPTIONS = ("suite", "init_states_from", "init_states_tasks", "swap_objects", RENDER_QUALITY_OPTION)
 """Keys a LIBERO suite may set in ``backend_options``: the LIBERO suite its tasks are in; for a control arm, the
 suite whose init states it starts from, its task names where they differ from this suite's (by task), and the
-two objects whose positions a ``_swap`` suite exchanged (by task), to exchange back."""
+two objects whose positions a ``_swap`` suite exchanged (by task), to exchange back; the render quality
+(``envs/base.RENDER_QUALITIES``)."""
 
 
 class _DeferredRenderContext:

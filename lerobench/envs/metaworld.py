@@ -17,7 +17,15 @@ from typing import Any
 
 import numpy as np
 
-from lerobench.envs.base import BackendDefaults, EnvSpec, check_suite_names, missing_folders
+from lerobench.envs.base import (
+    RENDER_QUALITY_OPTION,
+    BackendDefaults,
+    EnvSpec,
+    check_suite_names,
+    missing_folders,
+    render_quality,
+    set_render_quality,
+)
 from lerobench.errors import MissingDependencyError
 
 CAMERAS = ("corner", "corner2", "corner3", "topview", "behindGripper", "gripperPOV")
@@ -28,7 +36,7 @@ MAX_PATH_LENGTH = 500
 class MetaWorldSimulator:
     """One Meta-World task. Renderers exist only for consumed cameras (none for state-only policies)."""
 
-    OPTIONS: tuple[str, ...] = ("benchmark", "split")
+    OPTIONS: tuple[str, ...] = ("benchmark", "split", RENDER_QUALITY_OPTION)
     """Keys a suite may set in ``backend_options`` (a subclass adding its own extends this)."""
 
     def __init__(self, spec: EnvSpec):
@@ -44,6 +52,7 @@ class MetaWorldSimulator:
         split = options.get("split", "train" if benchmark == "MT1" else "test")
         classes, variants = task_variants(benchmark, split, task, spec.seed)
         self._env = classes[task]()
+        self._quality = render_quality(options, f"Meta-World task {task!r}")
         self._variants = variants
         self._renderers: dict[tuple[Any, ...], Any] = {}
         self._obs = np.zeros(39, dtype=np.float32)
@@ -102,6 +111,7 @@ class MetaWorldSimulator:
         model = self._env.model
         model.vis.global_.offwidth = max(model.vis.global_.offwidth, width)
         model.vis.global_.offheight = max(model.vis.global_.offheight, height)
+        set_render_quality(model, self._quality)  # before the renderer makes its GL context
         return MujocoRenderer(model, self._env.data, width=width, height=height, camera_name=camera)
 
     def close(self) -> None:

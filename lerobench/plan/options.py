@@ -61,6 +61,10 @@ SETTINGS: dict[str, Setting] = {
     "video_size": Setting(("--video-size",), DEFAULT_VIDEO_SIZE,
                           "Largest side of frames rendered for the video alone (0: the protocol's image size; a "
                           "policy camera's own images are reused)."),
+    "render_quality": Setting(("--render-quality",), None,
+                              "published (the simulator's own renderer settings) or draft (smaller shadow maps, "
+                              "no multisampling: 2-3x cheaper frames on a CPU, other pixels; recorded). Default: "
+                              "LEROBENCH_RENDER_QUALITY, else the suite's, else published (docs/suites.md)."),
     "episode_timeout": Setting(("--episode-timeout",), None,
                                "Seconds one env step may take before its worker counts as hung."),
     "replan_steps": Setting(("--replan-steps",), 1, "Actions executed per returned action chunk."),

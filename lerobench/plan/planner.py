@@ -22,7 +22,7 @@ from lerobench.core.executors import EXECUTORS as EXECUTOR_ENTRIES
 from lerobench.core.records import EpisodeRecord
 from lerobench.core.shards import Shard, shard_episodes
 from lerobench.core.task_run import CheckedPolicies, ScheduleRules, TaskRun
-from lerobench.envs.base import EnvSpec, episode_seed
+from lerobench.envs.base import PUBLISHED, RENDER_QUALITIES, RENDER_QUALITY_OPTION, EnvSpec, episode_seed
 from lerobench.errors import ConfigError, LerobenchError, MissingDependencyError, unknown
 from lerobench.plan.options import check_record_mode, default
 from lerobench.plan.stopping import Until, parse_until
@@ -72,6 +72,8 @@ class RunSettings:
     """Frames per second of videos, at most the control rate: every k-th step is rendered and encoded."""
     video_size: int = default("video_size")
     """Largest side of video frames rendered for the video alone (0: the protocol's image size)."""
+    render_quality: str | None = default("render_quality")
+    """``published`` or ``draft`` (``envs/base.RENDER_QUALITIES``); None: the environment's, else the suite's."""
     episode_timeout: float | None = default("episode_timeout")
     """Seconds one vector step may take before its worker is declared hung."""
     replan_steps: int = default("replan_steps")
@@ -188,6 +190,14 @@ class RunPlan:
         return self.settings.suite
 
     @property
+    def backend_options(self) -> dict[str, Any]:
+        """The suite's ``backend_options`` with the run's render quality (absent when published, as before it)."""
+        options = dict(self.settings.suite.backend_options)
+        options.pop(RENDER_QUALITY_OPTION, None)
+        quality = self.settings.render_quality
+        return options if quality in (None, PUBLISHED) else {**options, RENDER_QUALITY_OPTION: quality}
+
+    @property
     def episodes_per_task(self) -> int:
         """Episodes per task."""
         return self.settings.episodes_per_task
@@ -216,7 +226,7 @@ class RunPlan:
         return PolicyContext(
             suite=s.suite.name, backend=s.suite.backend, tasks=s.suite.tasks, action_dim=self.action_dim,
             state_dim=self.state_dim, cameras=self.protocol.cameras, image_size=self.protocol.image_size,
-            seed=s.seed, device=s.device, call_width=s.call_width, backend_options=dict(s.suite.backend_options),
+            seed=s.seed, device=s.device, call_width=s.call_width, backend_options=self.backend_options,
             replan_steps=s.replan_steps, delay_steps=s.delay_steps,
         )
 
@@ -230,7 +240,7 @@ class RunPlan:
         return EnvSpec(
             suite=s.suite.name, backend=s.suite.backend, task=task, protocol=self.protocol, seed=s.seed,
             state_dim=self.state_dim, action_dim=self.action_dim, cameras=cameras, record_camera=record_camera,
-            stop_on_success=s.stop_on_success, backend_options=dict(s.suite.backend_options), perturb=s.perturb,
+            stop_on_success=s.stop_on_success, backend_options=self.backend_options, perturb=s.perturb,
             video_every=self.video_every, video_size=self.video_size, privileged=privileged,
         )
 
@@ -303,7 +313,12 @@ class RunPlan:
         """
         published = asdict(self.settings.suite.protocol(self.settings.protocol))
         used = asdict(self.protocol)
-        return {k: [published[k], v] for k, v in used.items() if published.get(k) != v}
+        changes = {k: [published[k], v] for k, v in used.items() if published.get(k) != v}
+        own = self.settings.suite.backend_options.get(RENDER_QUALITY_OPTION, PUBLISHED)
+        quality = self.settings.render_quality or PUBLISHED
+        if quality != own:  # other pixels than the suite's: said beside the protocol, like --max-steps
+            changes[RENDER_QUALITY_OPTION] = [own, quality]
+        return changes
 
     def protocol_label(self) -> str:
         """``standard``, or ``standard, modified: max_steps 50 (published 500)``."""
@@ -314,7 +329,7 @@ class RunPlan:
         s = self.settings
         return {
             "suite": s.suite.name, "suite_file": str(s.suite.source.resolve()) if s.suite.source else None,
-            "backend": s.suite.backend, "backend_options": dict(s.suite.backend_options),
+            "backend": s.suite.backend, "backend_options": self.backend_options,
             "policy": s.policy, "protocol": s.protocol, "protocol_settings": asdict(self.protocol),
             "protocol_changes": self.protocol_changes or None,
             "tasks": [t.name for t in s.suite.tasks], "episodes_per_task": s.episodes_per_task,
@@ -340,7 +355,8 @@ def protocol_label(name: str, changes: dict[str, list[Any]] | None) -> str:
     """A protocol's name and what a run changed of it (``config.protocol_changes``: field -> [published, used])."""
     if not changes:
         return name
-    said = ", ".join(f"{k} {used} (published {published})" for k, (published, used) in changes.items())
+    said = ", ".join(f"{used} rendering" if k == RENDER_QUALITY_OPTION else f"{k} {used} (published {published})"
+                     for k, (published, used) in changes.items())
     return f"{name}, modified: {said}"
 
 
@@ -431,13 +447,22 @@ def make_plan(settings: RunSettings) -> RunPlan:
     if s.episode_timeout is not None and s.episode_timeout <= 0:
         raise ConfigError(f"--episode-timeout must be > 0 seconds, got {s.episode_timeout}")
     _check_stopping(s)
-    s = replace(s, delay_steps=parse_delay(s.delay_steps))
+    s = replace(s, delay_steps=parse_delay(s.delay_steps), render_quality=_render_quality(s))
     if s.delay_steps == MEASURED and fps is None:
         raise ConfigError(f"--delay-steps measured needs the suite's control rate: {s.suite.source or s.suite.name} "
                           f"has no 'control_fps' and backend {s.suite.backend!r} declares none")
     return RunPlan(settings=s, protocol=protocol, action_dim=backend.action_dim, state_dim=backend.state_dim,
                    n_init_states=s.suite.init_states or backend.n_init_states,
                    unrendered_step_ms=backend.unrendered_step_ms, control_fps=fps or 20.0)
+
+
+def _render_quality(s: RunSettings) -> str:
+    """``--render-quality``, else ``LEROBENCH_RENDER_QUALITY``, else the suite's, else published; checked."""
+    given = s.render_quality or environment.get(environment.RENDER_QUALITY) or None
+    if given is not None and given not in RENDER_QUALITIES:
+        where = "--render-quality" if s.render_quality else environment.RENDER_QUALITY
+        raise ConfigError(f"{where} must be one of {', '.join(RENDER_QUALITIES)}, got {given!r}")
+    return str(given or s.suite.backend_options.get(RENDER_QUALITY_OPTION, PUBLISHED))
 
 
 def _check_rerun(s: RunSettings, entry: Any) -> None:
