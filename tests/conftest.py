@@ -9,7 +9,7 @@ os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 # render at draft quality (2-3x cheaper frames on a CPU; docs/suites.md), as recorded in each run's config. Tests
 # about published pixels or the published label take the ``published_rendering`` fixture; test_render_savings
 # compares with frames stored at published quality.
-os.environ.setdefault("LEROBENCH_RENDER_QUALITY", "draft")
+os.environ["LEROBENCH_RENDER_QUALITY"] = "draft"  # also over a developer's own setting: the same runs everywhere
 
 
 # -- real runs shared by the compare and report tests -----------------------------------------------------

@@ -148,7 +148,7 @@ def test_max_errors_fails_a_run_with_a_simulator_error(tmp_path):
 
 
 @pytest.mark.sim
-def test_max_errors_0_passes_a_clean_smoke_run_and_plurals_are_right(tmp_path):
+def test_max_errors_0_passes_a_clean_smoke_run_and_plurals_are_right(tmp_path, published_rendering):
     pytest.importorskip("metaworld")
     result = lerobench("eval", "--suite", "smoke", "--tasks", "reach-v3", "--max-steps", "20", "--videos", "0",
                        "--max-errors", "0", "--output", str(tmp_path / "o"))
@@ -173,7 +173,7 @@ def test_eval_help_names_every_built_in_policy():
 
 
 @pytest.mark.sim
-def test_a_finished_run_leaves_no_lock_and_says_how_its_protocol_was_changed(tmp_path):
+def test_a_finished_run_leaves_no_lock_and_says_how_its_protocol_was_changed(tmp_path, published_rendering):
     pytest.importorskip("metaworld")
     out = tmp_path / "run"
     result = CliRunner().invoke(app, ["eval", "--suite", "smoke", "--policy", "metaworld-expert-chunks",

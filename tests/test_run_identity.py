@@ -60,7 +60,8 @@ def runs(tmp_path_factory) -> dict[str, Path]:
 
 def test_results_record_the_identity_fields(runs):
     config = json.loads((runs["train"] / "results.json").read_text())["config"]
-    assert config["backend"] == "metaworld" and config["backend_options"] == {"benchmark": "ML1", "split": "train"}
+    assert config["backend"] == "metaworld" and config["backend_options"] == {"benchmark": "ML1", "split": "train",
+                                                                           "render_quality": "draft"}  # conftest
     identity = identity_of(config)
     assert identity.episodes["backend_options"]["split"] == "train" and identity.treatment["policy"] == "zero"
 
