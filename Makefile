@@ -15,8 +15,8 @@ types:           ## mypy on the typed seams: plan/, execution/, rollout/ (pyproj
 fast:            ## the fast loop: no simulator (one built fails: tests/simguard), nothing slow, under a minute
 	PYTHONPATH=tests/simguard$${PYTHONPATH:+:$$PYTHONPATH} python -m pytest -q -m "not sim and not slow"
 
-test:            ## every test, on the real simulators (CI's command is scripts/test.sh; README gives its time)
-	MUJOCO_GL=egl python -m pytest -q
+test:            ## every test, on the real simulators, two at a time (as scripts/test.sh; README gives its time)
+	MUJOCO_GL=egl python -m pytest -q -n 2
 
 sweeps:          ## the tests that sweep whole suites, over every case (CI runs every third: tests/helpers.swept)
 	LEROBENCH_FULL_SWEEPS=1 MUJOCO_GL=egl python -m pytest -q tests/test_resets.py
