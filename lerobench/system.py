@@ -9,7 +9,7 @@ from pathlib import Path
 
 
 @dataclass(frozen=True)
-class BatchChoice:
+class AutoBatchSize:
     """The auto-tuned batch size and the numbers it came from (printed so users can see why)."""
 
     batch_size: int
@@ -78,7 +78,7 @@ def auto_batch_size(
     cores: int | None = None,
     memory_mb: int | None = None,
     probe: bool = True,
-) -> BatchChoice:
+) -> AutoBatchSize:
     """Workers per task: usable cores, capped by episodes per task and by memory / per-worker memory."""
     cores = cores if cores is not None else usable_cores(probe=probe)
     if memory_mb is None and probe:
@@ -86,7 +86,7 @@ def auto_batch_size(
     batch = min(cores, episodes_per_task)
     if memory_mb is not None:
         batch = min(batch, max(1, memory_mb // max(1, worker_memory_mb)))
-    return BatchChoice(max(1, batch), cores, memory_mb, worker_memory_mb, episodes_per_task)
+    return AutoBatchSize(max(1, batch), cores, memory_mb, worker_memory_mb, episodes_per_task)
 
 
 MKL_CBWR = "AUTO,STRICT"

@@ -91,7 +91,7 @@ def budget_for(executor: str, batch_size: int, workers: int, own_policy: bool, c
                          mkl_cbwr=environment.get(environment.MKL_CBWR), user_set=user)
 
 
-def worker_budget(executor: str, workers: int) -> ComputeBudget:
+def standalone_budget(executor: str, workers: int) -> ComputeBudget:
     """The budget of an episode-worker executor built outside a run (a test, a script): this machine's cores."""
     from lerobench.system import usable_cores
 

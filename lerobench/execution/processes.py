@@ -111,10 +111,10 @@ class ProcessExecutor:
     name = "processes"
 
     def __init__(self, workers: int, budget: ComputeBudget | None = None):
-        from lerobench.execution.compute import worker_budget
+        from lerobench.execution.compute import standalone_budget
 
         self.workers = workers
-        self.budget = budget or worker_budget(self.name, workers)
+        self.budget = budget or standalone_budget(self.name, workers)
 
     @classmethod
     def create(cls, plan: RunPlan, choice: ExecutionChoice, policy: Policy) -> ProcessExecutor:

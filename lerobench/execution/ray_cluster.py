@@ -47,9 +47,9 @@ class RayExecutor:
         self.gpus_per_worker = gpus_per_worker
         self.workers = workers
         if budget is None:
-            from lerobench.execution.compute import worker_budget
+            from lerobench.execution.compute import standalone_budget
 
-            budget = worker_budget(self.name, workers)
+            budget = standalone_budget(self.name, workers)
         self.budget = budget
 
     @classmethod
