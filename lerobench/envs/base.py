@@ -217,8 +217,9 @@ RENDER_QUALITY_OPTION = "render_quality"
 PUBLISHED = "published"
 RENDER_QUALITIES: dict[str, dict[str, int]] = {PUBLISHED: {}, "draft": {"shadowsize": 1024, "offsamples": 0}}
 """MuJoCo's ``vis.quality`` per render quality. ``draft`` trades the scene's 4096-pixel shadow maps and 4x
-multisampling for 1024 and none: on this CPU renderer (Mesa llvmpipe) a 64x64 Meta-World frame takes 55 ms
-instead of 154, a 128x128 LIBERO frame 109 instead of 233 (docs/suites.md). The pixels differ (soft edges,
+multisampling for 1024 and none: on a CPU renderer (Mesa llvmpipe, 2 cores) a Meta-World step and its 64x64
+frame take 56 ms instead of 150, a LIBERO step rendering 128x128 136-174 instead of 198-231 (docs/suites.md,
+``benchmarks/render_quality.py``). The pixels differ (soft edges,
 shadow detail), so a policy trained on published frames should be evaluated on them; ``draft`` is for smoke
 runs and for checks that compare runs with each other (the test suite). Recorded with the suite's options."""
 

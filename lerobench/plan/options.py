@@ -63,7 +63,7 @@ SETTINGS: dict[str, Setting] = {
                           "policy camera's own images are reused)."),
     "render_quality": Setting(("--render-quality",), None,
                               "published (the simulator's own renderer settings) or draft (smaller shadow maps, "
-                              "no multisampling: 2-3x cheaper frames on a CPU, other pixels; recorded). Default: "
+                              "no multisampling: up to 2.7x cheaper frames on a CPU, other pixels; recorded). Default: "
                               "LEROBENCH_RENDER_QUALITY, else the suite's, else published (docs/suites.md)."),
     "episode_timeout": Setting(("--episode-timeout",), None,
                                "Seconds one env step may take before its worker counts as hung."),
