@@ -23,18 +23,32 @@ def stops_deferred() -> Iterator[None]:
     """Hold Ctrl-C and SIGTERM (``HELD_SIGNALS``) until the block ends: their exception cannot split it.
 
     Why: the CLI's handlers raise in the main thread between any two bytecodes. Landing between "count this
-    episode" and "queue its line", results.json counted an episode that episodes.jsonl never got. Blocked here,
-    the signal stays pending in the kernel and its handler runs right after the block. Other threads never
-    run Python signal handlers, so there is nothing to hold.
+    episode" and "queue its line", results.json counted an episode that episodes.jsonl never got. The handlers
+    are swapped for one that only notes the signal, and the noted signals are raised again after the block, so
+    the real handlers run right after it. Blocking the signal in this thread is not enough: the kernel hands a
+    process-wide signal to any thread that does not block it (the writer's, a pool's), and Python then runs the
+    handler in the main thread all the same, inside the block (CI saw it with pytest-xdist's I/O thread).
+    Other threads never run Python signal handlers, so there is nothing to hold there.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, HELD_SIGNALS)
+    noted: list[int] = []
+
+    def note(signum: int, frame: Any) -> None:
+        noted.append(signum)
+
+    held = {s: signal.getsignal(s) for s in HELD_SIGNALS}
+    held = {s: h for s, h in held.items() if h is not None}  # None: a handler set outside Python, left alone
+    for s in held:
+        signal.signal(s, note)
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for s, handler in held.items():
+            signal.signal(s, handler)
+        for signum in dict.fromkeys(noted):  # each once, in arrival order, to the handler that was there before
+            signal.raise_signal(signum)
 
 
 class LerobenchError(Exception):

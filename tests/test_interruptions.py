@@ -7,6 +7,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -190,4 +191,36 @@ def test_a_stop_never_lands_between_counting_an_episode_and_queueing_its_line(tm
             assert results["overall"]["n_episodes"] == len(_episodes(out)) > 0
             assert json.loads((out / "results.json").read_text())["overall"]["n_episodes"] == len(_episodes(out))
     finally:
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_stop_another_thread_received_still_waits_for_the_held_block():
+    """CI (pytest-xdist) saw results.json count 39 episodes beside 40 lines: the main thread blocked the signal,
+    the kernel gave it to another thread, and Python ran the handler in the main thread inside the block anyway.
+
+    Here the signal goes straight to a bystander thread while the main thread is inside ``stops_deferred``: the
+    stop must land after the block, once, and leave the handler as it was.
+    """
+    from lerobench.errors import stops_deferred
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    idle = threading.Event()
+    bystander = threading.Thread(target=idle.wait, daemon=True)
+    bystander.start()
+    steps: list[int] = []
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with stops_deferred():
+                signal.pthread_kill(bystander.ident, signal.SIGALRM)
+                for i in range(200):  # bytecodes, and a sleep, for a handler that is not held to land in
+                    steps.append(i)
+                    time.sleep(0.001)
+            steps.append(-1)  # never reached: the stop lands right after the block
+        assert steps == list(range(200))
+        assert signal.getsignal(signal.SIGALRM) is interrupt
+    finally:
+        idle.set()
         signal.signal(signal.SIGALRM, previous)
