@@ -175,6 +175,7 @@ def evaluate(  # noqa: D417 - the shared settings' help is appended from plan/op
     trials: int | None = default("trials"),
     formats: str | Sequence[str] = default("formats"),
     record: str = default("record"),
+    record_size: int = default("record_size"),
     rerun: bool = default("rerun"),
     device: str = default("device"),
     call_width: int | None = default("call_width"),

@@ -24,7 +24,8 @@ from lerobench.plan.planner import MAX_SEED
 
 INTS: dict[str, tuple[int, bool]] = {
     "episodes": (1, True), "batch_size": (0, False), "seed": (0, False), "max_steps": (1, True),
-    "videos": (0, False), "video_size": (0, False), "replan_steps": (1, False), "parallel_tasks": (1, False),
+    "videos": (0, False), "video_size": (0, False), "record_size": (8, False),
+    "replan_steps": (1, False), "parallel_tasks": (1, False),
     "trials": (1, True), "call_width": (0, True), "workers": (0, False), "log_step": (0, False),
     "max_errors": (0, True),
 }

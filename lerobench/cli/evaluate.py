@@ -303,6 +303,7 @@ def evaluate(
     trials: int | None = cli_option("trials"),
     formats: list[str] = cli_option("formats"),
     record: str = cli_option("record"),
+    record_size: int = cli_option("record_size"),
     device: str = cli_option("device"),
     call_width: int | None = cli_option("call_width"),
     share_task: bool = cli_option("share_task"),

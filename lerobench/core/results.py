@@ -213,6 +213,38 @@ def write_trajectory(output: Path, task: str, episode: int, attrs: dict[str, Any
         f.flush()
 
 
+DEMO_FILE = "{task}_demo.hdf5"
+"""A backend-layout recording's file in ``recordings/`` (LIBERO names its demo files so)."""
+
+
+def write_demo(output: Path, task: str, index: int, attrs: dict[str, Any], arrays: dict[str, Any],
+               file_attrs: dict[str, str]) -> None:
+    """Write one episode as ``data/demo_<index>`` of ``recordings/<task>_demo.hdf5`` (replaced if present).
+
+    The robomimic layout LIBERO's demo files use: ``file_attrs`` on the ``data`` group, whose ``num_demos`` and
+    ``total`` (rows of all demos) are kept current after every demo; ``arrays`` by their paths in the demo.
+    """
+    import h5py
+
+    folder = output / "recordings"
+    folder.mkdir(exist_ok=True)
+    with h5py.File(folder / DEMO_FILE.format(task=task), "a") as f:
+        data = f.require_group("data")
+        for key, value in file_attrs.items():
+            data.attrs[key] = value
+        name = f"demo_{index}"
+        if name in data:
+            del data[name]
+        group = data.create_group(name)
+        for key, value in attrs.items():
+            group.attrs[key] = value
+        for key, array in arrays.items():
+            group.create_dataset(key, data=array, compression="lzf" if array.ndim >= 3 else None)
+        data.attrs["num_demos"] = len(data)
+        data.attrs["total"] = int(sum(int(d.attrs["num_samples"]) for d in data.values()))
+        f.flush()
+
+
 def rewrite_episodes(path: Path, records: Iterable[EpisodeRecord]) -> None:
     """Replace ``episodes.jsonl`` atomically with exactly ``records``.
 
@@ -264,7 +296,11 @@ class ResultsWriter:
                 elif kind == "json":
                     write_json_atomic(self.output / payload[0], payload[1])
                 elif kind == "trajectory":
-                    write_trajectory(self.output, *payload)
+                    task, index, attrs, arrays, file_attrs = payload
+                    if file_attrs is None:
+                        write_trajectory(self.output, task, index, attrs, arrays)
+                    else:
+                        write_demo(self.output, task, index, attrs, arrays, file_attrs)
             except BaseException as exc:  # noqa: BLE001 - surfaced on the main thread
                 self._error = exc
             finally:
@@ -288,10 +324,11 @@ class ResultsWriter:
         self._raise_if_failed()
         self._queue.put(("json", (name, json.loads(_json_dumps(data)))))
 
-    def put_trajectory(self, task: str, episode: int, attrs: dict[str, Any], arrays: dict[str, Any]) -> None:
-        """Queue one episode's recorded arrays for ``recordings/<task>.h5``."""
+    def put_trajectory(self, task: str, index: int, attrs: dict[str, Any], arrays: dict[str, Any],
+                       file_attrs: dict[str, str] | None = None) -> None:
+        """Queue one episode's recorded arrays: ``recordings/<task>.h5``, or a demo of a backend's layout."""
         self._raise_if_failed()
-        self._queue.put(("trajectory", (task, episode, dict(attrs), arrays)))
+        self._queue.put(("trajectory", (task, index, dict(attrs), arrays, file_attrs)))
 
     def flush(self) -> None:
         """Wait until everything queued is on disk."""

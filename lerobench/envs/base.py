@@ -50,6 +50,9 @@ class Simulator(Protocol):
 # ``state()`` is hashed) and ``mujoco_model()`` (the MuJoCo model, for the ``camera_shift`` and ``light``
 # perturbations). See ``lerobench.envs.perturb``. ``scene_poses()`` (where every geom, camera and light is drawn,
 # as floats) lets the reset check (``envs/resets.py``) compare what the cameras see exactly, at any image size.
+# ``dataset_row(render)`` (a backend with ``dataset_layout``): the current step's row of the backend's own dataset
+# files, as HDF5 paths relative to a demo group -> arrays (``obs/agentview_rgb``, ``states``...); ``render(camera)``
+# gives a camera's image as the protocol delivers it, at the recording's size (``EnvSpec.dataset_size``).
 
 
 def announce_reads(sim: Simulator, cameras: Sequence[str]) -> None:
@@ -111,6 +114,13 @@ class Backend(Protocol):
     def from_template(self, built: Any, spec: EnvSpec) -> Simulator:
         """In a worker forked from the template: ``built`` made this worker's simulator (its GL context added)."""
 
+    dataset_layout: str | None
+    """The dataset file format ``--record`` writes for this backend (its simulator's ``dataset_row``), e.g. LIBERO's
+    robomimic-style HDF5; None: lerobench's own layout of what the policy consumed (docs/results.md)."""
+
+    def dataset_attrs(self, spec: EnvSpec) -> dict[str, str]:
+        """The file-level attributes of ``spec.task``'s dataset file (only called when ``dataset_layout`` is set)."""
+
 
 
 
@@ -142,6 +152,13 @@ class BackendDefaults:
     def from_template(self, built: Any, spec: EnvSpec) -> Simulator:
         """Never called without ``make_template``."""
         return built
+
+    dataset_layout: str | None = None
+    """No dataset layout of its own: ``--record`` writes lerobench's layout of what the policy consumed."""
+
+    def dataset_attrs(self, spec: EnvSpec) -> dict[str, str]:
+        """Never called without ``dataset_layout``."""
+        return {}
 
 
 def missing_folders(folders: Sequence[Any]) -> list[str]:
@@ -178,6 +195,9 @@ class EnvSpec:
     """(height, width) of frames rendered for the video alone; None: the protocol's image size."""
     privileged: bool = False
     """The policy reads the simulator's ``privileged_state()`` (``observation['privileged']``)."""
+    dataset_size: tuple[int, int] | None = None
+    """(height, width) of the images in the backend's dataset rows, one row per observation of every episode
+    (``--record`` on a backend with a ``dataset_layout``: ``info['dataset']``); None: no rows."""
 
 
 def check_suite_names(suite: Any, offered_cameras: Sequence[str], known_tasks: Sequence[str] | None,
@@ -401,6 +421,16 @@ class LazyTaskEnv(gym.Env):
             self._video_frame = self._render(cam, self.spec_.video_size)
         return self._video_frame
 
+    def _dataset_row(self) -> dict[str, np.ndarray] | None:
+        """The observation's row of the backend's dataset files (``EnvSpec.dataset_size``); None: none asked.
+
+        Called inside the step's / reset's ``try``: a row that cannot be made is that episode's error, as any
+        simulator failure is (a recorded run must not quietly lose rows).
+        """
+        size = self.spec_.dataset_size
+        row = getattr(self._simulator(), "dataset_row", None) if size is not None else None
+        return None if row is None else row(lambda camera: self._render(camera, size))
+
     def _summary(self, error: str | None) -> dict[str, Any]:
         return {
             "episode": self._episode,
@@ -467,12 +497,13 @@ class LazyTaskEnv(gym.Env):
                 announce_reads(raw, first if k == settle_steps - 1 else ())
                 raw.step(settle)
             self._last_obs = self._observe(first)
+            row = self._dataset_row()
         except Exception:  # noqa: BLE001 - contained: reported as this episode's error
             self._done = True
             self._last_obs = self._zero_obs()
             return self._last_obs, {"episode_end": self._summary(_format_error("reset"))}
         self._done = False
-        info: dict[str, Any] = {}
+        info: dict[str, Any] = {} if row is None else {"dataset": row}
         frame = self._frame(self._last_obs)
         if frame is not None:
             info["frame"] = frame
@@ -510,12 +541,15 @@ class LazyTaskEnv(gym.Env):
             self._success_now = bool(success)
             self._success = self._success or self._success_now
             self._last_obs = self._observe(cameras, observe)
+            row = self._dataset_row()
         except Exception:  # noqa: BLE001 - contained: reported as this episode's error
             self._done = True
             return self._last_obs, 0.0, True, False, {"episode_end": self._summary(_format_error("step"))}
         terminated = self._success_now and self.spec_.stop_on_success
         truncated = not terminated and self._steps >= self.spec_.protocol.max_steps
         info: dict[str, Any] = {"success": self._success_now}
+        if row is not None:
+            info["dataset"] = row
         frame = self._frame(self._last_obs)
         if frame is not None:
             info["frame"] = frame

@@ -39,6 +39,7 @@ import io
 import math
 import sys
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +59,9 @@ if TYPE_CHECKING:
 
 STANDARD_SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_10", "libero_90")
 """The LIBERO suites lerobench ships; used to find a task when ``backend_options.suite`` is missing."""
+
+DATASET_CAMERAS = {"agentview_rgb": "agentview", "eye_in_hand_rgb": "robot0_eye_in_hand"}
+"""LIBERO demo files' image keys (under ``obs/``) and the robosuite cameras they are rendered from."""
 
 CAMERAS = ("agentview", "robot0_eye_in_hand", "frontview", "birdview", "sideview", "galleryview", "paperview",
            "canonical_agentview", "robot0_robotview")
@@ -160,7 +164,7 @@ class LiberoSimulator:
         self._privileged: Any = None
         height, width = spec.protocol.image_size
         self._cameras = tuple(dict.fromkeys(_robosuite_camera(c) for c in spec.cameras))
-        self._renders = bool(self._cameras) or spec.record_camera is not None
+        self._renders = bool(self._cameras) or spec.record_camera is not None or spec.dataset_size is not None
         quality = render_quality(options, f"LIBERO task {spec.task.name!r}")
         # robosuite makes its GL context while building: for another quality the context waits until it is set
         attach_now = bool(quality) and self._renders and not defer_gl
@@ -281,6 +285,30 @@ class LiberoSimulator:
     def physics_state(self) -> np.ndarray:
         """The flattened MuJoCo state (time, qpos, qvel) LIBERO's init states are made of (the start digest)."""
         return np.asarray(self._live().sim.get_state().flatten(), dtype=np.float64)
+
+    def dataset_row(self, render: Callable[[str], np.ndarray]) -> dict[str, np.ndarray]:
+        """This observation's row of a LIBERO demo file (``DATASET_CAMERAS`` through ``render``; LIBERO's keys).
+
+        As LIBERO's ``scripts/create_dataset.py`` computes them: ``ee_states`` = eef position + axis-angle,
+        ``robot_states`` = gripper qpos + eef position + eef quaternion (xyzw), ``states`` the flattened MuJoCo
+        state. Unlike that script's rows (its observation is the one after the action), every key of a row here
+        is the observation before the row's action: ``states[t]`` and ``obs/*[t]`` are the same instant.
+        """
+        obs = self._obs
+        position, quaternion = np.asarray(obs["robot0_eef_pos"]), np.asarray(obs["robot0_eef_quat"])
+        orientation = quat_to_axis_angle(quaternion).astype(np.float64)
+        gripper = np.asarray(obs["robot0_gripper_qpos"], dtype=np.float64)
+        row = {f"obs/{key}": render(camera) for key, camera in DATASET_CAMERAS.items()}
+        row.update({
+            "obs/gripper_states": gripper,
+            "obs/joint_states": np.asarray(obs["robot0_joint_pos"], dtype=np.float64),
+            "obs/ee_pos": position.astype(np.float64),
+            "obs/ee_ori": orientation,
+            "obs/ee_states": np.concatenate([position, orientation]).astype(np.float64),
+            "robot_states": np.concatenate([gripper, position, quaternion]).astype(np.float64),
+            "states": self.physics_state(),
+        })
+        return row
 
     def mujoco_model(self) -> Any:
         """The raw MuJoCo model under robosuite's wrapper (cameras and lights edited by ``--perturb``)."""
@@ -498,6 +526,37 @@ class LiberoBackend(BackendDefaults):
     def make_simulator(self, spec: EnvSpec) -> LiberoSimulator:
         """Build the task's simulator (in the worker process)."""
         return LiberoSimulator(spec)
+
+    dataset_layout: str | None = "LIBERO (robomimic HDF5: recordings/<task>_demo.hdf5, data/demo_<i>)"
+    """``--record`` writes LIBERO's own demo files (``LiberoSimulator.dataset_row``; docs/results.md)."""
+
+    def dataset_attrs(self, spec: EnvSpec) -> dict[str, str]:
+        """The ``data`` group's attributes of a LIBERO demo file, as LIBERO's ``create_dataset.py`` writes them.
+
+        ``env_args.env_kwargs`` are ``OffScreenRenderEnv``'s arguments for this scene at the recording's size,
+        so LIBERO's own env class rebuilds it; ``macros_image_convention`` is robosuite's, and
+        ``lerobench_image_rotation`` says whether the protocol turned the images (LIBERO's files: 0).
+        """
+        import json
+
+        from libero.libero.envs.bddl_utils import get_problem_info
+
+        bench, task_id = _find_task(spec.backend_options.get("suite"), spec.task.name)
+        bddl = bench.get_task_bddl_file_path(task_id)
+        info = get_problem_info(bddl)
+        height, width = spec.dataset_size or (128, 128)
+        kwargs = {"bddl_file_name": bddl, "camera_names": list(DATASET_CAMERAS.values()),
+                  "camera_heights": height, "camera_widths": width, "control_freq": int(self.control_fps)}
+        with open(bddl, encoding="utf-8") as f:
+            content = f.read()
+        return {
+            "env_name": info["problem_name"], "problem_info": json.dumps(info),
+            "macros_image_convention": "opengl", "bddl_file_name": bddl, "bddl_file_content": content,
+            "env_args": json.dumps({"type": 1, "env_name": info["problem_name"],
+                                    "problem_name": info["problem_name"], "bddl_file": bddl, "env_kwargs": kwargs}),
+            "lerobench_image_rotation": "180" if spec.protocol.flip_images else "0",
+            "lerobench_suite": spec.suite, "lerobench_task": spec.task.name,
+        }
 
     def make_template(self, spec: EnvSpec) -> LiberoSimulator:
         """The task built without GL, in the template process its workers fork from (``envs/template.py``)."""

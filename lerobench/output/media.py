@@ -7,11 +7,8 @@ executors that step envs in this process (inline, vector) are handed this factor
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from lerobench.output.rerun import RrdTaskVideos, RrdTrajectories, RrdWriter
-from lerobench.output.trajectories import TrajectoryFilter
+from lerobench.output.trajectories import TrajectoryFilter, TrajectorySink
 from lerobench.output.video_recorder import TaskVideos
 from lerobench.output.videos import NullVideoEncoder, VideoEncoder
 from lerobench.plan.planner import RunPlan
@@ -21,10 +18,11 @@ from lerobench.suite.config import TaskSpec
 class RunMedia:
     """The driver's video encoder and Rerun writer, and the recorders made from them per task."""
 
-    def __init__(self, plan: RunPlan, put_trajectory: Callable[[str, int, dict[str, Any], dict[str, Any]], None]):
+    def __init__(self, plan: RunPlan, put_trajectory: TrajectorySink):
         """``put_trajectory``: the sink's writer of ``--record`` rollouts (``EpisodeSink.put_trajectory``)."""
         self.plan = plan
         self._put_trajectory = put_trajectory
+        self._file_attrs: dict[str, dict[str, str]] = {}
         self.encoder: VideoEncoder | NullVideoEncoder = NullVideoEncoder()
         self.rrd: RrdWriter | None = None
         """``--rerun``: the writer of the recorded episodes' ``.rrd`` files (lerobench.output.rerun)."""
@@ -53,6 +51,16 @@ class RunMedia:
 
     def trajectories(self) -> TrajectoryFilter | RrdTrajectories:
         """``--record`` HDF5 rollouts, written by the sink's writer (and, ``--rerun``, the recordings' steps)."""
-        saved = TrajectoryFilter(self.plan.settings.record, self._put_trajectory)
+        saved = TrajectoryFilter(self.plan.settings.record, self._put_trajectory, self.plan.settings.trials_per_episode,
+                                 self.dataset_attrs if self.plan.dataset_size else None)
         videos = self.plan.settings.videos
         return saved if self.rrd is None else RrdTrajectories(saved, self.rrd, lambda episode: episode < videos)
+
+    def dataset_attrs(self, task: str) -> dict[str, str]:
+        """The backend's attributes of ``task``'s dataset file (LIBERO's ``data`` group), read once per task."""
+        if task not in self._file_attrs:
+            from lerobench.suite.registry import get_backend
+
+            spec = self.plan.env_spec(next(t for t in self.plan.suite.tasks if t.name == task), (), None)
+            self._file_attrs[task] = get_backend(self.plan.suite.backend).dataset_attrs(spec)
+        return self._file_attrs[task]

@@ -265,10 +265,11 @@ class EpisodeSink:
         self.reporter.task_finished(task, summary[0] if summary else {})
         self.publish()
 
-    def put_trajectory(self, task: str, episode: int, attrs: dict[str, Any], arrays: dict[str, Any]) -> None:
-        """Queue one ``--record`` rollout for the writer (``output/media.py`` filters which)."""
+    def put_trajectory(self, task: str, index: int, attrs: dict[str, Any], arrays: dict[str, Any],
+                       file_attrs: dict[str, str] | None = None) -> None:
+        """Queue one ``--record`` rollout for the writer (``output/trajectories.py`` filters which, in what layout)."""
         assert self._writer is not None, "EpisodeSink.put_trajectory before open"
-        self._writer.put_trajectory(task, episode, attrs, arrays)
+        self._writer.put_trajectory(task, index, attrs, arrays, file_attrs)
 
     def fail(self, exc: PolicyError) -> None:
         """The policy stopped the run: its traceback to ``traceback.txt``, its reason to results.json.

@@ -1,8 +1,10 @@
 """Optional rollout recording (``--record none|success|all``): per-episode arrays for the HDF5 writer.
 
-A trajectory holds only what the policy consumed (state, consumed cameras) plus actions, rewards and
-per-step success, copied out of the env buffers, and lives only until its episode ends; then it is
-handed to the background writer (or dropped, for failures under ``--record success``).
+A trajectory holds what the policy consumed (state, consumed cameras) plus actions, rewards and per-step
+success, copied out of the env buffers, and lives only until its episode ends; then it is handed to the
+background writer (or dropped, for failures under ``--record success``). On a backend with a dataset layout of
+its own (LIBERO) it also holds the env's dataset rows (``EnvSpec.dataset_size``), and the episode is written as a
+demo of that layout instead (``demo_arrays``; docs/results.md).
 """
 
 from __future__ import annotations
@@ -24,12 +26,16 @@ class Trajectory:
         self.actions: list[np.ndarray] = []
         self.rewards: list[float] = []
         self.successes: list[bool] = []
+        self.rows: list[dict[str, np.ndarray]] = []
+        """The env's dataset rows (one per observation), when its backend has a dataset layout."""
 
-    def observe(self, obs: dict[str, Any], i: int) -> None:
-        """Copy env ``i``'s observation (the vector env reuses its buffers)."""
+    def observe(self, obs: dict[str, Any], i: int, row: dict[str, Any] | None = None) -> None:
+        """Copy env ``i``'s observation (the vector env reuses its buffers) and its dataset ``row``, if any."""
         self.states.append(np.array(obs["state"][i], copy=True))
         for cam, batch in obs.get("images", {}).items():
             self.images.setdefault(cam, []).append(np.array(batch[i], copy=True))
+        if row is not None:
+            self.rows.append({key: np.array(value, copy=True) for key, value in row.items()})
 
     def act(self, action: np.ndarray, reward: float, success: bool) -> None:
         """Record the action taken from the last observation and what it led to."""
@@ -47,6 +53,21 @@ class Trajectory:
         }
         for cam, frames in self.images.items():
             data[f"observations/images/{cam}"] = np.stack(frames)
+        return data
+
+    def demo_arrays(self) -> dict[str, np.ndarray]:
+        """The episode as one demo of the backend's layout (LIBERO's): T rows, each the observation before its action.
+
+        ``rewards`` are the env's (LIBERO's: 1 at success) and ``dones`` 1 at the last step, as uint8.
+        """
+        steps = len(self.actions)
+        if len(self.rows) < steps + 1:
+            raise ValueError(f"{len(self.rows)} dataset rows for {steps} steps: a row per observation is missing")
+        data = {key: np.stack([row[key] for row in self.rows[:steps]]) for key in self.rows[0]}
+        data["actions"] = np.stack(self.actions).astype(np.float64)
+        rewards = np.asarray(self.rewards, dtype=np.float64)
+        data["rewards"] = rewards.astype(np.uint8) if np.all((rewards == 0) | (rewards == 1)) else rewards
+        data["dones"] = (np.arange(steps) == steps - 1).astype(np.uint8)
         return data
 
 
@@ -69,12 +90,22 @@ class Trajectories(Protocol):
         ...
 
 
-class TrajectoryFilter:
-    """Decides which episodes' trajectories reach ``sink(task, episode, attrs, arrays)``."""
+TrajectorySink = Callable[[str, int, dict[str, Any], dict[str, np.ndarray], "dict[str, str] | None"], None]
+"""``(task, index, attrs, arrays, file_attrs)``: the writer of one saved episode; ``file_attrs`` None: lerobench's
+layout (``index`` the episode), else a demo of the backend's layout (``index`` the demo's) with its file's
+attributes."""
 
-    def __init__(self, mode: str, sink: Callable[[str, int, dict[str, Any], dict[str, np.ndarray]], None]):
+
+class TrajectoryFilter:
+    """Decides which episodes' trajectories reach the writer (``TrajectorySink``), in which layout."""
+
+    def __init__(self, mode: str, sink: TrajectorySink, trials: int = 1,
+                 file_attrs: Callable[[str], dict[str, str]] | None = None):
+        """``trials`` per episode (demo numbers); ``file_attrs(task)``: the backend's dataset file attributes."""
         self.mode = check_record_mode(mode)
         self._sink = sink
+        self._trials = trials
+        self._file_attrs = file_attrs
 
     @property
     def enabled(self) -> bool:
@@ -92,7 +123,13 @@ class TrajectoryFilter:
         if self.mode == "all" or (self.mode == "success" and record.success):
             attrs = {"trial": record.trial, "success": record.success, "success_at_end": record.success_at_end,
                      "seed": record.seed, "init_state": record.init_state, "steps": record.steps}
-            self._sink(task, record.episode, attrs, trajectory.arrays())
+            if not trajectory.rows or self._file_attrs is None:
+                self._sink(task, record.episode, attrs, trajectory.arrays(), None)
+                return
+            arrays = trajectory.demo_arrays()
+            attrs = {"episode": record.episode, **attrs, "init_state_index": attrs.pop("init_state"),
+                     "num_samples": len(arrays["actions"]), "init_state": arrays["states"][0]}
+            self._sink(task, record.episode * self._trials + record.trial, attrs, arrays, self._file_attrs(task))
 
 
 NULL_TRAJECTORIES = TrajectoryFilter("none", lambda *args: None)

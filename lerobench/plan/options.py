@@ -72,7 +72,12 @@ SETTINGS: dict[str, Setting] = {
                            "Inference delay in control steps: each chunk is asked for d steps early and executed "
                            "from its action d (RTC's protocol; 0: none), or 'measured' from each call's latency "
                            "(not reproducible). docs/latency.md"),
-    "record": Setting(("--record",), "none", "Save rollouts to recordings/<task>.h5: none|success|all."),
+    "record": Setting(("--record",), "none",
+                      "Save rollouts: none|success|all; LIBERO in LIBERO's demo files (recordings/<task>_demo.hdf5), "
+                      "others in recordings/<task>.h5 (docs/results.md)."),
+    "record_size": Setting(("--record-size",), 128,
+                           "Side of the camera images in LIBERO's demo files (--record; LIBERO's own: 128).",
+                           minimum=8),
     "rerun": Setting(("--rerun",), False, "Also write a Rerun recording rerun/<task>/episode_<i>.rrd of each "
                                           "episode --videos records (docs/trackers.md)."),
     "formats": Setting(("--format",), (), "Also write another format: lerobot (eval_info.json)."),

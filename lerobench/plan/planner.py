@@ -83,6 +83,8 @@ class RunSettings:
     Part of the treatment identity."""
     record: str = default("record")
     """Rollout recording to HDF5: none, success or all."""
+    record_size: int = default("record_size")
+    """Side of the camera images in a backend's own dataset files (``--record`` on LIBERO)."""
     rerun: bool = default("rerun")
     """``--rerun``: a Rerun recording (``.rrd``) of each episode ``videos`` records (lerobench.output.rerun)."""
     formats: tuple[str, ...] = default("formats")
@@ -162,6 +164,8 @@ class RunPlan:
     """What the loaded policy makes of the run (``runner.policy_config``: executed replan steps, traits); in config."""
     control_fps: float = 20.0
     """The suite's ``control_fps`` or its backend's control rate (steps per simulated second)."""
+    dataset_layout: str | None = None
+    """The backend's own dataset file format, which ``--record`` writes (None: lerobench's layout)."""
     checked: CheckedPolicies = field(default_factory=CheckedPolicies, repr=False, compare=False)
     """The run's batch-invariance bookkeeping: each policy object checked once, at its first call."""
 
@@ -242,7 +246,15 @@ class RunPlan:
             state_dim=self.state_dim, action_dim=self.action_dim, cameras=cameras, record_camera=record_camera,
             stop_on_success=s.stop_on_success, backend_options=self.backend_options, perturb=s.perturb,
             video_every=self.video_every, video_size=self.video_size, privileged=privileged,
+            dataset_size=self.dataset_size,
         )
+
+    @property
+    def dataset_size(self) -> tuple[int, int] | None:
+        """(height, width) of the images of the backend's dataset rows: only when ``--record`` writes them."""
+        if self.dataset_layout is None or self.settings.record == "none":
+            return None
+        return self.settings.record_size, self.settings.record_size
 
     def task_run(self, task: TaskSpec, needs: ObservationNeeds, stop: Any = None, wants: Any = None) -> TaskRun:
         """The rollout's fixed facts for ``task`` under a policy with ``needs``.
@@ -336,6 +348,8 @@ class RunPlan:
             "seed": s.seed, "stop_on_success": s.stop_on_success, "replan_steps": s.replan_steps,
             "delay_steps": s.delay_steps, "control_fps": self.control_fps,
             "trials": s.trials_per_episode, "record": s.record, "rerun": s.rerun, "formats": list(s.formats),
+            "record_layout": (self.dataset_layout or "lerobench") if s.record != "none" else None,
+            "record_size": s.record_size if self.dataset_size else None,
             "batch_size": s.batch_size,
             "parallel_tasks": s.parallel_tasks, "videos": s.videos, "video_fps": self.video_fps,
             "video_size": list(self.video_size or self.protocol.image_size), "executor": s.executor,
@@ -403,12 +417,7 @@ def make_plan(settings: RunSettings) -> RunPlan:
     if s.executor not in EXECUTORS:
         raise unknown("--executor", s.executor, EXECUTORS)
     entry = EXECUTOR_ENTRIES.get(s.executor)  # None: auto, which only picks what the flags allow
-    if check_record_mode(s.record) != "none":
-        if importlib.util.find_spec("h5py") is None:
-            raise MissingDependencyError("--record needs h5py: pip install h5py")
-        if entry is not None and entry.own_policy:
-            raise ConfigError(f"--record is written by the driver's writer: use --executor vector or inline, "
-                              f"not {s.executor}")
+    _check_record(s, entry)
     if s.rerun:
         _check_rerun(s, entry)
     if entry is not None:  # flags the chosen executor would ignore: say so instead
@@ -453,7 +462,8 @@ def make_plan(settings: RunSettings) -> RunPlan:
                           f"has no 'control_fps' and backend {s.suite.backend!r} declares none")
     return RunPlan(settings=s, protocol=protocol, action_dim=backend.action_dim, state_dim=backend.state_dim,
                    n_init_states=s.suite.init_states or backend.n_init_states,
-                   unrendered_step_ms=backend.unrendered_step_ms, control_fps=fps or 20.0)
+                   unrendered_step_ms=backend.unrendered_step_ms, control_fps=fps or 20.0,
+                   dataset_layout=backend.dataset_layout)
 
 
 def _render_quality(s: RunSettings) -> str:
@@ -463,6 +473,19 @@ def _render_quality(s: RunSettings) -> str:
         where = "--render-quality" if s.render_quality else environment.RENDER_QUALITY
         raise ConfigError(f"{where} must be one of {', '.join(RENDER_QUALITIES)}, got {given!r}")
     return str(given or s.suite.backend_options.get(RENDER_QUALITY_OPTION, PUBLISHED))
+
+
+def _check_record(s: RunSettings, entry: Any) -> None:
+    """``--record``: h5py installed, an executor whose driver writes, and an image size of at least 8."""
+    if check_record_mode(s.record) == "none":
+        return
+    if importlib.util.find_spec("h5py") is None:
+        raise MissingDependencyError("--record needs h5py: pip install h5py")
+    if entry is not None and entry.own_policy:
+        raise ConfigError(f"--record is written by the driver's writer: use --executor vector or inline, "
+                          f"not {s.executor}")
+    if s.record_size < 8:
+        raise ConfigError(f"--record-size must be at least 8 (pixels), got {s.record_size}")
 
 
 def _check_rerun(s: RunSettings, entry: Any) -> None:

@@ -176,13 +176,16 @@ class EpisodeBook:
         reset (the others' observations did not change, and must not be recorded twice).
         """
         ended, frames = info_mask(infos, "episode_end"), info_mask(infos, "frame")
+        rows_made = info_mask(infos, "dataset")
         done = np.zeros(len(self.episode), dtype=bool)
         for i in rows.tolist():
             recording, trajectory = self.recording[i], self.trajectory[i]
             if self.episode[i] == NO_EPISODE or (ended is None and trajectory is None and recording is None):
                 continue
             if trajectory is not None:
-                trajectory.observe(obs, i)
+                row = None if rows_made is None or not rows_made[i] else \
+                    {k: v[i] for k, v in infos["dataset"].items() if not k.startswith("_")}
+                trajectory.observe(obs, i, row)
             if recording is not None:
                 frame = _frame_for(obs, infos, frames, self.recorder.camera, i)
                 if frame is not None:
