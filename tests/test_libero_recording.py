@@ -17,7 +17,7 @@ pytest.importorskip("libero.libero")
 h5py = pytest.importorskip("h5py")
 
 runner = CliRunner()
-SUITE, TASK = "libero_object", 0  # its episodes 0 and 1 need 101 and 102 steps: a limit of 101 splits them
+SUITE, TASK = "libero_object", 0
 OBS_KEYS = {"agentview_rgb", "eye_in_hand_rgb", "gripper_states", "joint_states", "ee_pos", "ee_ori", "ee_states"}
 DEMO_KEYS = {"actions", "states", "robot_states", "rewards", "dones", "obs"}
 
@@ -44,9 +44,10 @@ def _libero_env(data, **overrides):
     return OffScreenRenderEnv(**{**kwargs, **overrides})
 
 
-def test_recordings_open_under_liberos_keys_and_replay_to_the_recorded_outcome(tmp_path):
-    path, lines = _record(tmp_path / "run", "--episodes", "2", "--max-steps", "101", "--record-size", "32")
-    assert [e["success"] for e in lines] == [True, False], [e["steps"] for e in lines]
+def test_recordings_open_under_liberos_keys_and_replay_to_the_recorded_outcome(libero_demos):
+    run, lines = libero_demos  # conftest: libero_object task 0, a success and a failure, 32x32, --record all
+    (path,) = (run / "recordings").glob("*_demo.hdf5")
+    assert path.name == f"{lines[0]['task']}_demo.hdf5"
     with h5py.File(path, "r") as f:
         data = f["data"]
         env_args = json.loads(data.attrs["env_args"])
