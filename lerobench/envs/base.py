@@ -221,10 +221,10 @@ def check_suite_names(suite: Any, offered_cameras: Sequence[str], known_tasks: S
             if camera not in offered_cameras:
                 raise ConfigError(f"{where}: field {key!r}: {backend} has no camera {camera!r}."
                                   f"{did_you_mean(camera, offered_cameras)}")
-    quality = suite.backend_options.get(RENDER_QUALITY_OPTION, PUBLISHED)
-    if quality not in RENDER_QUALITIES:
-        raise ConfigError(f"{where}: field 'backend_options.{RENDER_QUALITY_OPTION}': {quality!r} is not a render "
-                          f"quality; expected one of {', '.join(RENDER_QUALITIES)}")
+    try:
+        render_quality(suite.backend_options, f"{where}: field 'backend_options.{RENDER_QUALITY_OPTION}'")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     if known_tasks is not None:
         for task in suite.tasks:
             if task.name not in known_tasks:
@@ -248,8 +248,7 @@ def render_quality(options: Mapping[str, Any], where: str) -> dict[str, int]:
     """The ``vis.quality`` fields ``options`` asks for ({} for published); a clear error naming ``where``."""
     name = options.get(RENDER_QUALITY_OPTION, PUBLISHED)
     if name not in RENDER_QUALITIES:
-        raise ValueError(f"{where}: backend_options.{RENDER_QUALITY_OPTION} = {name!r}; expected one of "
-                         f"{', '.join(RENDER_QUALITIES)}")
+        raise ValueError(f"{where}: {name!r} is not a render quality; expected one of {', '.join(RENDER_QUALITIES)}")
     return RENDER_QUALITIES[name]
 
 

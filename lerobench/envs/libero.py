@@ -165,7 +165,7 @@ class LiberoSimulator:
         height, width = spec.protocol.image_size
         self._cameras = tuple(dict.fromkeys(_robosuite_camera(c) for c in spec.cameras))
         self._renders = bool(self._cameras) or spec.record_camera is not None or spec.dataset_size is not None
-        quality = render_quality(options, f"LIBERO task {spec.task.name!r}")
+        quality = render_quality(options, f"LIBERO task {spec.task.name!r}: backend_options.{RENDER_QUALITY_OPTION}")
         # robosuite makes its GL context while building: for another quality the context waits until it is set
         attach_now = bool(quality) and self._renders and not defer_gl
         with _deferred_render_context((defer_gl or attach_now) and self._renders):

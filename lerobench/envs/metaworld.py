@@ -52,7 +52,7 @@ class MetaWorldSimulator:
         split = options.get("split", "train" if benchmark == "MT1" else "test")
         classes, variants = task_variants(benchmark, split, task, spec.seed)
         self._env = classes[task]()
-        self._quality = render_quality(options, f"Meta-World task {task!r}")
+        self._quality = render_quality(options, f"Meta-World task {task!r}: backend_options.{RENDER_QUALITY_OPTION}")
         self._variants = variants
         self._renderers: dict[tuple[Any, ...], Any] = {}
         self._obs = np.zeros(39, dtype=np.float32)
