@@ -202,15 +202,19 @@ def write_trajectory(output: Path, task: str, episode: int, attrs: dict[str, Any
     folder.mkdir(exist_ok=True)
     with h5py.File(folder / f"{task}.h5", "a") as f:
         trial = int(attrs.get("trial", 0))
-        name = f"episode_{episode}" if trial == 0 else f"episode_{episode}_trial_{trial}"
-        if name in f:
-            del f[name]
-        group = f.create_group(name)
-        for key, value in attrs.items():
-            group.attrs[key] = value
-        for key, array in arrays.items():
-            group.create_dataset(key, data=array, compression="lzf" if array.ndim >= 3 else None)
+        _replace_group(f, f"episode_{episode}" if trial == 0 else f"episode_{episode}_trial_{trial}", attrs, arrays)
         f.flush()
+
+
+def _replace_group(parent: Any, name: str, attrs: dict[str, Any], arrays: dict[str, Any]) -> None:
+    """Group ``name`` of ``parent`` (an h5py group) made anew: ``attrs``, and ``arrays`` by path (images LZF)."""
+    if name in parent:
+        del parent[name]
+    group = parent.create_group(name)
+    for key, value in attrs.items():
+        group.attrs[key] = value
+    for key, array in arrays.items():
+        group.create_dataset(key, data=array, compression="lzf" if array.ndim >= 3 else None)
 
 
 DEMO_FILE = "{task}_demo.hdf5"
@@ -232,14 +236,7 @@ def write_demo(output: Path, task: str, index: int, attrs: dict[str, Any], array
         data = f.require_group("data")
         for key, value in file_attrs.items():
             data.attrs[key] = value
-        name = f"demo_{index}"
-        if name in data:
-            del data[name]
-        group = data.create_group(name)
-        for key, value in attrs.items():
-            group.attrs[key] = value
-        for key, array in arrays.items():
-            group.create_dataset(key, data=array, compression="lzf" if array.ndim >= 3 else None)
+        _replace_group(data, f"demo_{index}", attrs, arrays)
         data.attrs["num_demos"] = len(data)
         data.attrs["total"] = int(sum(int(d.attrs["num_samples"]) for d in data.values()))
         f.flush()

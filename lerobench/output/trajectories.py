@@ -123,10 +123,10 @@ class TrajectoryFilter:
         if self.mode == "all" or (self.mode == "success" and record.success):
             attrs = {"trial": record.trial, "success": record.success, "success_at_end": record.success_at_end,
                      "seed": record.seed, "init_state": record.init_state, "steps": record.steps}
-            if not trajectory.rows or self._file_attrs is None:
+            if self._file_attrs is None:
                 self._sink(task, record.episode, attrs, trajectory.arrays(), None)
                 return
-            arrays = trajectory.demo_arrays()
+            arrays = trajectory.demo_arrays()  # its rows are missing only if the env made none: an error, said
             attrs = {"episode": record.episode, **attrs, "init_state_index": attrs.pop("init_state"),
                      "num_samples": len(arrays["actions"]), "init_state": arrays["states"][0]}
             self._sink(task, record.episode * self._trials + record.trial, attrs, arrays, self._file_attrs(task))
