@@ -145,7 +145,7 @@ def load(path: str | Path) -> VisuomotorBC:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no LIBERO BC checkpoint at {path.resolve()}: train one with "
-                                f"`python examples/libero_bc/train.py --out {path.parent}`")
+                                f"`python examples/libero_bc/train.py --demos RUN_DIR --out {path.parent}` (README.md)")
     blob = torch.load(path, map_location="cpu", weights_only=True)
     policy = VisuomotorBC(**blob["config"])
     policy.load_state_dict(blob["state_dict"])
