@@ -1,0 +1,142 @@
+"""What a camera policy learned here makes checkable on LIBERO, in short versions (issue 45): the same episodes at
+any batch size, executor and task parallelism; the delay curve and a LIBERO-PRO family against their controls,
+each with an exact paired interval; the designed A/B of the final checkpoint against the early one.
+
+The policy is ``examples/libero_bc`` trained on libero_object tasks 0 and 1 (``tests/data/libero_bc/README.md``:
+the commands that made the two checkpoints, their rates and digests). It reads both cameras and the 8-D state,
+never the simulator's: its episodes succeed and fail, so each check below could fail, and each asserts that its
+runs hold both outcomes before it asserts anything else.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from lerobench.cli import app
+
+pytestmark = [pytest.mark.sim, pytest.mark.slow]
+pytest.importorskip("libero.libero")
+pytest.importorskip("torch")
+
+TESTS = Path(__file__).parent
+CHECKPOINTS = TESTS / "data" / "libero_bc"
+SUITES = TESTS.parent / "suites"
+runner = CliRunner()
+STEPS = 160
+"""The short suite's step limit: the final checkpoint solves task 0 in 101-106 steps, task 1 in 157-266 or never."""
+EPISODES = 2
+"""Per task in the invariance runs: the final checkpoint solves task 0's two and fails task 1's at STEPS (measured)."""
+PAIRS = 3
+"""Episodes per arm of the robustness run (task 0, where the final checkpoint succeeds)."""
+AB_CAP = 20
+"""The A/B's cap in pairs (run A's episodes): the design at --effect 0.5 needs up to 15 x 1.5."""
+
+
+@pytest.fixture(autouse=True)
+def _checkpoints(monkeypatch):
+    monkeypatch.setenv("LIBERO_BC_DIR", str(CHECKPOINTS))
+
+
+def _small_suite(tmp_path: Path, image: int = 64, steps: int = STEPS) -> Path:
+    """libero_object's first two tasks at ``image``x``image`` (frames 16 times cheaper than the protocol's, at the
+    size the policy was trained on) and a ``steps`` limit (failures end sooner); everything else as shipped."""
+    text = (SUITES / "libero_object.toml").read_text()
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("tasks = ["))
+    end = next(i for i in range(start, len(lines)) if lines[i].strip() == "]")
+    body = "\n".join([*lines[:start + 3], *lines[end:]])
+    body = (body.replace("image_size = [256, 256]", f"image_size = [{image}, {image}]", 1)
+            .replace("max_steps = 280", f"max_steps = {steps}", 1)
+            .replace('name = "libero_object"', 'name = "libero_object_small"', 1))
+    path = tmp_path / "libero_object_small.toml"
+    path.write_text(body)
+    return path
+
+
+def _lines(out: Path) -> list[dict]:
+    return [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
+
+
+def _seen(out: Path) -> list[tuple]:
+    """Each episode as the invariance promise covers it: outcome, steps, return and what the policy saw."""
+    return sorted((e["task"], e["episode"], e["success"], e["steps"], e["return"], e["start_digest"],
+                   e["obs_digest"], e["obs_reads"], tuple(e["obs_parts"] or ())) for e in _lines(out))
+
+
+def _eval(out: Path, *args: str) -> dict:
+    result = runner.invoke(app, ["eval", "--videos", "0", "--output", str(out), *args])
+    assert result.exit_code == 0, result.output
+    return json.loads((out / "results.json").read_text())
+
+
+def test_the_learned_policys_episodes_are_the_same_at_any_batch_size_executor_and_task_parallelism(tmp_path):
+    suite = _small_suite(tmp_path)
+    common = ["--suite", str(suite), "--policy", "examples.libero_bc.policy:final", "--episodes", str(EPISODES)]
+    runs = {"b1": ["--batch-size", "1"], "b3": ["--batch-size", "3"],
+            "processes": ["--executor", "processes", "--workers", "2"],
+            "parallel-tasks": ["--parallel-tasks", "2", "--batch-size", "1"]}
+    reference = None
+    for name, extra in runs.items():
+        results = _eval(tmp_path / name, *common, *extra)
+        assert results["config"]["policy_kind"] != "privileged expert"
+        seen = _seen(tmp_path / name)
+        assert all(s[8] == ("state", "agentview", "robot0_eye_in_hand") for s in seen), seen  # never privileged
+        if reference is None:
+            outcomes = [s[2] for s in seen]
+            assert any(outcomes) and not all(outcomes), outcomes  # else the comparison could not fail
+            reference = seen
+        assert seen == reference, name
+
+
+def test_a_delay_and_a_libero_pro_family_drop_the_learned_policy_against_their_controls(tmp_path):
+    """One ``robustness`` call: the swap family (LIBERO-PRO, against its matched control suite) and a 4-step
+    inference delay (against the shared undelayed control). Each arm's drop is the exact paired one of its
+    episodes; the camera policy feels both (the privileged expert is untouched by the swap: docs/perturbations.md)."""
+    from lerobench.stats.binomial import compare_paired
+
+    task = "pick_up_the_alphabet_soup_and_place_it_in_the_basket"
+    out = tmp_path / "rob"
+    result = runner.invoke(app, ["robustness", "--base", "libero_object", "--tasks", task, "--families",
+                                 "swap,delay_steps=4", "--policy", "examples.libero_bc.policy:final", "--episodes",
+                                 str(PAIRS), "--videos", "0", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    document = json.loads((out / "robustness.json").read_text())
+    families = {f["family"]: f for f in document["families"]}
+    assert set(families) == {"swap", "delay_steps=4"}
+
+    def outcomes(run: str) -> list[bool]:
+        return [e["success"] for e in sorted(_lines(Path(run)), key=lambda e: e["episode"])]
+
+    for family, row in families.items():
+        control, perturbed = outcomes(row["control_run"]), outcomes(row["perturbed_run"])
+        assert len(control) == len(perturbed) == PAIRS
+        assert any(control) and not all(perturbed), (family, control, perturbed)  # both outcomes in the family
+        expected = compare_paired(control, perturbed)
+        assert row["paired"] and row["n_pairs"] == PAIRS
+        assert row["drop"] == pytest.approx(-expected.delta) and row["p_value"] == pytest.approx(expected.p_value)
+        low, high = row["drop_ci95"]
+        assert low <= row["drop"] <= high and row["drop"] > 0, (family, row)
+    assert families["swap"]["control_suite"] == "libero_object_swap_control"  # the matched control, not the base
+    assert families["delay_steps=4"]["start_digests_equal"] == PAIRS  # the same starts, only the delay differs
+    assert [point["delay_steps"] for point in document["delay_curve"]] == [0, 4]
+
+
+def test_the_final_checkpoint_is_decided_better_than_the_early_one_in_fewer_pairs_than_fixed_n(tmp_path):
+    """The designed A/B (``--versus`` the early checkpoint's recorded run, ``--until decided --effect 0.5``) on
+    task 0: the early checkpoint (100 updates) fails where the final one succeeds, and the test stops as soon as
+    that is decided, before the pairs a fixed-n exact McNemar test needs at the same effect, alpha and power."""
+    suite = _small_suite(tmp_path)
+    common = ["--suite", str(suite), "--tasks", "0", "--episodes", str(AB_CAP)]
+    _eval(tmp_path / "early", *common, "--policy", "examples.libero_bc.policy:early")
+    results = _eval(tmp_path / "final", *common, "--policy", "examples.libero_bc.policy:final", "--versus",
+                    str(tmp_path / "early"), "--until", "decided", "--effect", "0.5")
+    versus = results["stopping"]["versus"]
+    assert versus["decision"] == "B better", versus
+    assert versus["pairs"] < versus["design"]["fixed_n"] and versus["lost"] <= versus["gained"]
+    early, final = ({e["episode"]: e["success"] for e in _lines(tmp_path / name)} for name in ("early", "final"))
+    assert not all(early.values()) and any(final.values())  # both outcomes: the decision could have gone otherwise
+    paired = sorted(final)[:versus["pairs"]]  # the pairs it decided on, in run A's order (more ran in flight)
+    assert versus["gained"] == sum(final[i] and not early[i] for i in paired)
+    assert versus["lost"] == sum(early[i] and not final[i] for i in paired)
