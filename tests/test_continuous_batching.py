@@ -99,18 +99,18 @@ def test_run_dry_first_steps_the_rows_nearest_to_running_dry():
 def test_spreading_pays_only_where_a_call_costs_about_a_round_of_simulation():
     from lerobench.rollout.inference import MIN_SPREAD_GAIN, worth_spreading
 
-    wave, chunk, waves = 0.0003, 10, 6  # a round of simulation: 18 ms
-    assert not worth_spreading(0.0, wave, waves, chunk)  # a free call: nothing to overlap
-    assert worth_spreading(0.018, wave, waves, chunk)  # (18 + 18) / (18 + 3) = 1.7x
-    assert not worth_spreading(0.1, wave, waves, chunk)  # policy-bound: (100 + 18) / 103 = 1.15x, keep calls full
-    assert not worth_spreading(None, wave, waves, chunk) and not worth_spreading(0.018, None, waves, chunk)
-    assert not worth_spreading(0.018, wave, 1, chunk)  # one wave: every env already steps at once
+    wave, replan, waves = 0.0003, 10, 6  # a round of simulation: 18 ms
+    assert not worth_spreading(0.0, wave, waves, replan)  # a free call: nothing to overlap
+    assert worth_spreading(0.018, wave, waves, replan)  # (18 + 18) / (18 + 3) = 1.7x
+    assert not worth_spreading(0.1, wave, waves, replan)  # policy-bound: (100 + 18) / 103 = 1.15x, keep calls full
+    assert not worth_spreading(None, wave, waves, replan) and not worth_spreading(0.018, None, waves, replan)
+    assert not worth_spreading(0.018, wave, 1, replan)  # one wave: every env already steps at once
 
     # the rule is the model's gain against MIN_SPREAD_GAIN, checked by brute force over call times
     for call in np.linspace(0.0, 0.2, 401):
-        t_one, t_all = chunk * wave, waves * chunk * wave
+        t_one, t_all = replan * wave, waves * replan * wave
         gain = (call + t_all) / max(call + t_one, t_all)
-        assert worth_spreading(float(call), wave, waves, chunk) == (gain >= MIN_SPREAD_GAIN)
+        assert worth_spreading(float(call), wave, waves, replan) == (gain >= MIN_SPREAD_GAIN)
 
 
 def test_inline_steps_only_the_envs_not_held(tmp_path):

@@ -61,20 +61,20 @@ MIN_SPREAD_GAIN = 1.2
 """Run envs out of phase only where that is expected to raise env-steps/s at least this much (``worth_spreading``)."""
 
 
-def worth_spreading(call_s: float | None, wave_s: float | None, waves: int, chunk: int) -> bool:
+def worth_spreading(call_s: float | None, wave_s: float | None, waves: int, replan_steps: int) -> bool:
     """Whether to run envs out of phase with overlapping calls, rather than in step with one full call per round.
 
-    In phase, a round takes a call plus every env's chunk of steps: ``T_all = waves * chunk * wave_s`` (one
-    wave of steps per ``concurrent_steps`` envs). Out of phase, each env waits only for its own call while the
-    others step, so a round takes the longer of a call plus one wave's chunk (``T_one``) and ``T_all``
-    (the simulation is then always busy), but every env is its own call. The gain
-    ``(call + T_all) / max(call + T_one, T_all)`` is 1 for a free call, peaks (up to 2x) when a call costs
-    about a round of simulation, and falls back to 1 when the policy dominates; below ``MIN_SPREAD_GAIN``
-    the few, full calls of the in-phase schedule are worth more. Unknown costs: stay in phase.
+    In phase, a round takes a call plus every env's ``replan_steps`` steps (the actions it executes per call):
+    ``T_all = waves * replan_steps * wave_s`` (one wave of steps per ``concurrent_steps`` envs). Out of phase,
+    each env waits only for its own call while the others step, so a round takes the longer of a call plus one
+    wave's ``replan_steps`` steps (``T_one``) and ``T_all`` (the simulation is then always busy), but every env is
+    its own call. The gain ``(call + T_all) / max(call + T_one, T_all)`` is 1 for a free call, peaks (up to 2x)
+    when a call costs about a round of simulation, and falls back to 1 when the policy dominates; below
+    ``MIN_SPREAD_GAIN`` the few, full calls of the in-phase schedule are worth more. Unknown costs: stay in phase.
     """
     if call_s is None or wave_s is None or waves < 2:
         return False
-    t_one = chunk * wave_s
+    t_one = replan_steps * wave_s
     t_all = waves * t_one
     return call_s + t_all >= MIN_SPREAD_GAIN * max(call_s + t_one, t_all)
 

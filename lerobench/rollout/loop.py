@@ -110,8 +110,9 @@ class Schedule:
     cost is the caller's (``PolicyCaller.call_s``, measured where the call runs); a step's cost is measured here.
     """
 
-    def __init__(self, caller: PolicyCaller, width: int, chunk: int, rules: ScheduleRules = ScheduleRules()):
-        self.caller, self.width, self.chunk = caller, width, chunk
+    def __init__(self, caller: PolicyCaller, width: int, replan_steps: int,
+                 rules: ScheduleRules = ScheduleRules()):
+        self.caller, self.width, self.replan_steps = caller, width, replan_steps
         self.should_call = rules.should_call or should_call
         self.worth_spreading = rules.worth_spreading or worth_spreading
         self.run_dry_first = rules.run_dry_first
@@ -128,7 +129,7 @@ class Schedule:
     def spread(self, slots: Slots) -> bool:
         """Run envs out of phase now (``worth_spreading``, for overlapping calls only)."""
         return self.run_dry_first and self.caller.concurrency > 1 and self.worth_spreading(
-            self.caller.call_s.value, self.wave_s.value, -(-slots.running() // self.width), self.chunk)
+            self.caller.call_s.value, self.wave_s.value, -(-slots.running() // self.width), self.replan_steps)
 
     def rows_to_step(self, ready: np.ndarray, queues: Sequence[deque[np.ndarray]], spread: bool) -> np.ndarray:
         """The ready rows to step: all, or when spreading only the ``width`` nearest to running dry."""
