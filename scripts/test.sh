@@ -19,5 +19,6 @@ ruff check lerobench tests benchmarks examples
 mypy
 # Two pytest workers (pytest-xdist; LEROBENCH_TEST_WORKERS=1 runs them in one process): a test keeps ~0.8 of a
 # core busy on average (simulator start-up, one process at a time), so two side by side use the second core:
-# 19.7 min instead of 30.8 on this 2-core box. Each worker holds LIBERO workers of ~2 GB: more than 2 wants RAM.
+# 19.7 min instead of 30.8 on a busy 2-core box; 12.5 min quiet (2026-11-27). Each worker holds LIBERO workers
+# of ~2 GB: more than 2 wants RAM.
 MUJOCO_GL=egl python -m pytest -q -n "${LEROBENCH_TEST_WORKERS:-2}" --durations=40 "$@"

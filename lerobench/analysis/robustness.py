@@ -33,6 +33,7 @@ from lerobench.errors import ConfigError, UnknownNameError
 from lerobench.stats.binomial import (
     compare_paired,
     holm,
+    paired_difference_exact,
     rate_block,
     unpaired_difference_ci,
     unpaired_exact,
@@ -192,18 +193,24 @@ def _rate(successes: int, n: int) -> dict[str, Any]:
 
 
 def _drop(control: list[bool], perturbed: list[bool], paired: bool) -> dict[str, Any]:
-    """Control minus perturbed success, its 95% CI and exact p (McNemar when paired, Boschloo otherwise)."""
+    """Control minus perturbed success, its 95% CI and exact p.
+
+    Paired (the same starts): the exact unconditional interval ``compare`` pools with (Suissa-Shuster with
+    Berger-Boos: it covers whatever the discordance) and the exact McNemar p. The two are different exact tests,
+    so at the margin one can leave 0 out while the other does not. Unpaired: Newcombe's interval, Boschloo's p.
+    """
     if paired:
         result = compare_paired(control, perturbed)  # difference = perturbed - control
+        exact, _ = paired_difference_exact(result.gained, result.lost, result.n)
         return {"drop": 0.0 - result.delta if result.delta is not None else None,  # 0.0 - x: never -0.0
-                "drop_ci95": [round(0.0 - result.ci95[1], 6), round(0.0 - result.ci95[0], 6)],
-                "p_value": result.p_value, "test": "exact McNemar",
+                "drop_ci95": [round(0.0 - exact[1], 6), round(0.0 - exact[0], 6)],
+                "interval": "exact unconditional (paired)", "p_value": result.p_value, "test": "exact McNemar",
                 "lost": result.lost, "gained": result.gained}
     sc, nc, sp, np_ = sum(control), len(control), sum(perturbed), len(perturbed)
     ci = unpaired_difference_ci(sp, np_, sc, nc)  # perturbed - control
     p_value, test = unpaired_exact(sc, nc, sp, np_)
     return {"drop": sc / nc - sp / np_ if nc and np_ else None,
-            "drop_ci95": [round(0.0 - ci[1], 6), round(0.0 - ci[0], 6)],
+            "drop_ci95": [round(0.0 - ci[1], 6), round(0.0 - ci[0], 6)], "interval": "Newcombe hybrid score",
             "p_value": p_value, "test": {"boschloo": "Boschloo exact", "fisher": "Fisher exact"}.get(test, test)}
 
 

@@ -66,8 +66,8 @@ def _print_robustness(data: dict[str, Any], path: Path) -> None:
     for f in data["families"]:
         if f["unpaired_reason"]:
             err_console.print(f"[yellow]note:[/] {f['family']}: {f['unpaired_reason']}", highlight=False)
-    console.print("drop: control − perturbed success, points; CI and p paired (exact McNemar) where the starts "
-                  "match; Holm across families", highlight=False, soft_wrap=True)
+    console.print("drop: control − perturbed success, points; where the starts match, paired: exact unconditional "
+                  "95% CI, exact McNemar p; Holm across families", highlight=False, soft_wrap=True)
     if data.get("delay_curve"):
         _print_delay_curve(data)
     console.print(f"Per-task drops and the arms' run directories: [bold]{path}[/]", highlight=False, soft_wrap=True)

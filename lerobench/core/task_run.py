@@ -60,7 +60,7 @@ class ScheduleRules:
     should_call: Callable[[int | None, float | None, float | None, float], bool] | None = None
     """Send the dry rows now (``steps_to_next_dry`` None: nothing else can step), or keep stepping the others."""
     worth_spreading: Callable[[float | None, float | None, int, int], bool] | None = None
-    """Run envs out of phase with overlapping calls (``call_s, wave_s, waves, chunk``)."""
+    """Run envs out of phase with overlapping calls (``call_s, wave_s, waves, replan_steps``)."""
     run_dry_first: bool = True
     """With overlapping calls, step only the rows nearest to running dry (False: never out of phase)."""
 
