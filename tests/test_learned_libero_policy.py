@@ -27,8 +27,9 @@ SUITES = TESTS.parent / "suites"
 runner = CliRunner()
 STEPS = 160
 """The short suite's step limit: the final checkpoint solves task 0 in 101-106 steps, task 1 in 157-266 or never."""
-EPISODES = 2
-"""Per task in the invariance runs: the final checkpoint solves task 0's two and fails task 1's at STEPS (measured)."""
+EPISODES = 3
+"""Per task in the invariance runs (so ``--batch-size 3`` really steps 3 envs): the final checkpoint solves task 0's
+three and fails task 1's at STEPS (measured)."""
 PAIRS = 3
 """Episodes per arm of the robustness run (task 0, where the final checkpoint succeeds)."""
 AB_CAP = 20
@@ -85,6 +86,8 @@ def test_the_learned_policys_episodes_are_the_same_at_any_batch_size_executor_an
     for name, extra in runs.items():
         results = _eval(tmp_path / name, *common, *extra)
         assert results["config"]["policy_kind"] != "privileged expert"
+        if name == "b3":  # (a batch larger than a task's episodes would be cut to them)
+            assert results["config"]["batch_size_used"] == 3, results["config"]
         seen = _seen(tmp_path / name)
         assert all(s[8] == ("state", "agentview", "robot0_eye_in_hand") for s in seen), seen  # never privileged
         if reference is None:
