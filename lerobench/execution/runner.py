@@ -313,7 +313,8 @@ def policy_config(policy: Policy, replan_steps: int) -> dict[str, Any]:
     (``lerobench.policies.invariance``); the policy's declaration is ``batch_invariance.declared``.
     ``numerics`` and ``call_width`` (torch policies) fix a row's bits; None for other policies.
     ``policy_kind`` says ``privileged expert`` for a policy that reads the simulator's state (no robot could):
-    its numbers measure the environment side, never a learned policy.
+    its numbers measure the environment side, never a learned policy. ``committed_prefix`` says how a policy
+    uses the actions committed under ``--delay-steps`` when it does (LeRobot's RTC prefix); None otherwise.
     """
     from lerobench.policies.base import policy_numerics
     from lerobench.policies.invariance import summarize_checks
@@ -326,4 +327,5 @@ def policy_config(policy: Policy, replan_steps: int) -> dict[str, Any]:
             "policy_kind": PRIVILEGED_KIND if needs.privileged else "policy", "privileged_state": needs.privileged,
             "batch_invariant": invariance["status"], "batch_invariance": invariance,
             "stochastic_policy": traits.stochastic, "numerics": numerics,
+            "committed_prefix": getattr(policy, "committed_prefix", None),
             "call_width": numerics.get("call_width") if numerics else None}

@@ -70,6 +70,7 @@ from lerobench import environment
 from lerobench.errors import ConfigError, MissingDependencyError
 from lerobench.policies.base import ObservationNeeds, PolicyContext, PolicyTraits, row_ids, row_noise, row_seeds
 from lerobench.policies.batch import PolicyBatch
+from lerobench.policies.lerobot_rtc import RTC_PREFIX, PrefixMemory, check_committed, prefix_groups, rtc_enabled
 from lerobench.policies.width import (
     PADDING_SLOT,
     CallKey,
@@ -170,6 +171,14 @@ def _import_lerobot() -> dict[str, Any]:
                 f"--policy lerobot: cannot import lerobot ({exc}); {INSTALL_HINT}") from exc
     return {"PreTrainedConfig": PreTrainedConfig, "get_policy_class": get_policy_class,
             "make_pre_post_processors": make_pre_post_processors}
+
+
+def _fixed_delay(context: PolicyContext) -> int:
+    """The run's ``--delay-steps`` in steps; 0 for none or ``measured`` (known only after each call)."""
+    from lerobench.core.delay import MEASURED, parse_delay
+
+    delay = parse_delay(context.delay_steps)
+    return 0 if delay == MEASURED else int(delay)
 
 
 def camera_for_feature(key: str, backend: str, cameras: tuple[str, ...]) -> str | None:
@@ -332,6 +341,10 @@ class LeRobotPolicy:
         """Chunk or history mode: per-row state, fixed-width calls (the rest: LeRobot's batch-wide select_action)."""
         self.n_action_steps = int(getattr(config, "n_action_steps", 1) or 1)
         self.returned, executed = self._horizon(config, context)
+        self.executed = executed
+        self.rtc = self.chunked and self.type in _FLOW_TYPES and rtc_enabled(config) and _fixed_delay(context) > 0
+        """Hand RTC the committed prefix (``lerobot_rtc``): a flow policy with ``rtc_config`` under a fixed delay."""
+        self.committed_prefix = RTC_PREFIX if self.rtc else None
         self.observation_needs = ObservationNeeds(cameras=tuple(dict.fromkeys(self.image_keys.values())),
                                                   replan_steps=executed if self.chunked else None,
                                                   chunk_length=self.returned if self.chunked else None)
@@ -394,6 +407,7 @@ class LeRobotPolicy:
         self.module.reset()
         self._obs_history: dict[int, dict[str, deque[Any]]] = {}
         self._action_queues: dict[int, deque[Any]] = {}
+        self._prefixes = PrefixMemory(self.executed) if self.rtc else None
 
     def select_action(self, observation: PolicyBatch, task_descriptions: list[str]) -> np.ndarray:
         """A chunk (B, n_action_steps, action_dim) for chunk policies, else one action per env (B, action_dim)."""
@@ -474,10 +488,45 @@ class LeRobotPolicy:
         import torch
 
         batch = self._preprocess(observation, task_descriptions)
-        chunk = self.module.predict_action_chunk(batch, **self._noise(observation))
+        if self._prefixes is not None and "delay_steps" in observation:
+            chunk = self._prefixed_chunk(observation, batch, self._prefixes)
+        else:
+            chunk = self.module.predict_action_chunk(batch, **self._noise(observation))
         with self._processing:
             chunk = self.postprocessor(chunk[:, : self.returned])
         return chunk.detach().to("cpu", torch.float32).numpy()
+
+    def _prefixed_chunk(self, observation: dict[str, Any], batch: dict[str, Any], prefixes: PrefixMemory) -> Any:
+        """Each row's chunk guided by RTC towards its previous chunk's leftover (``lerobot_rtc``); model space."""
+        import torch
+
+        slots = row_ids(observation).tolist()
+        delays = np.asarray(observation["delay_steps"], dtype=np.int64)
+        leftovers = [prefixes.leftover(slot, int(d)) for slot, d in zip(slots, delays, strict=True)]
+        for i, left in enumerate(leftovers):
+            if left is not None:
+                d = int(delays[i])
+                with self._processing:
+                    run = self.postprocessor(left[None, :d].clone())
+                check_committed(run[0].detach().to("cpu", torch.float32).numpy(),
+                                np.asarray(observation["committed_actions"][i]), slots[i], d)
+        noise = self._noise(observation)
+        chunk: Any = None
+        for (d, length), rows in prefix_groups(slots, delays, leftovers).items():
+            if length:
+                fill: Any = leftovers[rows[0]]  # for the rows of other groups (their outputs come from their call)
+                prefix = torch.stack([left if left is not None and len(left) == length else fill
+                                      for left in leftovers])
+                with torch.inference_mode(False):  # RTC's guidance takes a gradient of the denoising step
+                    out = self.module.predict_action_chunk(batch, **noise, inference_delay=d,
+                                                           prev_chunk_left_over=prefix)
+            else:
+                out = self.module.predict_action_chunk(batch, **noise)
+            chunk = out.clone() if chunk is None else chunk
+            chunk[rows] = out[rows]
+        for i, slot in enumerate(slots):
+            prefixes.remember(slot, chunk[i].clone(), int(delays[i]))
+        return chunk
 
     def _noise(self, observation: dict[str, Any]) -> dict[str, Any]:
         """``{"noise": ...}`` for flow-matching types: each row's initial noise from its own random stream."""
