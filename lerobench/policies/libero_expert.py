@@ -45,8 +45,10 @@ from lerobench.policies.libero_geometry import (
     hinge_contact,
     hinge_target,
     is_slide,
+    leaning,
     nearest_yaw,
     opens,
+    part_corners,
     part_radius,
     perpendicular_pull,
     prerequisite,
@@ -55,6 +57,12 @@ from lerobench.policies.libero_geometry import (
     segment_hits_box,
     wrap,
 )
+
+LOW_HANDLE = 0.10
+"""A drawer whose handle is less than this above the lowest object is closed by a hand pointing down and leaning
+``LEAN`` into the push: a level hand is 20 cm high and stops 10 cm above the table, and a hand straight down would
+meet the drawer above with its palm before the front is home."""
+LEAN = math.radians(40.0)
 
 POS_SCALE = 0.05
 """LIBERO's OSC maps a position action of 1 to a 5 cm target offset per step."""
@@ -137,10 +145,12 @@ def plan_grasp(obj: EntityView, reference_yaw: float, others: list[EntityView] |
 
 
 def _free_spot(scene: Scene, region: RegionView, centre: np.ndarray, args: tuple[str, ...],
-               obj: EntityView) -> np.ndarray:
-    """The point of a goal region farthest from what already lies in it (a second moka pot on the same burner).
+               obj: EntityView, region_centre: np.ndarray | None = None) -> np.ndarray:
+    """The point of a goal region nearest ``centre`` clear of what already lies in it (a second moka pot).
 
-    Candidates keep the object's centre 1.5 cm inside the region (LIBERO tests the body origin against the box).
+    Candidates lie in the region around ``region_centre`` (default ``centre``) and keep the object's centre 1.5 cm
+    inside it (LIBERO tests the body origin against the box); clearance is between footprints (a moka pot's handle
+    makes it long one way only).
     """
     held, target = args[0], args[1]
     inside = [e for n, e in scene.entities.items() if n != held and not target.startswith(n + "_")
@@ -148,18 +158,59 @@ def _free_spot(scene: Scene, region: RegionView, centre: np.ndarray, args: tuple
               and _box_distance(centre[:2], e.lo[:2], e.hi[:2]) < float(np.max(region.size[:2])) + 0.05]
     if not inside:
         return centre
+    base = centre if region_centre is None else region_centre
     half = np.abs(region.rotation[:2, :2] @ region.size[:2]) - 0.015
     half = np.maximum(half, 0.0)
-    radius = float(np.max(obj.hi[:2] - obj.lo[:2])) / 2.0
+    below, above = obj.lo[:2] - obj.pos[:2], obj.hi[:2] - obj.pos[:2]
     best, best_score = centre, -np.inf
-    for fx in np.linspace(-1.0, 1.0, 5):
-        for fy in np.linspace(-1.0, 1.0, 5):
-            xy = centre[:2] + np.array([fx * half[0], fy * half[1]])
-            gap = min(_box_distance(xy, e.lo[:2], e.hi[:2]) for e in inside) - radius
+    for fx in np.linspace(-1.0, 1.0, 9):
+        for fy in np.linspace(-1.0, 1.0, 9):
+            xy = base[:2] + np.array([fx * half[0], fy * half[1]])
+            gap = min(_box_gap(xy + below, xy + above, e.lo[:2], e.hi[:2]) for e in inside)
             score = min(gap, 0.02) - 0.1 * float(np.linalg.norm(xy - centre[:2]))
             if score > best_score:
                 best, best_score = np.array([xy[0], xy[1], centre[2]]), score
     return best
+
+
+def _clear_push_point(scene: Scene, joint: JointView, handle: np.ndarray, outward: np.ndarray,
+                      half_width: float) -> np.ndarray:
+    """Where along a drawer's front a level hand (``half_width`` to each side) pushes it, clearest of other things.
+
+    The hand sweeps the strip in front of the front, 15 cm deep; the point that leaves the most room to the nearest
+    object beside that strip wins, the middle on ties (within 1 cm).
+    """
+    corners = part_corners(joint)
+    side = np.array([-outward[1], outward[0], 0.0])
+    along = corners @ side
+    centre = float(handle @ side)
+    reach = max(0.0, (float(along.max()) - float(along.min())) / 2.0 - 0.03)
+    front = float((corners @ outward).max())
+    others = [e for e in scene.entities.values()
+              if not np.any(np.all((corners[:, :2] >= e.lo[:2] - 1e-6) & (corners[:, :2] <= e.hi[:2] + 1e-6), axis=1))]
+    best, best_score = handle, -np.inf
+    for f in np.linspace(-1.0, 1.0, 9):
+        point = handle + side * (f * reach)
+        lo_s, hi_s = float(point @ side) - half_width, float(point @ side) + half_width
+        room = 0.2
+        for e in others:
+            box = np.array([[x, y, 0.0] for x in (e.lo[0], e.hi[0]) for y in (e.lo[1], e.hi[1])])
+            e_side, e_out = box @ side, box @ outward
+            if e_out.max() < front - 0.01 or e_out.min() > front + 0.15:
+                continue
+            room = min(room, max(float(e_side.min()) - hi_s, lo_s - float(e_side.max())))
+        score = min(room, 0.05) - 0.01 * abs(float(point @ side) - centre) / max(reach, 1e-6)
+        if score > best_score:
+            best, best_score = point, score
+    return best
+
+
+def _box_gap(lo: np.ndarray, hi: np.ndarray, other_lo: np.ndarray, other_hi: np.ndarray) -> float:
+    """Distance between two 2-D boxes (negative: how deep they overlap along the shallower axis)."""
+    apart = np.maximum(other_lo - hi, lo - other_hi)
+    if np.all(apart < 0):
+        return float(np.max(apart))
+    return float(np.linalg.norm(np.maximum(apart, 0.0)))
 
 
 def _box_distance(point: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> float:
@@ -186,6 +237,9 @@ class Memory:
     yaw: float = math.pi / 2
     working: Condition | None = None
     """The condition being worked on: the goal's, or one it needs first (a drawer opened to put a bowl in)."""
+    lean: float = 0.0
+    """Closing a low drawer: the hand points down, leaning into the push, fingers across it, turned +1 or -1
+    (``LOW_HANDLE``); 0: the level hand."""
 
 
 @dataclass
@@ -368,6 +422,7 @@ class TaskExpert:
         up = region.rotation[:, 2]
         lift = np.array([0.0, 0.0, obj.pos[2] - obj.lo[2]])
         centre = region.pos.copy() if condition.predicate == "in" else region.pos + up * (region.size[2] + 0.01)
+        region_centre = centre.copy()
         sharing = [c for c in self.goal.goal if c.predicate == condition.predicate and c.args[1:] == condition.args[1:]]
         if len(sharing) > 1 and condition.predicate == "in":  # several into one container: each at its centre
             return centre + lift  # (they may pile up; a spot off centre lands on the container's wall)
@@ -382,7 +437,7 @@ class TaskExpert:
             shift = np.zeros(3)
             shift[axis] = (2.0 * k / (len(sharing) - 1) - 1.0) * min(half[axis], 0.045)
             centre = centre + shift
-        return _free_spot(scene, region, centre, condition.args, obj) + lift
+        return _free_spot(scene, region, centre, condition.args, obj, region_centre) + lift
 
     def _carry_height(self, scene: Scene, condition: Condition, obj: EntityView, eef: np.ndarray) -> float:
         """Grip-site height that carries the object's bottom 4 cm over everything between here and the target."""
@@ -447,12 +502,19 @@ class TaskExpert:
         if mem.phase == "start":
             mem.yaw = current_yaw(scene.eef_rotation) if scene.eef_rotation[2, 2] < -0.7 else math.pi / 2
             handle = handle_point(joint, outward)
+            floor = min(float(e.lo[2]) for e in scene.entities.values())
+            mem.lean = 0.0
+            if not opening and float(handle[2]) - floor < LOW_HANDLE:  # the way round nearer the hand's own
+                mem.lean = min((1.0, -1.0), key=lambda f: float(np.linalg.norm(
+                    rotation_error(leaning(-outward, LEAN, f), scene.eef_rotation))))
+            if not opening:  # push the front where the hand keeps clear of what stands before it (a bottle)
+                handle = _clear_push_point(scene, joint, handle, outward, 0.10 if mem.lean else 0.04)
             mem.grasp = Grasp(handle + outward * (0.0 if opening else 0.025), mem.yaw)
             mem.carry_z = max(float(handle[2]) + 0.15, float(eef[2]))
             self._enter(mem, scene, "rise")
             return None
         assert mem.grasp is not None
-        level = facing(-outward)
+        level = leaning(-outward, LEAN, mem.lean) if mem.lean else facing(-outward)
         before = mem.grasp.point + outward * 0.10
         grip = GRIP_HALF if opening else GRIP_CLOSE
         if mem.phase in ("rise", "above", "descend"):

@@ -174,6 +174,19 @@ def hinge_target(joint: JointView, sense: float, z: float) -> np.ndarray:
     return point
 
 
+def leaning(direction: np.ndarray, angle: float, side: float) -> np.ndarray:
+    """The hand pointing down and leaning ``angle`` (radians) towards ``direction`` (horizontal).
+
+    Its fingers close across that direction (``side`` +1 or -1 picks which way round); its fingertips lead and its
+    palm stays behind them.
+    """
+    d = np.array([direction[0], direction[1], 0.0])
+    d /= max(float(np.linalg.norm(d)), 1e-9)
+    z = d * math.sin(angle) - np.array([0.0, 0.0, 1.0]) * math.cos(angle)
+    x = np.array([-d[1], d[0], 0.0]) * (1.0 if side > 0 else -1.0)
+    return np.stack([x, np.cross(z, x), z], axis=1)
+
+
 def facing(direction: np.ndarray) -> np.ndarray:
     """The hand level, pointing along ``direction`` (horizontal), fingers closing vertically."""
     z = np.array([direction[0], direction[1], 0.0])
