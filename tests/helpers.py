@@ -124,3 +124,20 @@ def write_trial_run(path, outcomes, policy, errors=None):
                "overall": {**block(list(effective.values())), "eval_s": 1.0}}
     (path / "results.json").write_text(json.dumps(results))
     return path
+
+
+def libero_suite_copy(tmp_path, base, task_indices, name, changes=None):
+    """A copy of ``suites/<base>.toml`` with only the tasks at ``task_indices`` and ``changes`` (old -> new text:
+    a smaller image, a shorter step limit) applied once each; each old text must be there (the copy follows the
+    shipped suite or fails loudly). Everything else -- cameras, settle steps, init states -- as shipped."""
+    lines = (TESTS.parent / "suites" / f"{base}.toml").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("tasks = ["))
+    end = next(i for i in range(start, len(lines)) if lines[i].strip() == "]")
+    tasks = [lines[start + 1 + i] for i in task_indices]
+    body = "\n".join([*lines[:start], "tasks = [", *tasks, "]", *lines[end + 1:]])
+    for old, new in {f'name = "{base}"': f'name = "{name}"', **(changes or {})}.items():
+        assert old in body, f"suites/{base}.toml no longer holds {old!r}: update this copy"
+        body = body.replace(old, new, 1)
+    path = tmp_path / f"{name}.toml"
+    path.write_text(body)
+    return path

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import libero_suite_copy
 from typer.testing import CliRunner
 
 from lerobench.cli import app
@@ -23,7 +24,6 @@ pytest.importorskip("torch")
 
 TESTS = Path(__file__).parent
 CHECKPOINTS = TESTS / "data" / "libero_bc"
-SUITES = TESTS.parent / "suites"
 runner = CliRunner()
 STEPS = 160
 """The short suite's step limit: the final checkpoint solves task 0 in 101-106 steps, task 1 in 157-266 or never."""
@@ -45,19 +45,9 @@ def _checkpoints(monkeypatch):
 def _small_suite(tmp_path: Path, image: int = 64, steps: int = STEPS) -> Path:
     """libero_object's first two tasks at ``image``x``image`` (frames 16 times cheaper than the protocol's, at the
     size the policy was trained on) and a ``steps`` limit (failures end sooner); everything else as shipped."""
-    text = (SUITES / "libero_object.toml").read_text()
-    lines = text.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("tasks = ["))
-    end = next(i for i in range(start, len(lines)) if lines[i].strip() == "]")
-    body = "\n".join([*lines[:start + 3], *lines[end:]])
-    changes = {"image_size = [256, 256]": f"image_size = [{image}, {image}]", "max_steps = 280": f"max_steps = {steps}",
-               'name = "libero_object"': 'name = "libero_object_small"'}
-    for old, new in changes.items():
-        assert old in body, f"suites/libero_object.toml no longer holds {old!r}: update this copy"
-        body = body.replace(old, new, 1)
-    path = tmp_path / "libero_object_small.toml"
-    path.write_text(body)
-    return path
+    return libero_suite_copy(tmp_path, "libero_object", [0, 1], "libero_object_small",
+                             {"image_size = [256, 256]": f"image_size = [{image}, {image}]",
+                              "max_steps = 280": f"max_steps = {steps}"})
 
 
 def _lines(out: Path) -> list[dict]:

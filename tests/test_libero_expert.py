@@ -9,13 +9,13 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import libero_suite_copy
 from typer.testing import CliRunner
 
 from lerobench.cli import app
 from lerobench.envs.bddl import PREDICATES, parse_bddl
 
 runner = CliRunner()
-SUITES = Path(__file__).resolve().parent.parent / "suites"
 
 CONJUNCTION = """
 (define (problem LIBERO_Kitchen_Tabletop_Manipulation)
@@ -88,17 +88,8 @@ def test_the_expert_on_another_backend_is_one_line_and_exit_2(tmp_path):
 
 def _mixed_suite(tmp_path: Path, steps: int) -> Path:
     """libero_spatial's task 1 alone at a step limit where some episodes succeed and some do not."""
-    text = (SUITES / "libero_spatial.toml").read_text()
-    lines = text.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("tasks = ["))
-    task = lines[start + 2]  # the second task
-    end = next(i for i in range(start, len(lines)) if lines[i].strip() == "]")
-    body = "\n".join([*lines[:start], "tasks = [", task, "]", *lines[end + 1:]])
-    body = body.replace("max_steps = 220", f"max_steps = {steps}", 1).replace('name = "libero_spatial"',
-                                                                             'name = "libero_spatial_short"', 1)
-    path = tmp_path / "libero_spatial_short.toml"
-    path.write_text(body)
-    return path
+    return libero_suite_copy(tmp_path, "libero_spatial", [1], "libero_spatial_short",
+                             {"max_steps = 220": f"max_steps = {steps}"})
 
 
 def _seen(out: Path) -> list[tuple]:
