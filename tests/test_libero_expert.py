@@ -132,6 +132,8 @@ def test_expert_episodes_succeed_and_fail_the_same_at_any_batch_size_and_executo
     ("libero_goal", 7),   # TurnOn: the stove's knob
     ("libero_object", 3),  # In: a bottle into the basket
     ("libero_90", 0),     # Close: a drawer pushed shut
+    ("libero_10", 8),     # On twice on one region: the second moka pot beside the first on the burner
+    ("libero_10", 3),     # In a bottom drawer, then Close it: a hand leaning into the push, beside a bottle
 ])
 def test_each_kind_of_goal_is_solved_at_the_protocol_limit(tmp_path, suite, task):
     """One episode per skill, at the suite's own step limit (standard protocol): it must succeed."""
