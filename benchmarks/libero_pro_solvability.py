@@ -59,7 +59,12 @@ def verdict(perturbed: float | None, control: float | None) -> str:
 
 
 def main() -> None:
-    """Run every perturbed suite (or ``--suites``) and its control; print and save the verdicts."""
+    """Run every perturbed suite (or ``--suites``) and its control; print and save the verdicts.
+
+    Suites already in ``--out``'s ``solvability.json`` are kept, not run again: a sweep cut short goes on.
+    """
+    from lerobench.errors import ConfigError
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=3, help="episodes per task (default 3)")
     parser.add_argument("--suites", default=None, help="comma-separated perturbed suites (default: all)")
@@ -69,9 +74,18 @@ def main() -> None:
     names = args.suites.split(",") if args.suites else sorted(
         p.stem for p in SUITES.glob("*.toml") if not p.stem.endswith("_control"))
     args.out.mkdir(parents=True, exist_ok=True)
-    rows = {}
+    saved = args.out / "solvability.json"
+    rows = json.loads(saved.read_text()) if saved.exists() else {}  # a sweep cut short goes on where it stopped
     for name in names:
-        perturbed = run(SUITES / f"{name}.toml", args.episodes, args.out, args.max_steps)
+        if name in rows:
+            continue
+        try:
+            perturbed = run(SUITES / f"{name}.toml", args.episodes, args.out, args.max_steps)
+        except ConfigError as exc:  # the expert refuses a goal it has no skill for, before the run: say which
+            rows[name] = {"perturbed": None, "control": None, "verdict": f"refused by the expert: {exc}"}
+            print(f"{name:40s} refused by the expert: {exc}", flush=True)
+            saved.write_text(json.dumps(rows, indent=1))
+            continue
         control_file = SUITES / f"{name}_control.toml"
         control = run(control_file, args.episodes, args.out, args.max_steps) if control_file.exists() else None
         rows[name] = {"perturbed": perturbed, "control": control,
@@ -81,7 +95,7 @@ def main() -> None:
         control_text = "-" if control is None else f"{100 * control['rate']:.0f}%"
         print(f"{name:40s} perturbed {100 * (perturbed['rate'] or 0):5.1f}%  control {control_text:>6s}  "
               f"{rows[name]['verdict']}", flush=True)
-        (args.out / "solvability.json").write_text(json.dumps(rows, indent=1))
+        saved.write_text(json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":
