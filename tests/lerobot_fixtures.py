@@ -23,6 +23,18 @@ def _features(state_dim, action_dim, image_key, image_hw):
     return inputs, outputs, stats
 
 
+def _save(config_class, policy_class, inputs, outputs, stats, settings, directory):
+    """Build the policy with random weights and save it beside its pre/post-processors (fitted to ``stats``)."""
+    from lerobot.policies.factory import make_pre_post_processors
+
+    config = config_class(input_features=inputs, output_features=outputs, **settings)
+    policy = policy_class(config)
+    pre, post = make_pre_post_processors(config, dataset_stats=stats)
+    for part in (policy, pre, post):
+        part.save_pretrained(str(directory))
+    return directory
+
+
 def save_tiny_diffusion(directory, state_dim=39, action_dim=4, image_key=None, image_hw=(64, 64), **overrides):
     """A diffusion policy (DDPM, 2 observations of history, horizon 8) with random weights."""
     from lerobench.policies.lerobot_policy import _import_lerobot
@@ -30,7 +42,6 @@ def save_tiny_diffusion(directory, state_dim=39, action_dim=4, image_key=None, i
     _import_lerobot()
     from lerobot.policies.diffusion.configuration_diffusion import DiffusionConfig
     from lerobot.policies.diffusion.modeling_diffusion import DiffusionPolicy
-    from lerobot.policies.factory import make_pre_post_processors
 
     torch.manual_seed(0)
     inputs, outputs, stats = _features(state_dim, action_dim, image_key, image_hw)
@@ -38,12 +49,7 @@ def save_tiny_diffusion(directory, state_dim=39, action_dim=4, image_key=None, i
                     n_groups=4, diffusion_step_embed_dim=16, num_train_timesteps=20, num_inference_steps=4,
                     pretrained_backbone_weights=None, use_group_norm=True, crop_shape=None, device="cpu")
     settings.update(overrides)
-    config = DiffusionConfig(input_features=inputs, output_features=outputs, **settings)
-    policy = DiffusionPolicy(config)
-    pre, post = make_pre_post_processors(config, dataset_stats=stats)
-    for part in (policy, pre, post):
-        part.save_pretrained(str(directory))
-    return directory
+    return _save(DiffusionConfig, DiffusionPolicy, inputs, outputs, stats, settings, directory)
 
 
 def _save_tiny_vlm(directory):
@@ -89,7 +95,6 @@ def save_tiny_smolvla(directory, rtc=True, image_key="observation.images.corner2
     from lerobench.policies.lerobot_policy import _import_lerobot
 
     _import_lerobot()
-    from lerobot.policies.factory import make_pre_post_processors
     from lerobot.policies.rtc.configuration_rtc import RTCConfig
     from lerobot.policies.smolvla.configuration_smolvla import SmolVLAConfig
     from lerobot.policies.smolvla.modeling_smolvla import SmolVLAPolicy
@@ -103,9 +108,4 @@ def save_tiny_smolvla(directory, rtc=True, image_key="observation.images.corner2
                     n_action_steps=5, resize_imgs_with_padding=image_hw, num_steps=4, tokenizer_max_length=24,
                     rtc_config=RTCConfig(enabled=rtc, execution_horizon=8), device="cpu", push_to_hub=False)
     settings.update(overrides)
-    config = SmolVLAConfig(input_features=inputs, output_features=outputs, **settings)
-    policy = SmolVLAPolicy(config)
-    pre, post = make_pre_post_processors(config, dataset_stats=stats)
-    for part in (policy, pre, post):
-        part.save_pretrained(str(directory))
-    return directory
+    return _save(SmolVLAConfig, SmolVLAPolicy, inputs, outputs, stats, settings, directory)
