@@ -145,10 +145,10 @@ def plan_grasp(obj: EntityView, reference_yaw: float, others: list[EntityView] |
 
 
 def _free_spot(scene: Scene, region: RegionView, centre: np.ndarray, args: tuple[str, ...],
-               obj: EntityView, region_centre: np.ndarray | None = None) -> np.ndarray:
+               obj: EntityView, region_centre: np.ndarray) -> np.ndarray:
     """The point of a goal region nearest ``centre`` clear of what already lies in it (a second moka pot).
 
-    Candidates lie in the region around ``region_centre`` (default ``centre``) and keep the object's centre 1.5 cm
+    Candidates lie in the region around ``region_centre`` and keep the object's centre 1.5 cm
     inside it (LIBERO tests the body origin against the box); clearance is between footprints (a moka pot's handle
     makes it long one way only).
     """
@@ -158,14 +158,13 @@ def _free_spot(scene: Scene, region: RegionView, centre: np.ndarray, args: tuple
               and _box_distance(centre[:2], e.lo[:2], e.hi[:2]) < float(np.max(region.size[:2])) + 0.05]
     if not inside:
         return centre
-    base = centre if region_centre is None else region_centre
     half = np.abs(region.rotation[:2, :2] @ region.size[:2]) - 0.015
     half = np.maximum(half, 0.0)
     below, above = obj.lo[:2] - obj.pos[:2], obj.hi[:2] - obj.pos[:2]
     best, best_score = centre, -np.inf
     for fx in np.linspace(-1.0, 1.0, 9):
         for fy in np.linspace(-1.0, 1.0, 9):
-            xy = base[:2] + np.array([fx * half[0], fy * half[1]])
+            xy = region_centre[:2] + np.array([fx * half[0], fy * half[1]])
             gap = min(_box_gap(xy + below, xy + above, e.lo[:2], e.hi[:2]) for e in inside)
             score = min(gap, 0.02) - 0.1 * float(np.linalg.norm(xy - centre[:2]))
             if score > best_score:
@@ -175,7 +174,7 @@ def _free_spot(scene: Scene, region: RegionView, centre: np.ndarray, args: tuple
 
 def _clear_push_point(scene: Scene, joint: JointView, handle: np.ndarray, outward: np.ndarray,
                       half_width: float) -> np.ndarray:
-    """Where along a drawer's front a level hand (``half_width`` to each side) pushes it, clearest of other things.
+    """Where along a drawer's front the hand (``half_width`` to each side) pushes it, clearest of other things.
 
     The hand sweeps the strip in front of the front, 15 cm deep; the point that leaves the most room to the nearest
     object beside that strip wins, the middle on ties (within 1 cm).
