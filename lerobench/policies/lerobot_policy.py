@@ -361,8 +361,7 @@ class LeRobotPolicy:
         from lerobench.core.delay import MEASURED, parse_delay
 
         chunk = int(getattr(config, "chunk_size", 0) or 0) or self.n_action_steps
-        delay = parse_delay(context.delay_steps)
-        d = 0 if delay == MEASURED else int(delay)
+        delay, d = parse_delay(context.delay_steps), _fixed_delay(context)
         asked = context.replan_steps if context.replan_steps != 1 else None
         if delay != MEASURED and d == 0 and (asked is None or asked <= self.n_action_steps):
             return self.n_action_steps, asked or self.n_action_steps
