@@ -47,6 +47,7 @@ from lerobench.policies.libero_geometry import (
     is_slide,
     leaning,
     nearest_yaw,
+    opened_sweep,
     opens,
     part_corners,
     part_radius,
@@ -87,6 +88,16 @@ GRIP_HALF = 0.0
 
 PICK_PHASES = ("start", "rise", "above", "descend", "close", "lift", "drop")
 """The phases of taking an object (``_pick``); carry, lower, release and retreat put it down (``_put``)."""
+
+CLEAR_SPOT = "__clear_of_the_drawer__"
+"""``(On obj CLEAR_SPOT drawer_region)``: a move the expert adds before opening a drawer whose part, opened, would
+stand over (or push) the object to be put in it: libero_goal's bowl beside the cabinet, which the hand could not
+reach under the opened drawer. The object slides a few centimetres, barely lifted (``_clear_spot``)."""
+SWEEP_CLEARANCE = 0.05
+"""How far an object's centre must stay from an opening drawer's sweep for the hand to take it from above: the
+pinching hand is 6 cm thick, and the grasp is planned across the way to the drawer (``plan_grasp``)."""
+REACH = 0.72
+"""Farthest spot from the robot's base (xy) the expert slides an object to."""
 
 ORDER = {"open": 0, "on": 1, "in": 1, "close": 2, "turnon": 3, "turnoff": 3}
 """Conditions run in this order: a drawer opens before things go in, closes after."""
@@ -136,7 +147,10 @@ def plan_grasp(obj: EntityView, reference_yaw: float, others: list[EntityView] |
         wrist = xy + WRIST_OFFSET[:2]
         high = [o for o in obstacles if o.hi[2] > z + WRIST_OFFSET[2] - 0.08]
         wrist_clearance = min((_box_distance(wrist, o.lo[:2], o.hi[:2]) for o in high), default=1.0)
-        cost = (-min(clearance, 0.08) * 4.0 - min(wrist_clearance, 0.15) * 4.0
+        palm = [xy + u * f * PALM_REACH for f in np.linspace(-1.0, 1.0, 7)]  # the hand along the finger axis
+        tall = [o for o in obstacles if o.hi[2] > z + 0.02]
+        palm_clearance = min((_box_distance(p, o.lo[:2], o.hi[:2]) for o in tall for p in palm), default=1.0)
+        cost = (-min(clearance, 0.08) * 4.0 - min(wrist_clearance, 0.15) * 4.0 - min(palm_clearance, 0.04) * 4.0
                 + 0.05 * abs(wrap(yaw - reference_yaw)) - 0.12 * float(u @ toward))
         if best is None or cost < best[0]:
             best = (cost, Grasp(np.array([xy[0], xy[1], z]), yaw))
@@ -153,8 +167,9 @@ def _free_spot(scene: Scene, region: RegionView, centre: np.ndarray, args: tuple
     makes it long one way only).
     """
     held, target = args[0], args[1]
-    inside = [e for n, e in scene.entities.items() if n != held and not target.startswith(n + "_")
-              and e.hi[2] - e.lo[2] < 0.25
+    floor = float(region.pos[2] - (np.abs(region.rotation) @ region.size)[2]) - 0.01  # (a plate below a drawer
+    inside = [e for n, e in scene.entities.items() if n != held and not target.startswith(n + "_")  # is not in it)
+              and e.hi[2] - e.lo[2] < 0.25 and e.hi[2] > floor
               and _box_distance(centre[:2], e.lo[:2], e.hi[:2]) < float(np.max(region.size[:2])) + 0.05]
     if not inside:
         return centre
@@ -170,6 +185,77 @@ def _free_spot(scene: Scene, region: RegionView, centre: np.ndarray, args: tuple
             if score > best_score:
                 best, best_score = np.array([xy[0], xy[1], centre[2]]), score
     return best
+
+
+def _clear_first(scene: Scene, goal: Condition, first: Condition | None) -> Condition | None:
+    """The slide out of an opening drawer's sweep (``CLEAR_SPOT``) the object needs first; None: it needs none.
+
+    It needs one where the opened part would stand over it (or push it).
+    """
+    if first is None or first.predicate != "open" or goal.args[0] not in scene.entities:
+        return None
+    joint = scene.regions[first.args[0]].joint
+    if joint is None:
+        return None
+    obj = scene.entities[goal.args[0]]
+    lo, hi, bottom = opened_sweep(joint)
+    if float(obj.lo[2]) >= bottom or _box_distance(obj.pos[:2], lo, hi) >= SWEEP_CLEARANCE:
+        return None
+    return Condition("on", (goal.args[0], CLEAR_SPOT, first.args[0]))
+
+
+def _clear_spot(scene: Scene, obj: EntityView, condition: Condition) -> np.ndarray | None:
+    """The nearest spot (body origin) out of the drawer's sweep, free, reached by a clear straight slide; None: none.
+
+    The footprint (its box) stays off other objects' boxes along the whole slide (boxes round a bowl or a bottle
+    leave a real gap where their corners meet); the centre ends ``SWEEP_CLEARANCE`` from the sweep and more.
+    """
+    held, region = condition.args[0], condition.args[2]
+    joint = scene.regions[region].joint
+    assert joint is not None  # _clear_first only adds the move for a region with a joint
+    lo, hi, _ = opened_sweep(joint)
+    below, above = obj.lo[:2] - obj.pos[:2], obj.hi[:2] - obj.pos[:2]
+    start = obj.pos[:2]
+    others = [e for n, e in scene.entities.items() if n != held and e.hi[2] > obj.lo[2] + 0.01]
+    # boxes that overlap at the start already (a bowl's box over a plate's) may not overlap more; on the way, a
+    # box may cut another's corner by 8 mm (a round bowl's box is empty there)
+    allowed = [min(0.0, _box_gap(obj.lo[:2], obj.hi[:2], e.lo[:2], e.hi[:2])) - 1e-4 for e in others]
+
+    def free(xy: np.ndarray, slack: float) -> bool:
+        return all(_box_gap(xy + below, xy + above, e.lo[:2], e.hi[:2]) >= gap - slack
+                   for e, gap in zip(others, allowed, strict=True))
+
+    for distance in np.arange(0.02, 0.26, 0.01):
+        found = []
+        for k in range(24):
+            angle = 2.0 * math.pi * k / 24
+            xy = start + distance * np.array([math.cos(angle), math.sin(angle)])
+            if _box_distance(xy, lo, hi) < SWEEP_CLEARANCE + 0.005 or \
+                    float(np.linalg.norm(xy - ROBOT_BASE_XY)) > REACH:
+                continue
+            steps = max(int(distance / 0.01), 1)
+            if free(xy, 0.0) and all(free(start + (xy - start) * (i / steps), 0.008) for i in range(1, steps)):
+                found.append((float(np.linalg.norm(xy - ROBOT_BASE_XY)), xy))
+        if found:
+            xy = min(found, key=lambda f: f[0])[1]
+            return np.array([xy[0], xy[1], float(obj.pos[2]) + 0.003])
+    return None
+
+
+def _opened_parts(scene: Scene) -> list[EntityView]:
+    """Every drawer part pulled out of its cabinet by more than 2 cm, as a box.
+
+    An obstacle the cabinet's own bounds do not cover.
+    """
+    found = []
+    for entity in scene.entities.values():
+        for joint in entity.joints:
+            if is_slide(joint) and abs(joint.qpos - goal_position(joint, "close")) > 0.02:
+                corners = part_corners(joint)
+                lo, hi = corners.min(axis=0), corners.max(axis=0)
+                found.append(EntityView((lo + hi) / 2.0, np.array([1.0, 0.0, 0.0, 0.0]), lo - (lo + hi) / 2.0,
+                                        hi - (lo + hi) / 2.0, lo, hi, ()))
+    return found
 
 
 def _clear_push_point(scene: Scene, joint: JointView, handle: np.ndarray, outward: np.ndarray,
@@ -234,6 +320,13 @@ class Memory:
     stalled: int = 0
     carry_z: float = 0.0
     yaw: float = math.pi / 2
+    roll: float = 1.0
+    """The level hand's finger axis up (1) or down (-1): whichever is the shorter turn (``facing``)."""
+    """The rise started far below its height: the hand turns once up, in place."""
+    rise_xy: np.ndarray | None = None
+    """Where a rise started (it goes straight up from there, not from wherever the arm drifted)."""
+    cleared: bool = False
+    """The object was slid out of a drawer's sweep already (``CLEAR_SPOT``): once per episode, never a loop."""
     working: Condition | None = None
     """The condition being worked on: the goal's, or one it needs first (a drawer opened to put a bowl in)."""
     lean: float = 0.0
@@ -300,7 +393,13 @@ class TaskExpert:
             return Command(scene.eef_pos.copy(), mem.yaw, GRIP_OPEN)
         k = pending[0]
         mem.condition = k
-        mem.working = prerequisite(scene, self.goal.goal[k]) or self.goal.goal[k]
+        first = prerequisite(scene, self.goal.goal[k])
+        clear = None if mem.cleared else _clear_first(scene, self.goal.goal[k], first)
+        if clear is not None and _clear_spot(scene, scene.entities[clear.args[0]], clear) is not None:
+            mem.cleared = True
+            mem.working = clear
+        else:
+            mem.working = first or self.goal.goal[k]
         mem.grasp = mem.offset = mem.place = None
         self._enter(mem, scene, "start")
         return None
@@ -319,7 +418,7 @@ class TaskExpert:
         """Plan the grasp, rise, go above it, descend, close, lift; open and start again if it slipped."""
         if mem.phase == "start":
             mem.yaw = current_yaw(scene.eef_rotation)
-            others = [e for n, e in scene.entities.items() if n != condition.args[0]]
+            others = [e for n, e in scene.entities.items() if n != condition.args[0]] + _opened_parts(scene)
             mem.grasp = plan_grasp(obj, mem.yaw, others)
             mem.yaw = mem.grasp.yaw
             self._enter(mem, scene, "rise")
@@ -356,10 +455,11 @@ class TaskExpert:
             if obj.pos[2] - mem.held_z < 0.5 * (eef[2] - grasp.point[2]) - 0.01 and eef[2] - grasp.point[2] > 0.04:
                 self._enter(mem, scene, "drop")  # it slipped: open and try again
                 return None
-            if abs(target[2] - eef[2]) < 0.02 or t > 50:
+            slide = condition.args[1] == CLEAR_SPOT  # up 1.5 cm only: all of it, then judge the grasp
+            if abs(target[2] - eef[2]) < (0.004 if slide else 0.02) or t > 50:
                 mem.offset = eef - obj.pos
                 rose = float(obj.pos[2] - mem.held_z)
-                if rose < 0.5 * float(eef[2] - grasp.point[2]) or np.linalg.norm(mem.offset[:2]) > 0.09:
+                if rose < 0.5 * float(eef[2] - grasp.point[2]) - 0.002 or np.linalg.norm(mem.offset[:2]) > 0.09:
                     self._enter(mem, scene, "drop")  # not in the hand: open and try again
                     return None
                 self._enter(mem, scene, "carry")
@@ -367,6 +467,7 @@ class TaskExpert:
             return Command(target, mem.yaw, GRIP_CLOSE)
         if mem.phase == "drop":
             if t >= 6:
+                mem.cleared = mem.cleared and condition.args[1] != CLEAR_SPOT  # a failed slide is tried again
                 mem.phase = "choose"
                 return None
             return Command(eef.copy(), mem.yaw, GRIP_OPEN)
@@ -404,8 +505,11 @@ class TaskExpert:
                 return None
             return Command(eef.copy(), mem.yaw, GRIP_OPEN)
         if mem.phase == "retreat":
-            target = np.array([eef[0], eef[1], max(mem.carry_z, float(eef[2]))])
-            if t >= 10 or eef[2] > mem.carry_z - 0.03:
+            high = mem.carry_z  # (after a slide, up off the object: the next skill may close the fingers)
+            if condition.args[1] == CLEAR_SPOT:
+                high = float(obj.hi[2]) + 0.08
+            target = np.array([eef[0], eef[1], max(high, float(eef[2]))])
+            if t >= 10 or eef[2] > high - 0.03:
                 mem.phase = "choose"
                 return None
             return Command(target, mem.yaw, GRIP_OPEN)
@@ -414,6 +518,9 @@ class TaskExpert:
     def _place_point(self, scene: Scene, condition: Condition, obj: EntityView) -> np.ndarray:
         """Where the object's body origin should end: over the target's centre, just above its support."""
         target = condition.args[1]
+        if target == CLEAR_SPOT:
+            spot = _clear_spot(scene, obj, condition)
+            return spot if spot is not None else obj.pos + np.array([0.0, 0.0, 0.003])
         if target in scene.entities:
             other = scene.entities[target]
             return np.array([other.pos[0], other.pos[1], float(other.hi[2]) + 0.005 + (obj.pos[2] - obj.lo[2])])
@@ -439,18 +546,27 @@ class TaskExpert:
         return _free_spot(scene, region, centre, condition.args, obj, region_centre) + lift
 
     def _carry_height(self, scene: Scene, condition: Condition, obj: EntityView, eef: np.ndarray) -> float:
-        """Grip-site height that carries the object's bottom 4 cm over everything between here and the target."""
+        """Grip-site height that carries the object's bottom 4 cm over everything between here and the target.
+
+        A slide out of a drawer's sweep lifts it 1.5 cm: its way is clear.
+        """
+        if condition.args[1] == CLEAR_SPOT:
+            return float(eef[2]) + 0.015
         place = self._place_point(scene, condition, obj)
         start, end = obj.pos[:2], place[:2]
-        reach = max(float(np.max(obj.hi[:2] - obj.lo[:2])) / 2.0 + 0.03, PALM_REACH)
+        body = float(np.max(obj.hi[:2] - obj.lo[:2])) / 2.0 + 0.03
+        reach = max(body, PALM_REACH)
         tallest = max(float(obj.hi[2]), place[2])
+        palm = -np.inf  # the highest thing only the hand's sides pass over (its palm is 2.6 cm above the grip)
         for name, other in scene.entities.items():
             if name == condition.args[0]:
                 continue
-            if segment_hits_box(start, end, other.lo[:2] - reach, other.hi[:2] + reach):
+            if segment_hits_box(start, end, other.lo[:2] - body, other.hi[:2] + body):
                 tallest = max(tallest, float(other.hi[2]))
+            elif segment_hits_box(start, end, other.lo[:2] - reach, other.hi[:2] + reach):
+                palm = max(palm, float(other.hi[2]))
         below = float(eef[2] - obj.lo[2])  # grip site above the object's bottom
-        return min(tallest + 0.04 + below, 1.45)
+        return min(max(tallest + 0.04 + below, palm + 0.015 - 0.026), 1.45)
 
     # -- drawers, doors, knobs ---------------------------------------------------------------------------------
     def _articulate(self, scene: Scene, mem: Memory, condition: Condition) -> Command | None:
@@ -474,7 +590,9 @@ class TaskExpert:
             if eef[2] >= mem.carry_z - 0.02 or t > 30:
                 self._enter(mem, scene, "above")
                 return None
-            return Command(np.array([eef[0], eef[1], mem.carry_z]), mem.yaw, grip, rotation)
+            if t == 0 or mem.rise_xy is None:
+                mem.rise_xy = eef[:2].copy()
+            return Command(np.array([mem.rise_xy[0], mem.rise_xy[1], mem.carry_z]), mem.yaw, grip, rotation)
         if mem.phase == "above":
             target = np.array([point[0], point[1], mem.carry_z])
             if np.linalg.norm((target - eef)[:2]) < 0.01 or t > 60:
@@ -508,12 +626,14 @@ class TaskExpert:
                     rotation_error(leaning(-outward, LEAN, f), scene.eef_rotation))))
             if not opening:  # push the front where the hand keeps clear of what stands before it (a bottle)
                 handle = _clear_push_point(scene, joint, handle, outward, 0.10 if mem.lean else 0.04)
+            mem.roll = min((1.0, -1.0), key=lambda r: float(np.linalg.norm(  # the level grip the nearer turn away
+                rotation_error(facing(-outward, r), scene.eef_rotation))))
             mem.grasp = Grasp(handle + outward * (0.0 if opening else 0.025), mem.yaw)
             mem.carry_z = max(float(handle[2]) + 0.15, float(eef[2]))
             self._enter(mem, scene, "rise")
             return None
         assert mem.grasp is not None
-        level = leaning(-outward, LEAN, mem.lean) if mem.lean else facing(-outward)
+        level = leaning(-outward, LEAN, mem.lean) if mem.lean else facing(-outward, mem.roll)
         before = mem.grasp.point + outward * 0.10
         grip = GRIP_HALF if opening else GRIP_CLOSE
         if mem.phase in ("rise", "above", "descend"):
@@ -545,7 +665,10 @@ class TaskExpert:
                 return None
             return Command(eef.copy(), mem.yaw, GRIP_OPEN if opening else GRIP_CLOSE, level)
         if mem.phase == "back":
-            if t >= 6:
+            if t >= 6:  # back to pointing down by the shortest turn (a level hand: about its palm's normal)
+                ahead = math.atan2(-outward[1], -outward[0])
+                mem.yaw = min((current_yaw(scene.eef_rotation), ahead, ahead + math.pi), key=lambda y: float(
+                    np.linalg.norm(rotation_error(down_rotation(y), scene.eef_rotation))))
                 self._enter(mem, scene, "up")
                 return None
             return Command(eef + outward * 0.03, mem.yaw, GRIP_OPEN if opening else GRIP_CLOSE, level)

@@ -75,6 +75,14 @@ def prerequisite(scene: Scene, condition: Condition) -> Condition | None:
     return Condition("open", (condition.args[1],))
 
 
+def opened_sweep(joint: JointView) -> tuple[np.ndarray, np.ndarray, float]:
+    """A drawer's sweep: the xy box its part covers from where it is to fully open, and the part's bottom height."""
+    corners = part_corners(joint)
+    shift = joint.axis[:2] * (goal_position(joint, "open") - joint.qpos)
+    both = np.concatenate([corners[:, :2], corners[:, :2] + shift])
+    return both.min(axis=0), both.max(axis=0), float(corners[:, 2].min())
+
+
 def condition_joint(scene: Scene, condition: Condition) -> JointView | None:
     """The joint a condition is about: a region's own (a drawer), or the entity's joint with that affordance."""
     name = condition.args[0]
@@ -187,11 +195,14 @@ def leaning(direction: np.ndarray, angle: float, side: float) -> np.ndarray:
     return np.stack([x, np.cross(z, x), z], axis=1)
 
 
-def facing(direction: np.ndarray) -> np.ndarray:
-    """The hand level, pointing along ``direction`` (horizontal), fingers closing vertically."""
+def facing(direction: np.ndarray, roll: float = 1.0) -> np.ndarray:
+    """The hand level, pointing along ``direction`` (horizontal), fingers closing vertically.
+
+    ``roll`` -1: the same grip turned half round its pointing axis (the finger axis down, not up).
+    """
     z = np.array([direction[0], direction[1], 0.0])
     z /= max(float(np.linalg.norm(z)), 1e-9)
-    x = np.array([0.0, 0.0, 1.0])
+    x = np.array([0.0, 0.0, 1.0 if roll > 0 else -1.0])
     y = np.cross(z, x)
     return np.stack([x, y, z], axis=1)
 
