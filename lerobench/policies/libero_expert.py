@@ -127,16 +127,25 @@ def plan_grasp(obj: EntityView, reference_yaw: float, others: list[EntityView] |
     narrow = min(horizontal, key=lambda i: widths[i])
     top, bottom = float(obj.hi[2]), float(obj.lo[2])
     height = top - bottom
-    if widths[narrow] <= MAX_PINCH:
-        axis = rot[:, narrow]
-        z = max(top - min(0.03, 0.5 * height), bottom + 0.015)
+    obstacles = [o for o in (others or []) if o.hi[2] > bottom + 0.01  # what the object stands in is no obstacle
+                 and _box_distance(centre[:2], o.lo[:2], o.hi[:2]) > 0.0]
+    if widths[narrow] <= MAX_PINCH:  # across the narrow side; across the other where the hand would meet something
+        z = max(top - min(0.03, 0.5 * height), bottom + 0.015)  # tall there (an opened drawer) and not here
+        tall = [o for o in obstacles if o.hi[2] > z + 0.02]
+
+        def palm_room(i: int) -> float:
+            u = rot[:2, i] / max(float(np.linalg.norm(rot[:2, i])), 1e-9)
+            return min((_box_distance(centre[:2] + u * f * PALM_REACH, o.lo[:2], o.hi[:2])
+                        for o in tall for f in np.linspace(-1.0, 1.0, 7)), default=1.0)
+
+        pinchable = [i for i in horizontal if widths[i] <= MAX_PINCH]
+        across = max(pinchable, key=lambda i: (min(palm_room(i), 0.02), i == narrow))
+        axis = rot[:, across]
         return Grasp(np.array([centre[0], centre[1], z]), nearest_yaw(math.atan2(axis[1], axis[0]), reference_yaw))
     radius = widths[narrow] / 2.0
     z = max(top - 0.025, bottom + 0.015)
     toward = ROBOT_BASE_XY - centre[:2]
     toward = toward / max(float(np.linalg.norm(toward)), 1e-9)
-    obstacles = [o for o in (others or []) if o.hi[2] > bottom + 0.01  # what the object stands in is no obstacle
-                 and _box_distance(centre[:2], o.lo[:2], o.hi[:2]) > 0.0]
     best: tuple[float, Grasp] | None = None
     for k in range(16):
         angle = k * math.pi / 8
@@ -192,7 +201,8 @@ def _clear_first(scene: Scene, goal: Condition, first: Condition | None) -> Cond
 
     It needs one where the opened part would stand over it (or push it).
     """
-    if first is None or first.predicate != "open" or goal.args[0] not in scene.entities:
+    if first is None or first.predicate != "open" or first.args[0] not in scene.regions or \
+            goal.predicate not in ("on", "in") or goal.args[0] not in scene.entities or goal.args[1:2] != first.args:
         return None
     joint = scene.regions[first.args[0]].joint
     if joint is None:
@@ -406,13 +416,18 @@ class TaskExpert:
             return Command(scene.eef_pos.copy(), mem.yaw, GRIP_OPEN)
         k = pending[0]
         mem.condition = k
-        first = prerequisite(scene, self.goal.goal[k])
-        clear = None if mem.cleared else _clear_first(scene, self.goal.goal[k], first)
+        goal = self.goal.goal[k]
+        first = prerequisite(scene, goal)
+        opening = first if first is not None else goal if goal.predicate == "open" else None
+        clear = None
+        if opening is not None and not mem.cleared:  # what goes into this drawer later may stand in its way
+            for j in [k] + pending:
+                clear = clear or _clear_first(scene, self.goal.goal[j], opening)
         if clear is not None and _clear_spot(scene, scene.entities[clear.args[0]], clear) is not None:
             mem.cleared = True
             mem.working = clear
         else:
-            mem.working = first or self.goal.goal[k]
+            mem.working = first or goal
         mem.grasp = mem.offset = mem.place = None
         self._enter(mem, scene, "start")
         return None
