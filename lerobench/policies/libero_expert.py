@@ -74,6 +74,9 @@ DT = 0.05
 GRIP_OPEN, GRIP_CLOSE = -1.0, 1.0
 MAX_PINCH = 0.085
 """Widest side the Panda gripper (8 cm stroke) closes across with margin; wider objects are taken by the rim."""
+WIDE_PINCH = 0.07
+"""Widest other side a box is pinched across where its narrow side would put the hand against something tall: a
+box 7.6-8.1 cm across (butter, cream cheese) stays wedged in the 8 cm stroke when let go (measured, libero_10)."""
 PALM_REACH = 0.11
 """The Panda hand reaches 10.5 cm either side of the grip site along the finger axis, 2.6 cm above it: what a
 carried object's path must clear besides the object itself."""
@@ -138,7 +141,7 @@ def plan_grasp(obj: EntityView, reference_yaw: float, others: list[EntityView] |
             return min((_box_distance(centre[:2] + u * f * PALM_REACH, o.lo[:2], o.hi[:2])
                         for o in tall for f in np.linspace(-1.0, 1.0, 7)), default=1.0)
 
-        pinchable = [i for i in horizontal if widths[i] <= MAX_PINCH]
+        pinchable = [narrow] + [i for i in horizontal if i != narrow and widths[i] <= WIDE_PINCH]
         across = max(pinchable, key=lambda i: (min(palm_room(i), 0.02), i == narrow))
         axis = rot[:, across]
         return Grasp(np.array([centre[0], centre[1], z]), nearest_yaw(math.atan2(axis[1], axis[0]), reference_yaw))
