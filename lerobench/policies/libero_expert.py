@@ -255,17 +255,21 @@ def _clear_spot(scene: Scene, obj: EntityView, condition: Condition) -> np.ndarr
     return None
 
 
-def _over_opened(scene: Scene, eef: np.ndarray, hover: np.ndarray) -> float:
-    """The hover's height, or, while the way there crosses an opened drawer, 12 cm over the drawer's top.
+def _over_the_way(scene: Scene, eef: np.ndarray, hover: np.ndarray, taken: str) -> float:
+    """The hover's height, or, while the way there crosses something, high enough over it.
 
-    Going down on the diagonal to the hover saves steps, but from beside an opened drawer (just after pulling it)
-    the hand would catch on it; it keeps above it until it is 3 cm from over the hover.
+    Going down on the diagonal to the hover saves steps, but the hand would catch an opened drawer beside it (just
+    after pulling it: kept 12 cm over the drawer's top) or the rim of the basket it has just let go into (the
+    fingertips kept 3 cm over it), dragging the basket along; it keeps above them until it is past them or 3 cm
+    from over the hover.
     """
     if float(np.linalg.norm((hover - eef)[:2])) < 0.03:
         return float(hover[2])
-    tops = [float(part.hi[2]) for part in _opened_parts(scene) if part.hi[2] > hover[2] - 0.10
+    tops = [float(part.hi[2]) + 0.12 for part in _opened_parts(scene) if part.hi[2] > hover[2] - 0.10
             and segment_hits_box(eef[:2], hover[:2], part.lo[:2] - PALM_REACH, part.hi[:2] + PALM_REACH)]
-    return max([float(hover[2])] + [min(top + 0.12, float(eef[2])) for top in tops])
+    tops += [float(e.hi[2]) + 0.05 for n, e in scene.entities.items() if n != taken and e.hi[2] > hover[2] - 0.10
+             and segment_hits_box(eef[:2], hover[:2], e.lo[:2] - 0.03, e.hi[:2] + 0.03)]
+    return max([float(hover[2])] + [min(top, float(eef[2])) for top in tops])
 
 
 def _opened_parts(scene: Scene) -> list[EntityView]:
@@ -465,7 +469,7 @@ class TaskExpert:
             return Command(np.array([eef[0], eef[1], z]), mem.yaw, GRIP_OPEN)
         if mem.phase == "above":
             target = np.array([hover[0], hover[1], max(hover[2], float(eef[2])) if t < 2 else
-                               _over_opened(scene, eef, hover)])
+                               _over_the_way(scene, eef, hover, condition.args[0])])
             if (np.linalg.norm((hover - eef)[:2]) < 0.01 and abs(hover[2] - eef[2]) < 0.02) or t > 60:
                 self._enter(mem, scene, "descend")
                 return None
@@ -537,11 +541,14 @@ class TaskExpert:
                 return None
             return Command(eef.copy(), mem.yaw, GRIP_OPEN)
         if mem.phase == "retreat":
-            high = mem.carry_z  # (after a slide, up off the object: the next skill may close the fingers)
-            if condition.args[1] == CLEAR_SPOT:
-                high = float(obj.hi[2]) + 0.08
+            high, near = mem.carry_z, 0.03  # up, the fingertips over the container's rim before anything else
+            holder = [float(e.hi[2]) for n, e in scene.entities.items() if condition.args[1].startswith(n + "_")]
+            if holder and holder[0] + 0.06 > high - near:  # (a basket the hand would drag by its rim)
+                high, near = holder[0] + 0.06, 0.01
+            if condition.args[1] == CLEAR_SPOT:  # (after a slide, up off the object: the next skill may close
+                high = float(obj.hi[2]) + 0.08  # the fingers)
             target = np.array([eef[0], eef[1], max(high, float(eef[2]))])
-            if t >= 10 or eef[2] > high - 0.03:
+            if t >= 16 or eef[2] > high - near:
                 mem.phase = "choose"
                 return None
             return Command(target, mem.yaw, GRIP_OPEN)
