@@ -11,7 +11,6 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-import av
 import numpy as np
 
 from lerobench.errors import RunError
@@ -82,6 +81,8 @@ class VideoHandle:
 
     # The methods below run only on the handle's worker thread (or after it has been joined).
     def _write(self, frame: np.ndarray) -> None:
+        import av  # (here, not at the top: a run without videos never loads PyAV, 35 ms)
+
         h, w = frame.shape[:2]
         if self._container is None:
             self.partial.parent.mkdir(parents=True, exist_ok=True)
