@@ -352,7 +352,6 @@ class Memory:
     yaw: float = math.pi / 2
     roll: float = 1.0
     """The level hand's finger axis up (1) or down (-1): whichever is the shorter turn (``facing``)."""
-    """The rise started far below its height: the hand turns once up, in place."""
     rise_xy: np.ndarray | None = None
     """Where a rise started (it goes straight up from there, not from wherever the arm drifted)."""
     cleared: bool = False
