@@ -159,10 +159,7 @@ def plan_grasp(obj: EntityView, reference_yaw: float, others: list[EntityView] |
         wrist = xy + WRIST_OFFSET[:2]
         high = [o for o in obstacles if o.hi[2] > z + WRIST_OFFSET[2] - 0.08]
         wrist_clearance = min((_box_distance(wrist, o.lo[:2], o.hi[:2]) for o in high), default=1.0)
-        palm = [xy + u * f * PALM_REACH for f in np.linspace(-1.0, 1.0, 7)]  # the hand along the finger axis
-        tall = [o for o in obstacles if o.hi[2] > z + 0.02]
-        palm_clearance = min((_box_distance(p, o.lo[:2], o.hi[:2]) for o in tall for p in palm), default=1.0)
-        cost = (-min(clearance, 0.08) * 4.0 - min(wrist_clearance, 0.15) * 4.0 - min(palm_clearance, 0.04) * 4.0
+        cost = (-min(clearance, 0.08) * 4.0 - min(wrist_clearance, 0.15) * 4.0
                 + 0.05 * abs(wrap(yaw - reference_yaw)) - 0.12 * float(u @ toward))
         if best is None or cost < best[0]:
             best = (cost, Grasp(np.array([xy[0], xy[1], z]), yaw))
