@@ -48,7 +48,7 @@ def real_runs(tmp_path_factory):
 @pytest.fixture(scope="session")
 def libero_demos(tmp_path_factory):
     """A real LIBERO run of the privileged expert recorded as LIBERO demo files (``--record all``, 32x32 images):
-    libero_object task 0, episodes 0 and 1, which need 101 and 102 steps, at a limit of 101: one success and one
+    libero_object task 0, episodes 0 and 1, which need 100 and 101 steps, at a limit of 100: one success and one
     failure. Returns ``(run directory, its episodes.jsonl lines)``."""
     pytest.importorskip("libero.libero")
     pytest.importorskip("h5py")
@@ -60,7 +60,7 @@ def libero_demos(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("libero_demos") / "run"
     result = CliRunner().invoke(app, ["eval", "--suite", "libero_object", "--tasks", "0", "--episodes", "2",
-                                      "--max-steps", "101", "--videos", "0", "--record", "all", "--record-size", "32",
+                                      "--max-steps", "100", "--videos", "0", "--record", "all", "--record-size", "32",
                                       "--output", str(out)])
     assert result.exit_code == 0, result.output
     lines = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
