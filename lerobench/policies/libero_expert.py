@@ -424,7 +424,7 @@ class TaskExpert:
         opening = first if first is not None else goal if goal.predicate == "open" else None
         clear = None
         if opening is not None and not mem.cleared:  # what goes into this drawer later may stand in its way
-            for j in [k] + pending:
+            for j in pending:  # (k first: it is pending[0])
                 clear = clear or _clear_first(scene, self.goal.goal[j], opening)
         if clear is not None and _clear_spot(scene, scene.entities[clear.args[0]], clear) is not None:
             mem.cleared = True
