@@ -35,9 +35,11 @@ from lerobench.policies.base import ObservationNeeds, PolicyTraits, row_ids
 from lerobench.policies.batch import PolicyBatch
 from lerobench.policies.libero_geometry import (
     ROBOT_BASE_XY,
+    Enclosure,
     condition_joint,
     current_yaw,
     down_rotation,
+    enclosure,
     facing,
     goal_position,
     handle_grip,
@@ -101,6 +103,14 @@ SWEEP_CLEARANCE = 0.05
 pinching hand is 6 cm thick, and the grasp is planned across the way to the drawer (``plan_grasp``)."""
 REACH = 0.72
 """Farthest spot from the robot's base (xy) the expert slides an object to."""
+
+HAND_DEPTH = 0.05
+"""How far the hand pointing down (palm, wrist) reaches from the grip site across its finger axis: what stays out
+of an enclosure's opening while it sets an object down under the roof."""
+PUSH_LEAN = math.radians(75.0)
+"""The hand that pushes an object deeper into an enclosure leans this far from pointing down (fingertips first)."""
+PUSH_HEIGHT = 0.03
+"""... and pushes this far above the object's bottom: low, so the object slides rather than tips."""
 
 ORDER = {"open": 0, "on": 1, "in": 1, "close": 2, "turnon": 3, "turnoff": 3}
 """Conditions run in this order: a drawer opens before things go in, closes after."""
@@ -317,6 +327,31 @@ def _clear_push_point(scene: Scene, joint: JointView, handle: np.ndarray, outwar
     return best
 
 
+def _extent(obj: EntityView, direction: np.ndarray) -> float:
+    """How far the object's box reaches from its body origin along ``direction`` (horizontal)."""
+    corners = np.array([[x, y] for x in (obj.lo[0], obj.hi[0]) for y in (obj.lo[1], obj.hi[1])])
+    return float(((corners - obj.pos[:2]) @ direction[:2]).max())
+
+
+def _handle_grasp(obj: EntityView, inside: Enclosure | None, reference_yaw: float) -> Grasp | None:
+    """The grasp that sets an object down under a roof: its end nearest the opening, pinched across.
+
+    For an object long along the way in (a mug whose handle faces the opening): the hand pointing down keeps out
+    of the opening while the rest of the object is under the roof. None: the object is not long that way.
+    """
+    if inside is None:
+        return None
+    out = inside.out
+    side = np.array([-out[1], out[0], 0.0])
+    corners = np.array([[x, y, 0.0] for x in (obj.lo[0], obj.hi[0]) for y in (obj.lo[1], obj.hi[1])])
+    if float(np.ptp(corners @ out)) < float(np.ptp(corners @ side)) + 0.02:
+        return None
+    centre = (obj.lo + obj.hi) / 2.0
+    point = centre + out * (_extent(obj, out) - float((centre - obj.pos) @ out) - 0.006)
+    point[2] = float(obj.lo[2]) + 0.7 * float(obj.hi[2] - obj.lo[2])
+    return Grasp(point, nearest_yaw(math.atan2(side[1], side[0]), reference_yaw))
+
+
 def _box_gap(lo: np.ndarray, hi: np.ndarray, other_lo: np.ndarray, other_hi: np.ndarray) -> float:
     """Distance between two 2-D boxes (negative: how deep they overlap along the shallower axis)."""
     apart = np.maximum(other_lo - hi, lo - other_hi)
@@ -355,6 +390,10 @@ class Memory:
     """The object was slid out of a drawer's sweep already (``CLEAR_SPOT``): once per episode, never a loop."""
     working: Condition | None = None
     """The condition being worked on: the goal's, or one it needs first (a drawer opened to put a bowl in)."""
+    inside: Enclosure | None = None
+    """Putting the object into a region under a roof (a microwave): set down at the opening, then pushed in."""
+    push_to: float = 0.0
+    """... to this distance of its body origin from the region's centre along the enclosure's ``out``."""
     lean: float = 0.0
     """Closing a low drawer: the hand points down, leaning into the push, fingers across it, turned +1 or -1
     (``LOW_HANDLE``); 0: the level hand."""
@@ -431,7 +470,7 @@ class TaskExpert:
             mem.working = clear
         else:
             mem.working = first or goal
-        mem.grasp = mem.offset = mem.place = None
+        mem.grasp = mem.offset = mem.place = mem.inside = None
         self._enter(mem, scene, "start")
         return None
 
@@ -442,6 +481,8 @@ class TaskExpert:
         eef = scene.eef_pos
         if mem.phase in PICK_PHASES:
             return self._pick(scene, mem, condition, obj, t, eef)
+        if mem.inside is not None:
+            return self._insert(scene, mem, condition, obj, t, eef, mem.inside)
         return self._put(scene, mem, condition, obj, t, eef)
 
     def _pick(self, scene: Scene, mem: Memory, condition: Condition, obj: EntityView, t: int,
@@ -450,7 +491,11 @@ class TaskExpert:
         if mem.phase == "start":
             mem.yaw = current_yaw(scene.eef_rotation)
             others = [e for n, e in scene.entities.items() if n != condition.args[0]] + _opened_parts(scene)
-            mem.grasp = plan_grasp(obj, mem.yaw, others)
+            inside = enclosure(scene, condition.args[1], float(obj.hi[2] - obj.lo[2])) \
+                if condition.predicate == "in" else None
+            handle = _handle_grasp(obj, inside, mem.yaw) if inside is not None else None
+            mem.inside = inside if handle is not None else None
+            mem.grasp = handle or plan_grasp(obj, mem.yaw, others)
             mem.yaw = mem.grasp.yaw
             self._enter(mem, scene, "rise")
             return None
@@ -549,6 +594,105 @@ class TaskExpert:
                 return None
             return Command(target, mem.yaw, GRIP_OPEN)
         raise AssertionError(f"unknown phase {mem.phase}")
+
+    def _insert(self, scene: Scene, mem: Memory, condition: Condition, obj: EntityView, t: int, eef: np.ndarray,
+                inside: Enclosure) -> Command | None:
+        """Into a region under a roof: in at the opening at floor height, set down, let go, push it deeper.
+
+        The hand pointing down cannot pass under the roof, so it sets the object down as deep as its palm allows
+        (held by the end nearest the opening: a mug's handle), then leans in level and pushes that end until the
+        whole object is behind the closed door's face.
+        """
+        offset = mem.offset if mem.offset is not None else np.zeros(3)
+        if mem.phase in ("carry", "level", "slide", "lower") and np.linalg.norm(eef - obj.pos - offset) > 0.05:
+            self._enter(mem, scene, "drop")  # it slipped out on the way: open and start again
+            return None
+        region = scene.regions[condition.args[1]]
+        out = inside.out
+        ext_out, ext_in = _extent(obj, out), _extent(obj, -out)
+        lift = float(obj.pos[2] - obj.lo[2])
+        if mem.place is None:  # the body origin's spot, set down at the opening (as deep as the palm allows)
+            mem.place = self._inside_point(scene, region, out, inside.front + HAND_DEPTH - float(offset @ out),
+                                           obj, inside.floor + lift)
+            mem.push_to = inside.front - ext_out - 0.012
+        place = mem.place
+        entry = place + out * (inside.front + ext_in + 0.03 - float((place - region.pos) @ out))
+        low = inside.floor + 0.025 + lift  # the body origin's height while it goes in, clear of the floor
+        if mem.phase == "carry":
+            target = np.array([entry[0] + offset[0], entry[1] + offset[1], mem.carry_z])
+            if np.linalg.norm((target - eef)[:2]) < 0.01 or t > 80:
+                self._enter(mem, scene, "level")
+                return None
+            return Command(target, mem.yaw, GRIP_CLOSE)
+        if mem.phase == "level":
+            target = np.array([entry[0] + offset[0], entry[1] + offset[1], low + offset[2]])
+            if abs(target[2] - eef[2]) < 0.006 or t > 40:
+                self._enter(mem, scene, "slide")
+                return None
+            return Command(target, mem.yaw, GRIP_CLOSE)
+        if mem.phase == "slide":
+            target = np.array([place[0] + offset[0], place[1] + offset[1], low + offset[2]])
+            if np.linalg.norm((target - eef)[:2]) < 0.006 or t > 50:
+                self._enter(mem, scene, "lower")
+                return None
+            return Command(target, mem.yaw, GRIP_CLOSE)
+        if mem.phase == "lower":
+            target = np.array([place[0] + offset[0], place[1] + offset[1], place[2] + offset[2] - 0.01])
+            moved = mem.last_z - float(eef[2])
+            mem.last_z = float(eef[2])
+            mem.stalled = mem.stalled + 1 if moved < 0.001 and t > 3 else 0
+            if mem.stalled >= 2 or t > 40:
+                self._enter(mem, scene, "release")
+                return None
+            return Command(target, mem.yaw, GRIP_CLOSE)
+        if mem.phase == "release":
+            if t >= 8:
+                self._enter(mem, scene, "retreat")
+                return None
+            return Command(eef.copy(), mem.yaw, GRIP_OPEN)
+        finger = scene.eef_rotation[:, 0]  # the lean's finger axis the nearer way round: a half turn of the wrist
+        lean = leaning(-out, PUSH_LEAN, 1.0 if float(finger @ np.array([out[1], -out[0], 0.0])) >= 0 else -1.0)
+        along = float((obj.pos - region.pos) @ out)
+        tip = obj.pos + out * (ext_out + 0.015)  # the grip site behind the near end, at push height
+        tip[2] = float(obj.lo[2]) + PUSH_HEIGHT
+        if mem.phase == "retreat":  # up off it, then back and round to lean in
+            high = float(obj.hi[2]) + 0.06
+            if eef[2] > high - 0.02 or t > 20:
+                self._enter(mem, scene, "aim")
+                return None
+            return Command(np.array([eef[0], eef[1], high]), mem.yaw, GRIP_OPEN)
+        if mem.phase == "aim":
+            target = tip + out * 0.04 + np.array([0.0, 0.0, 0.06])
+            turned = float(np.linalg.norm(rotation_error(lean, scene.eef_rotation))) < 0.15
+            if (np.linalg.norm(target - eef) < 0.015 and turned) or t > 60:
+                self._enter(mem, scene, "reach")
+                return None
+            return Command(target, mem.yaw, GRIP_CLOSE, lean)
+        if mem.phase == "reach":
+            target = tip + out * 0.03
+            if np.linalg.norm(target - eef) < 0.01 or t > 30:
+                self._enter(mem, scene, "push")
+                return None
+            return Command(target, mem.yaw, GRIP_CLOSE, lean)
+        if mem.phase == "push":
+            target = tip - out * (along - mem.push_to)
+            if along <= mem.push_to + 0.004 or t > 60:
+                self._enter(mem, scene, "withdraw")
+                return None
+            return Command(target, mem.yaw, GRIP_CLOSE, lean)
+        if mem.phase == "withdraw":
+            target = tip + out * 0.08
+            if float((eef - tip) @ out) > 0.06 or t > 25:
+                mem.phase = "choose"
+                return None
+            return Command(target, mem.yaw, GRIP_CLOSE, lean)
+        raise AssertionError(f"unknown phase {mem.phase}")
+
+    def _inside_point(self, scene: Scene, region: RegionView, out: np.ndarray, along: float, obj: EntityView,
+                      z: float) -> np.ndarray:
+        """The body origin's spot ``along`` from the region's centre along ``out``, on the region's mid-line."""
+        point = region.pos + out * along
+        return np.array([point[0], point[1], z])
 
     def _place_point(self, scene: Scene, condition: Condition, obj: EntityView) -> np.ndarray:
         """Where the object's body origin should end: over the target's centre, just above its support."""
@@ -906,7 +1050,7 @@ def _held(mem: Memory) -> str | None:
     """The object the hand carries in this phase (it moves with the hand in a prediction)."""
     if mem.working is None or mem.working.predicate not in ("on", "in"):
         return None
-    return mem.working.args[0] if mem.phase in ("lift", "carry", "lower") else None
+    return mem.working.args[0] if mem.phase in ("lift", "carry", "level", "slide", "lower") else None
 
 
 def _goals(context: Any, policy: str) -> dict[str, TaskGoal]:

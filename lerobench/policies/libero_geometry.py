@@ -8,6 +8,7 @@ are in ``libero_expert.py``.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -257,3 +258,54 @@ def segment_hits_box(a: np.ndarray, b: np.ndarray, lo: np.ndarray, hi: np.ndarra
         if t0 > t1:
             return False
     return True
+
+
+DOOR_RADIUS = 0.09
+"""A hinged part reaching this far from its axis is a door (smaller ones are knobs)."""
+ROOF_ROOM = 0.12
+"""Room over an object that a hand from above needs (fingers and palm): a region whose fixture's top is lower than
+the object plus this is under a roof, and the object goes in sideways."""
+
+
+@dataclass(frozen=True)
+class Enclosure:
+    """A goal region under a roof, behind a door (a microwave's heating region): objects go in sideways.
+
+    ``out`` is the horizontal unit vector from the region out through its opening; ``front`` is how far the
+    closed door's inner face lies from the region's centre along ``out``; ``floor`` is the region's bottom.
+    """
+
+    out: np.ndarray
+    front: float
+    floor: float
+
+
+def enclosure(scene: Scene, region_name: str, height: float) -> Enclosure | None:
+    """The region's enclosure if ``region_name`` lies under its fixture's roof, behind a door; None otherwise.
+
+    The opening is found from the door closed: its part, turned about the hinge to the closed end of its range,
+    lies across the opening; ``out`` is the fixture's body axis nearest the direction from the region to it.
+    ``height``: the object's, for the roof test.
+    """
+    region = scene.regions.get(region_name)
+    if region is None or region.joint is not None:  # a drawer's region opens from above
+        return None
+    parents = [e for n, e in scene.entities.items() if region_name.startswith(n + "_")]
+    if not parents:
+        return None
+    parent = parents[0]
+    floor = float(region.pos[2] - (np.abs(region.rotation) @ region.size)[2])
+    if float(parent.hi[2]) > floor + height + ROOF_ROOM:
+        return None
+    doors = [j for j in parent.joints if j.open_dir != 0.0 and not is_slide(j) and part_radius(j) >= DOOR_RADIUS]
+    if not doors:
+        return None
+    door = doors[0]
+    turn = (goal_position(door, "close") - door.qpos) * (1.0 if door.axis[2] >= 0 else -1.0)
+    closed = np.array([rotate_about(c, door.anchor, turn) for c in part_corners(door)])
+    toward = closed.mean(axis=0)[:2] - region.pos[:2]
+    axes = [parent.rotation[:2, i] * s for i in (0, 1) for s in (1.0, -1.0)]
+    best = max(axes, key=lambda a: float(a @ toward) / max(float(np.linalg.norm(a)), 1e-9))
+    out = np.array([best[0], best[1], 0.0]) / max(float(np.linalg.norm(best)), 1e-9)
+    front = float(((closed - region.pos) @ out).min())
+    return Enclosure(out=out, front=front, floor=floor)
