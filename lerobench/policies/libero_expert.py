@@ -11,6 +11,9 @@ skill per goal condition:
 
 - ``On`` / ``In``: pick (top-down; across the narrow side of a small object, on the rim of a wide one), lift over
   whatever lies on the way, carry, lower until the object meets its support, release, retreat;
+- ``In`` a region under a roof, behind a door (a microwave): pick by the object's end nearest the opening (a mug's
+  handle), carry it in level at the cavity's floor as deep as the hand pointing down can go, set it down, then
+  lean in and push that end until the whole object is behind the closed door's face;
 - ``Open`` / ``Close`` of a drawer (slide joint): grasp the handle and pull / push the front along the slide;
 - ``Open`` / ``Close`` of a door and ``TurnOn`` / ``TurnOff`` of a knob (hinge joints): push the moving part
   round its hinge at its far edge, in the direction that makes LIBERO's predicate hold.
