@@ -44,6 +44,7 @@ from lerobench.policies.libero_geometry import (
     down_rotation,
     enclosure,
     facing,
+    fixture_of,
     goal_position,
     handle_grip,
     handle_point,
@@ -586,9 +587,9 @@ class TaskExpert:
             return Command(eef.copy(), mem.yaw, GRIP_OPEN)
         if mem.phase == "retreat":
             high, near = mem.carry_z, 0.03  # up, the fingertips over the container's rim before anything else
-            holder = [float(e.hi[2]) for n, e in scene.entities.items() if condition.args[1].startswith(n + "_")]
-            if holder and holder[0] + 0.06 > high - near:  # (a basket the hand would drag by its rim)
-                high, near = holder[0] + 0.06, 0.01
+            holder = fixture_of(scene, condition.args[1])
+            if holder is not None and float(holder.hi[2]) + 0.06 > high - near:  # (a basket the hand would drag
+                high, near = float(holder.hi[2]) + 0.06, 0.01  # by its rim)
             if condition.args[1] == CLEAR_SPOT:  # (after a slide, up off the object: the next skill may close
                 high = float(obj.hi[2]) + 0.08  # the fingers)
             target = np.array([eef[0], eef[1], max(high, float(eef[2]))])
@@ -603,7 +604,7 @@ class TaskExpert:
         """Into a region under a roof: in at the opening at floor height, set down, let go, push it deeper.
 
         The hand pointing down cannot pass under the roof, so it sets the object down as deep as its palm allows
-        (held by the end nearest the opening: a mug's handle), then leans in level and pushes that end until the
+        (held by the end nearest the opening: a mug's handle), then leans in and pushes that end until the
         whole object is behind the closed door's face.
         """
         offset = mem.offset if mem.offset is not None else np.zeros(3)
@@ -615,8 +616,8 @@ class TaskExpert:
         ext_out, ext_in = _extent(obj, out), _extent(obj, -out)
         lift = float(obj.pos[2] - obj.lo[2])
         if mem.place is None:  # the body origin's spot, set down at the opening (as deep as the palm allows)
-            mem.place = self._inside_point(scene, region, out, inside.front + HAND_DEPTH - float(offset @ out),
-                                           obj, inside.floor + lift)
+            spot = region.pos + out * (inside.front + HAND_DEPTH - float(offset @ out))
+            mem.place = np.array([spot[0], spot[1], inside.floor + lift])
             mem.push_to = inside.front - ext_out - 0.012
         place = mem.place
         entry = place + out * (inside.front + ext_in + 0.03 - float((place - region.pos) @ out))
@@ -691,12 +692,6 @@ class TaskExpert:
             return Command(target, mem.yaw, GRIP_CLOSE, lean)
         raise AssertionError(f"unknown phase {mem.phase}")
 
-    def _inside_point(self, scene: Scene, region: RegionView, out: np.ndarray, along: float, obj: EntityView,
-                      z: float) -> np.ndarray:
-        """The body origin's spot ``along`` from the region's centre along ``out``, on the region's mid-line."""
-        point = region.pos + out * along
-        return np.array([point[0], point[1], z])
-
     def _place_point(self, scene: Scene, condition: Condition, obj: EntityView) -> np.ndarray:
         """Where the object's body origin should end: over the target's centre, just above its support."""
         target = condition.args[1]
@@ -716,10 +711,10 @@ class TaskExpert:
             return centre + lift  # (they may pile up; a spot off centre lands on the container's wall)
         if len(sharing) > 1:  # several objects on one surface: each its own side of it, first come first
             half = np.maximum(np.abs(region.rotation[:2, :2] @ region.size[:2]) - 0.015, 0.0)
-            parent = [e for n, e in scene.entities.items() if target.startswith(n + "_")]
+            parent = fixture_of(scene, target)
             room = half.copy()
-            if parent:  # the side along which the fixture under the region leaves the most room
-                room = np.minimum(centre[:2] - parent[0].lo[:2], parent[0].hi[:2] - centre[:2])
+            if parent is not None:  # the side along which the fixture under the region leaves the most room
+                room = np.minimum(centre[:2] - parent.lo[:2], parent.hi[:2] - centre[:2])
             axis = int(np.argmax(np.minimum(room, half + 0.03)))
             k = sharing.index(condition)
             shift = np.zeros(3)

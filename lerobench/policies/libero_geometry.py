@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lerobench.envs.bddl import Condition
-from lerobench.envs.libero_state import JointView, Scene
+from lerobench.envs.libero_state import EntityView, JointView, Scene
 
 HANDLE_DEPTH = 0.008
 """Half the thickness of LIBERO's cabinet handle bars: their centre lies this far inside the drawer's front."""
@@ -244,6 +244,11 @@ def handle_point(joint: JointView, outward: np.ndarray) -> np.ndarray:
     return centre + outward * (front - float(centre @ outward) - HANDLE_DEPTH)
 
 
+def fixture_of(scene: Scene, region_name: str) -> EntityView | None:
+    """The fixture a goal region belongs to (``basket_1`` for ``basket_1_contain_region``); None: none in the scene."""
+    return next((e for n, e in scene.entities.items() if region_name.startswith(n + "_")), None)
+
+
 def segment_hits_box(a: np.ndarray, b: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> bool:
     """Whether the 2-D segment a-b passes through the box [lo, hi]."""
     t0, t1 = 0.0, 1.0
@@ -290,10 +295,9 @@ def enclosure(scene: Scene, region_name: str, height: float) -> Enclosure | None
     region = scene.regions.get(region_name)
     if region is None or region.joint is not None:  # a drawer's region opens from above
         return None
-    parents = [e for n, e in scene.entities.items() if region_name.startswith(n + "_")]
-    if not parents:
+    parent = fixture_of(scene, region_name)
+    if parent is None:
         return None
-    parent = parents[0]
     floor = float(region.pos[2] - (np.abs(region.rotation) @ region.size)[2])
     if float(parent.hi[2]) > floor + height + ROOF_ROOM:
         return None
