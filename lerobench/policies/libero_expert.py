@@ -571,20 +571,9 @@ class TaskExpert:
                 self._enter(mem, scene, "lower")
                 return None
             return Command(target, mem.yaw, GRIP_CLOSE)
-        if mem.phase == "lower":
+        if mem.phase in ("lower", "release"):
             target = np.array([goal_xy[0], goal_xy[1], place[2] + offset[2]])
-            moved = mem.last_z - float(eef[2])
-            mem.last_z = float(eef[2])
-            mem.stalled = mem.stalled + 1 if moved < 0.001 and t > 3 else 0
-            if abs(target[2] - eef[2]) < 0.006 or mem.stalled >= 2 or t > 60:
-                self._enter(mem, scene, "release")
-                return None
-            return Command(target, mem.yaw, GRIP_CLOSE)
-        if mem.phase == "release":
-            if t >= 8:
-                self._enter(mem, scene, "retreat")
-                return None
-            return Command(eef.copy(), mem.yaw, GRIP_OPEN)
+            return self._set_down(scene, mem, target, t, eef, limit=60, near=0.006)
         if mem.phase == "retreat":
             high, near = mem.carry_z, 0.03  # up, the fingertips over the container's rim before anything else
             holder = fixture_of(scene, condition.args[1])
@@ -640,20 +629,14 @@ class TaskExpert:
                 self._enter(mem, scene, "lower")
                 return None
             return Command(target, mem.yaw, GRIP_CLOSE)
-        if mem.phase == "lower":
+        if mem.phase in ("lower", "release"):
             target = np.array([place[0] + offset[0], place[1] + offset[1], place[2] + offset[2] - 0.01])
-            moved = mem.last_z - float(eef[2])
-            mem.last_z = float(eef[2])
-            mem.stalled = mem.stalled + 1 if moved < 0.001 and t > 3 else 0
-            if mem.stalled >= 2 or t > 40:
-                self._enter(mem, scene, "release")
-                return None
-            return Command(target, mem.yaw, GRIP_CLOSE)
-        if mem.phase == "release":
-            if t >= 8:
-                self._enter(mem, scene, "retreat")
-                return None
-            return Command(eef.copy(), mem.yaw, GRIP_OPEN)
+            return self._set_down(scene, mem, target, t, eef, limit=40)
+        return self._push_in(scene, mem, region, obj, t, eef, out, ext_out)
+
+    def _push_in(self, scene: Scene, mem: Memory, region: RegionView, obj: EntityView, t: int, eef: np.ndarray,
+                 out: np.ndarray, ext_out: float) -> Command | None:
+        """After the set-down: up off the object, lean in fingertips first, push its near end behind the door."""
         finger = scene.eef_rotation[:, 0]  # the lean's finger axis the nearer way round: a half turn of the wrist
         lean = leaning(-out, PUSH_LEAN, 1.0 if float(finger @ np.array([out[1], -out[0], 0.0])) >= 0 else -1.0)
         along = float((obj.pos - region.pos) @ out)
@@ -691,6 +674,26 @@ class TaskExpert:
                 return None
             return Command(target, mem.yaw, GRIP_CLOSE, lean)
         raise AssertionError(f"unknown phase {mem.phase}")
+
+    def _set_down(self, scene: Scene, mem: Memory, target: np.ndarray, t: int, eef: np.ndarray, limit: int,
+                  near: float = 0.0) -> Command | None:
+        """Lower the held object until it stops (it met its support) or is within `near`; then let go.
+
+        The "lower" and "release" phases of every placing skill: the stall, not the target's height, says when the
+        object is down, since the support's top is known only roughly.
+        """
+        if mem.phase == "lower":
+            moved = mem.last_z - float(eef[2])
+            mem.last_z = float(eef[2])
+            mem.stalled = mem.stalled + 1 if moved < 0.001 and t > 3 else 0
+            if abs(target[2] - eef[2]) < near or mem.stalled >= 2 or t > limit:
+                self._enter(mem, scene, "release")
+                return None
+            return Command(target, mem.yaw, GRIP_CLOSE)
+        if t >= 8:
+            self._enter(mem, scene, "retreat")
+            return None
+        return Command(eef.copy(), mem.yaw, GRIP_OPEN)
 
     def _place_point(self, scene: Scene, condition: Condition, obj: EntityView) -> np.ndarray:
         """Where the object's body origin should end: over the target's centre, just above its support."""
