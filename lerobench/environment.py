@@ -25,6 +25,8 @@ MKL_CBWR = "MKL_CBWR"
 CUBLAS_WORKSPACE = "CUBLAS_WORKSPACE_CONFIG"
 HF_HUB_OFFLINE = "HF_HUB_OFFLINE"
 RENDER_QUALITY = "LEROBENCH_RENDER_QUALITY"
+SHARE_RENDERER = "LEROBENCH_SHARE_RENDERER"
+SHADER_CACHE_OFF = "MESA_SHADER_CACHE_DISABLE"
 
 VARIABLES = {
     MUJOCO_GL: "read: MuJoCo's GL backend (egl for headless rendering); recorded in results.json",
@@ -33,9 +35,12 @@ VARIABLES = {
     "XDG_CACHE_HOME": "read: the base of the default cache folder",
     GOLDEN_DIR: "read: golden files to check the simulator against instead of the shipped ones",
     SHARE_TASK: "read: 0 or 1 overrides --share-task (task template processes)",
+    SHARE_RENDERER: "read: 0 keeps each worker's own GL context (not the task template's; docs/scaling.md)",
+    SHADER_CACHE_OFF: "set in a task template process while it makes the GL context its workers share, then put back",
     RENDER_QUALITY: "read: the render quality of a run given no --render-quality (published or draft); recorded",
     CALL_CORES: "read: the policy call pool's cores, instead of the run's compute budget (execution/compute.py)",
-    RENDER_THREADS: "set in worker processes at their start (the compute budget's render threads); yours wins",
+    RENDER_THREADS: "set in worker processes at their start (the compute budget's render threads); yours wins; "
+                    "0 in a task template while it makes the GL context its workers share",
     MKL_CBWR: "set by the lerobench command at its start (MKL's strict reproducible mode); yours wins",
     CUBLAS_WORKSPACE: "set while a torch policy runs deterministic numerics (cuBLAS), then put back",
     HF_HUB_OFFLINE: "set while LeRobot is imported (nothing is downloaded), then put back by evaluate()",
@@ -118,6 +123,11 @@ def share_task_override() -> bool | None:
     """``LEROBENCH_SHARE_TASK``: 0 or 1 overrides the run's setting; None when unset or anything else."""
     value = (get(SHARE_TASK) or "").strip()
     return value == "1" if value in ("0", "1") else None
+
+
+def share_renderer_allowed() -> bool:
+    """``LEROBENCH_SHARE_RENDERER``: anything but ``0`` lets workers render with their task template's GL context."""
+    return (get(SHARE_RENDERER) or "").strip() != "0"
 
 
 def call_cores() -> int | None:

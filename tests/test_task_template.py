@@ -10,6 +10,7 @@ import pytest
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+from lerobench import environment  # noqa: E402
 from lerobench.envs import template  # noqa: E402
 from lerobench.envs.base import EnvSpec, env_action  # noqa: E402
 from lerobench.envs.vector import make_vector_env  # noqa: E402
@@ -30,9 +31,13 @@ def _spec(cameras: tuple[str, ...], suite_name: str = "libero_spatial") -> EnvSp
 
 
 def _episodes(spec: EnvSpec, share: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[list, list]:
-    """Two workers, episodes 1 and 0, a few random steps reading the cameras at every other step."""
+    """Two workers, episodes 1 and 0, a few random steps reading the cameras at every other step.
+
+    One render thread each, so that LIBERO's workers forked from the template render with its GL context
+    (``template.shares_renderer``), which the other run's workers make for themselves.
+    """
     monkeypatch.delenv(template.ENV_OVERRIDE, raising=False)
-    env = make_vector_env(spec, 2, in_process=False, share_task=share)
+    env = make_vector_env(spec, 2, in_process=False, share_task=share, render_threads=1)
     try:
         assert (env._template is not None) == share
         obs, _ = env.reset(options={"episodes": [1, 0]})
@@ -74,20 +79,48 @@ def test_workers_forked_from_the_template_see_what_workers_that_built_the_task_s
     assert not template._servers, "closing the vector env stops its template process"
 
 
-def test_the_template_process_never_makes_a_gl_context(monkeypatch):
-    """Mesa's driver (swrast_dri.so) is loaded when a GL context is made: in the workers, never in the template."""
-    pytest.importorskip("libero.libero")
-    monkeypatch.delenv(template.ENV_OVERRIDE, raising=False)
-    env = make_vector_env(_spec(("agentview",)), 2, in_process=False, share_task=True)
+def _private_mb(pid: int) -> float:
+    """What a process wrote to its own pages (copy-on-write copies included), in MB."""
+    rollup = open(f"/proc/{pid}/smaps_rollup").read().split("\n")
+    return sum(int(line.split()[1]) for line in rollup if line.startswith("Private_Dirty:")) / 1024
+
+
+def _gl_run(spec: EnvSpec, render_threads: int) -> tuple[list, bool, bool, float]:
+    """Images of a reset and two steps; whether the template and a worker loaded Mesa's driver; a worker's own MB."""
+    env = make_vector_env(spec, 2, in_process=False, share_task=True, render_threads=render_threads)
     try:
-        env.reset(options={"episodes": [0, 1]})
+        obs, _ = env.reset(options={"episodes": [0, 1]})
+        images = [_copy(obs["images"])]
+        for _ in range(2):
+            obs, *_ = env.step(env_action(np.full((2, spec.action_dim), 0.3, np.float32), np.ones(2, bool)))
+            images.append(_copy(obs["images"]))
         template_maps = open(f"/proc/{env._template.server._forkserver_pid}/maps").read()
         worker_maps = open(f"/proc/{env.processes[0].pid}/maps").read()
+        private = _private_mb(env.processes[0].pid)
     finally:
         env.close()
-    if "swrast_dri" not in worker_maps:
+    return images, "swrast_dri" in template_maps, "swrast_dri" in worker_maps, private
+
+
+def test_the_template_makes_the_gl_context_only_for_workers_that_share_it(monkeypatch):
+    """Mesa's driver (swrast_dri.so) is loaded when a GL context is made. Workers rendering with several threads
+    make their own (the template never loads it); with one thread each they draw with the template's, the same
+    pixels, and write far less memory of their own (Mesa's texture copies and shaders stay shared)."""
+    pytest.importorskip("libero.libero")
+    monkeypatch.delenv(template.ENV_OVERRIDE, raising=False)
+    monkeypatch.delenv(environment.SHARE_RENDERER, raising=False)
+    spec = _spec(("agentview",))
+    own, own_template_gl, worker_gl, own_private = _gl_run(spec, render_threads=2)
+    if not worker_gl:
         pytest.skip("not Mesa's software GL: its driver's file name is unknown here")
-    assert "swrast_dri" not in template_maps
+    shared, shared_template_gl, _, shared_private = _gl_run(spec, render_threads=1)
+    assert not own_template_gl and shared_template_gl
+    for k, (a, b) in enumerate(zip(own, shared, strict=True)):
+        assert a["agentview"].any()
+        np.testing.assert_array_equal(a["agentview"], b["agentview"], err_msg=f"after step {k}")
+    assert shared_private < 0.5 * own_private, (shared_private, own_private)
+    monkeypatch.setenv(environment.SHARE_RENDERER, "0")
+    assert not template.shares_renderer(1) and not _gl_run(spec, render_threads=1)[1]
 
 
 def test_the_environment_variable_overrides_the_setting_both_ways(monkeypatch):

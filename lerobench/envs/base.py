@@ -108,8 +108,12 @@ class Backend(Protocol):
     task_template: bool
     """Whether a task's workers fork from a template process that built its scene once (``envs/template.py``)."""
 
-    def make_template(self, spec: EnvSpec) -> Any:
-        """Build what ``spec``'s workers share, without GL (in the template process); None: nothing to share."""
+    def make_template(self, spec: EnvSpec, share_renderer: bool = False) -> Any:
+        """Build what ``spec``'s workers share (in the template process); None: nothing to share.
+
+        Without GL, unless ``share_renderer`` (``template.shares_renderer``) and the backend can make a GL context
+        its forked workers may render with.
+        """
 
     def from_template(self, built: Any, spec: EnvSpec) -> Simulator:
         """In a worker forked from the template: ``built`` made this worker's simulator (its GL context added)."""
@@ -145,7 +149,7 @@ class BackendDefaults:
     task_template: bool = False
     """No template process: each worker builds its task (the backend's ``preload_modules`` in the forkserver)."""
 
-    def make_template(self, spec: EnvSpec) -> Any:
+    def make_template(self, spec: EnvSpec, share_renderer: bool = False) -> Any:
         """Nothing shared."""
         return None
 

@@ -163,6 +163,7 @@ class LiberoSimulator:
         self._bddl = bench.get_task_bddl_file_path(task_id)
         self._privileged: Any = None
         height, width = spec.protocol.image_size
+        self._image_size = (height, width)
         self._cameras = tuple(dict.fromkeys(_robosuite_camera(c) for c in spec.cameras))
         self._renders = bool(self._cameras) or spec.record_camera is not None or spec.dataset_size is not None
         quality = render_quality(options, f"LIBERO task {spec.task.name!r}: backend_options.{RENDER_QUALITY_OPTION}")
@@ -234,6 +235,34 @@ class LiberoSimulator:
 
         context = MjRenderContextOffscreen(sim, device_id=deferred.device_id)
         context.vopt.geomgroup[:] = deferred.vopt.geomgroup
+
+    def share_renderer(self) -> bool:
+        """In a template: make the GL context its forked workers will render with; whether it was kept.
+
+        Mesa's software renderer (llvmpipe) is plain memory and code, so a forked worker can go on drawing with
+        its parent's context, sharing the uploaded textures and compiled shaders copy-on-write, provided it
+        rasterises in the calling thread (``LP_NUM_THREADS=0``: a forked process has no other thread) and
+        writes no shader cache (the writer is a thread too). Each camera is drawn once at the run's size, so
+        the offscreen buffer and the shaders are made here, not in every worker. A context from any other
+        driver (a GPU's) cannot cross a fork: it is freed, and each worker makes its own as before.
+        """
+        if not self._renders:
+            return False
+        from lerobench import environment
+
+        with environment.scoped(environment.RENDER_THREADS, "0"), \
+                environment.scoped(environment.SHADER_CACHE_OFF, "true"):
+            deferred = self._live().sim._render_context_offscreen
+            self.attach_gl()
+            sim = self._live().sim
+            if not _software_renderer():
+                sim._render_context_offscreen.gl_ctx.free()
+                sim._render_context_offscreen = deferred
+                return False
+            height, width = self._image_size
+            for name in self._cameras:
+                sim.render(camera_name=name, width=width, height=height)
+        return True
 
     def will_read(self, cameras: tuple[str, ...]) -> None:
         """Render only ``cameras`` during the next ``step`` / ``reset_to`` (``Simulator`` option)."""
@@ -378,6 +407,14 @@ class _DeferredRenderContext:
         """A blank image of the shape asked (what the template's build reads is never used: each reset renders)."""
         rgb = np.zeros((height, width, 3), dtype=np.uint8)
         return (rgb, np.zeros((height, width), dtype=np.float32)) if depth else rgb
+
+
+def _software_renderer() -> bool:
+    """Whether the current GL context is Mesa's software renderer (llvmpipe, softpipe), which survives a fork."""
+    from OpenGL import GL
+
+    name = GL.glGetString(GL.GL_RENDERER) or b""
+    return any(driver in name.lower() for driver in (b"llvmpipe", b"softpipe"))
 
 
 @contextlib.contextmanager
@@ -558,9 +595,16 @@ class LiberoBackend(BackendDefaults):
             "lerobench_suite": spec.suite, "lerobench_task": spec.task.name,
         }
 
-    def make_template(self, spec: EnvSpec) -> LiberoSimulator:
-        """The task built without GL, in the template process its workers fork from (``envs/template.py``)."""
-        return LiberoSimulator(spec, defer_gl=True)
+    def make_template(self, spec: EnvSpec, share_renderer: bool = False) -> LiberoSimulator:
+        """The task built in the template process its workers fork from (``envs/template.py``).
+
+        Without GL, or with the GL context every worker renders with where ``share_renderer`` and it is a
+        software one (``LiberoSimulator.share_renderer``).
+        """
+        built = LiberoSimulator(spec, defer_gl=True)
+        if share_renderer:
+            built.share_renderer()
+        return built
 
     def from_template(self, built: LiberoSimulator, spec: EnvSpec) -> LiberoSimulator:
         """In the worker forked from the template: the template's simulator, with this worker's GL context."""

@@ -288,8 +288,11 @@ class MetaWorldBackend(BackendDefaults):
     task_template = True
     """Workers fork from a per-task template process that built the task once (``envs/template.py``)."""
 
-    def make_template(self, spec: EnvSpec) -> Any:
-        """The task built in the template process: renderers (GL) are made only at a worker's first render."""
+    def make_template(self, spec: EnvSpec, share_renderer: bool = False) -> Any:
+        """The task built in the template process: renderers (GL) are made only at a worker's first render.
+
+        ``share_renderer`` is not acted on: a Meta-World worker's GL context is ~0.2 GB, LIBERO's ~0.6 GB.
+        """
         return self.make_simulator(spec)
 
     def from_template(self, built: Any, spec: EnvSpec) -> Any:

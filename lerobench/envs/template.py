@@ -8,7 +8,9 @@ builds the task's simulator without any GL (``Backend.make_template``), runs ``g
 collector's writes to object headers do not copy the shared pages) and then serves fork requests exactly as
 a forkserver does (``multiprocessing.forkserver.main``). Each worker forked from it shares the model, the
 textures, the meshes and robosuite's objects copy-on-write and makes only what is its own: its data as it
-steps, its controller state and its GL context (``Simulator.from_template`` runs in the worker).
+steps, its controller state and its GL context (``Simulator.from_template`` runs in the worker). Where the
+workers render with one thread each, LIBERO's template also makes the GL context and they all draw with it
+(``shares_renderer``): Mesa's copies of the textures and its compiled shaders are then shared too.
 
 The vector env's pipes and shared observation memory reach the workers through the forkserver's own
 file-descriptor passing, so the vector env's workers (``envs/workers.py``) start on the ``TemplateContext`` as on
@@ -84,6 +86,20 @@ def unknown_interpreter_notice(requested: bool) -> str | None:
             f"episodes, more memory)")
 
 
+def shares_renderer(render_threads: int | None) -> bool:
+    """Whether a template makes the GL context its workers render with, instead of one per worker.
+
+    Why: a LIBERO worker's own context holds ~0.6 GB (Mesa's copies of the model's textures, its compiled
+    shaders); made once in the template, the workers share those pages copy-on-write and write only their
+    framebuffers. Only where each worker renders with one thread: the shared context rasterises in the calling
+    thread (``LP_NUM_THREADS=0``), since a forked worker has none of the template's other threads. The
+    template further checks that the context is a software one (``LiberoSimulator.share_renderer``); a GPU
+    driver's cannot cross a fork. ``LEROBENCH_SHARE_RENDERER=0`` turns it off. Same images either way
+    (observation digests compared in tests/test_template.py).
+    """
+    return render_threads == 1 and environment.share_renderer_allowed()
+
+
 def _key(spec: EnvSpec) -> EnvSpec:
     return replace(spec, slot=0)
 
@@ -118,7 +134,7 @@ class FromTemplate:
 
 
 def serve(listener_fd: int, alive_r: int, blob: str, preload: list[str], **kwargs: Any) -> None:
-    """The template process: import, build the task without GL, freeze, then fork workers on request."""
+    """The template process: import, build the task (its GL context only where shared), freeze, then fork workers."""
     global _template
     import sys
 
@@ -132,10 +148,10 @@ def serve(listener_fd: int, alive_r: int, blob: str, preload: list[str], **kwarg
     try:
         for name in preload:
             __import__(name)
-        spec: EnvSpec = pickle.loads(base64.b64decode(blob))
+        spec, share_renderer = pickle.loads(base64.b64decode(blob))
         from lerobench.suite.registry import get_backend
 
-        built = get_backend(spec.backend).make_template(spec)
+        built = get_backend(spec.backend).make_template(spec, share_renderer)
     except Exception:  # noqa: BLE001 - each worker then builds its own, and reports the error where it always did
         built = None
     if built is not None:
@@ -148,10 +164,11 @@ def serve(listener_fd: int, alive_r: int, blob: str, preload: list[str], **kwarg
 class TemplateServer(mp_forkserver.ForkServer):
     """A forkserver whose server process first builds one task's template (``serve``)."""
 
-    def __init__(self, spec: EnvSpec, preload: list[str]):
+    def __init__(self, spec: EnvSpec, preload: list[str], share_renderer: bool):
         super().__init__()
         self._spec = _key(spec)
         self._preload = preload
+        self._share_renderer = share_renderer
 
     def ensure_running(self) -> None:
         """Start the template process (once); same protocol as ``ForkServer.ensure_running``."""
@@ -161,7 +178,7 @@ class TemplateServer(mp_forkserver.ForkServer):
             resource_tracker.ensure_running()
             if self._forkserver_pid is not None:
                 return
-            blob = base64.b64encode(pickle.dumps(self._spec)).decode()
+            blob = base64.b64encode(pickle.dumps((self._spec, self._share_renderer))).decode()
             data = spawn.get_preparation_data("ignore")
             data = {x: y for x, y in data.items() if x in ("main_path", "sys_path")}
             data["main_path"] = None  # never re-import the driver's __main__ in the template
@@ -236,20 +253,20 @@ IGNORED_VARIABLES = ("TORCHINDUCTOR_", "HF_", environment.CUBLAS_WORKSPACE, "TOK
 and no simulator reads them."""
 
 
-def _reuse_key(spec: EnvSpec, preload: list[str]) -> Any:
+def _reuse_key(spec: EnvSpec, preload: list[str], share_renderer: bool) -> Any:
     """What a template's build and its workers depend on: the spec, the imports, the environment, the path."""
     environ = sorted((k, v) for k, v in environment.snapshot().items() if not k.startswith(IGNORED_VARIABLES))
-    return (pickle.dumps(_key(spec)), tuple(preload), tuple(environ), tuple(sys.path))
+    return (pickle.dumps(_key(spec)), tuple(preload), tuple(environ), tuple(sys.path), share_renderer)
 
 
-def context_for(spec: EnvSpec, preload: list[str]) -> TemplateContext:
+def context_for(spec: EnvSpec, preload: list[str], share_renderer: bool = False) -> TemplateContext:
     """The kept template when it was built for the same spec in the same environment, else a new context.
 
     Why: a training loop evaluating every few thousand steps would otherwise rebuild the same scene each time
     (LIBERO: 4-6 s). Workers fork from a template that never steps, so a kept one gives what a new one gives.
     """
     global _kept
-    key = _reuse_key(spec, preload)
+    key = _reuse_key(spec, preload, share_renderer)
     with _servers_lock:
         kept, _kept = _kept, None
     if kept is not None:
@@ -257,7 +274,7 @@ def context_for(spec: EnvSpec, preload: list[str]) -> TemplateContext:
             counts["reused"] += 1
             return kept[1]
         kept[1].close()
-    ctx = TemplateContext(spec, preload)
+    ctx = TemplateContext(spec, preload, share_renderer)
     ctx.reuse_key = key
     counts["started"] += 1
     return ctx
@@ -280,12 +297,12 @@ def release(ctx: TemplateContext) -> None:
         ctx.close()
 
 
-def prewarm(spec: EnvSpec, preload: list[str]) -> None:
+def prewarm(spec: EnvSpec, preload: list[str], share_renderer: bool = False) -> None:
     """Start building ``spec``'s template now, in its own process, while this one goes on (loading the policy).
 
     The run's ``context_for`` then finds it kept when its spec turned out the same; any other spec stops it.
     """
-    ctx = context_for(spec, preload)
+    ctx = context_for(spec, preload, share_renderer)
     ctx.server.ensure_running()
     _keep(ctx)
 
@@ -363,9 +380,9 @@ class TemplateContext(BaseContext):
     reuse_key: Any = None
     """What it was built for (``context_for``)."""
 
-    def __init__(self, spec: EnvSpec, preload: list[str]):
+    def __init__(self, spec: EnvSpec, preload: list[str], share_renderer: bool = False):
         self.key = f"lerobench-template-{id(self)}"
-        self.server = TemplateServer(spec, preload)
+        self.server = TemplateServer(spec, preload, share_renderer)
         with _servers_lock:
             _servers[self.key] = self.server
 

@@ -162,7 +162,7 @@ def make_vector_env(spec: EnvSpec, batch_size: int, in_process: bool | None = No
     frames) copies them. Both kinds keep the per-slot contract of ``envs/workers.py``.
     """
     in_process = in_process if in_process is not None else batch_size == 1
-    threads = None if in_process else render_threads or max(1, usable_cores() // batch_size)
+    threads = None if in_process else worker_render_threads(render_threads, batch_size)
     fns = [functools.partial(_make_env, replace(spec, slot=i), threads) for i in range(batch_size)]
     if in_process:
         return InProcessVectorEnv(fns)
@@ -175,7 +175,7 @@ def make_vector_env(spec: EnvSpec, batch_size: int, in_process: bool | None = No
         preload_forkserver(spec.backend)
         with from_lerobench_entry_point():
             return WorkerVectorEnv(fns, context=START_METHOD)
-    ctx = template.context_for(spec, template_preload(backend))
+    ctx = template.context_for(spec, template_preload(backend), template.shares_renderer(threads))
     try:
         with from_lerobench_entry_point():
             env = WorkerVectorEnv(fns, context=ctx)
@@ -186,24 +186,30 @@ def make_vector_env(spec: EnvSpec, batch_size: int, in_process: bool | None = No
     return env
 
 
+def worker_render_threads(render_threads: int | None, batch_size: int) -> int:
+    """Each worker's Mesa threads: the run's budget, else the usable cores split among ``batch_size`` workers."""
+    return render_threads or max(1, usable_cores() // batch_size)
+
+
 def template_preload(backend: Any) -> list[str]:
     """The modules a task's template process imports before it builds the scene."""
     return ["lerobench.envs.base", *backend.preload_modules]
 
 
-def prewarm_template(spec: EnvSpec, share_task: bool) -> None:
+def prewarm_template(spec: EnvSpec, share_task: bool, render_threads: int) -> None:
     """Start building ``spec``'s task template in its own process now, if its workers would fork from one.
 
     Why: the driver then imports and loads the policy while the scene compiles (LIBERO: 4-6 s each) instead of
-    one after the other. ``make_vector_env`` uses it when the run's spec is the same; whether it was is only a
-    matter of time, never of outcome (a template never steps).
+    one after the other. ``make_vector_env`` uses it when the run's spec (and its workers' ``render_threads``,
+    which decide whether they share the template's renderer) is the same; whether it was is only a matter of
+    time, never of outcome (a template never steps).
     """
     from lerobench.envs import template
     from lerobench.suite.registry import get_backend
 
     backend = get_backend(spec.backend)
     if backend.task_template and template.sharing(share_task):
-        template.prewarm(spec, template_preload(backend))
+        template.prewarm(spec, template_preload(backend), template.shares_renderer(render_threads))
 
 
 def _close_template(ctx: Any) -> None:

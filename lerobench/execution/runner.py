@@ -128,17 +128,21 @@ class Evaluation:
         """
         from lerobench.envs.vector import prewarm_template
         from lerobench.execution.auto import batched_choice
+        from lerobench.execution.compute import budget_for
         from lerobench.policies.loading import expected_needs
+        from lerobench.system import usable_cores
 
         s = plan.settings
         needs = expected_needs(s.policy, plan.context())
         units = plan.work_units()
         if needs is None or not units or s.executor not in ("auto", "vector") or s.parallel_tasks > 1:
             return
-        if batched_choice(plan, needs.cameras).executor != "vector":
+        choice = batched_choice(plan, needs.cameras)
+        if choice.executor != "vector":
             return  # one env in this process: no worker forks from a template
+        threads = budget_for("vector", choice.batch_size, 0, False, usable_cores()).render_threads
         prewarm_template(plan.env_spec(units[0].task, needs.cameras, plan.video_camera, needs.privileged),
-                         s.share_task)
+                         s.share_task, threads or 1)
 
     def _release(self, failed: bool) -> None:
         """Unlock the output directory; a failed run that made it and wrote nothing of value removes it."""
