@@ -163,8 +163,11 @@ class LiberoSimulator:
         self._bddl = bench.get_task_bddl_file_path(task_id)
         self._privileged: Any = None
         height, width = spec.protocol.image_size
-        self._image_size = (height, width)
         self._cameras = tuple(dict.fromkeys(_robosuite_camera(c) for c in spec.cameras))
+        video = [] if spec.record_camera is None else [(_robosuite_camera(spec.record_camera),
+                                                        spec.video_size or (height, width))]
+        self._warm_up = [*video, *((name, (height, width)) for name in self._cameras)]
+        """What a template sharing its renderer draws once: the video's camera, then the policy's at the run's size."""
         self._renders = bool(self._cameras) or spec.record_camera is not None or spec.dataset_size is not None
         quality = render_quality(options, f"LIBERO task {spec.task.name!r}: backend_options.{RENDER_QUALITY_OPTION}")
         # robosuite makes its GL context while building: for another quality the context waits until it is set
@@ -242,7 +245,7 @@ class LiberoSimulator:
         Mesa's software renderer (llvmpipe) is plain memory and code, so a forked worker can go on drawing with
         its parent's context, sharing the uploaded textures and compiled shaders copy-on-write, provided it
         rasterises in the calling thread (``LP_NUM_THREADS=0``: a forked process has no other thread) and
-        writes no shader cache (the writer is a thread too). Each camera is drawn once at the run's size, so
+        writes no shader cache (the writer is a thread too). Each camera it will draw (the video's too) is drawn once, so
         the offscreen buffer and the shaders are made here, not in every worker. A context from any other
         driver (a GPU's) cannot cross a fork: it is freed, and each worker makes its own as before.
         """
@@ -259,8 +262,7 @@ class LiberoSimulator:
                 sim._render_context_offscreen.gl_ctx.free()
                 sim._render_context_offscreen = deferred
                 return False
-            height, width = self._image_size
-            for name in self._cameras:
+            for name, (height, width) in self._warm_up:
                 sim.render(camera_name=name, width=width, height=height)
         return True
 
