@@ -245,8 +245,8 @@ class LiberoSimulator:
         Mesa's software renderer (llvmpipe) is plain memory and code, so a forked worker can go on drawing with
         its parent's context, sharing the uploaded textures and compiled shaders copy-on-write, provided it
         rasterises in the calling thread (``LP_NUM_THREADS=0``: a forked process has no other thread) and
-        writes no shader cache (the writer is a thread too). Each camera it will draw (the video's too) is drawn once, so
-        the offscreen buffer and the shaders are made here, not in every worker. A context from any other
+        writes no shader cache (the writer is a thread too). Each camera it will draw (the video's too) is drawn
+        once, so the offscreen buffer and the shaders are made here, not in every worker. A context from any other
         driver (a GPU's) cannot cross a fork: it is freed, and each worker makes its own as before.
         """
         if not self._renders:
