@@ -166,8 +166,10 @@ class LiberoSimulator:
         self._cameras = tuple(dict.fromkeys(_robosuite_camera(c) for c in spec.cameras))
         video = [] if spec.record_camera is None else [(_robosuite_camera(spec.record_camera),
                                                         spec.video_size or (height, width))]
-        self._warm_up = [*video, *((name, (height, width)) for name in self._cameras)]
-        """What a template sharing its renderer draws once: the video's camera, then the policy's at the run's size."""
+        dataset = [] if spec.dataset_size is None else [(name, spec.dataset_size) for name in DATASET_CAMERAS.values()]
+        self._warm_up = [*video, *dataset, *((name, (height, width)) for name in self._cameras)]
+        """What a template sharing its renderer draws once: the video's and the recording's cameras, then the
+        policy's at the run's size."""
         self._renders = bool(self._cameras) or spec.record_camera is not None or spec.dataset_size is not None
         quality = render_quality(options, f"LIBERO task {spec.task.name!r}: backend_options.{RENDER_QUALITY_OPTION}")
         # robosuite makes its GL context while building: for another quality the context waits until it is set
@@ -246,25 +248,32 @@ class LiberoSimulator:
         its parent's context, sharing the uploaded textures and compiled shaders copy-on-write, provided it
         rasterises in the calling thread (``LP_NUM_THREADS=0``: a forked process has no other thread) and
         writes no shader cache (the writer is a thread too). Each camera it will draw (the video's too) is drawn
-        once, so the offscreen buffer and the shaders are made here, not in every worker. A context from any other
-        driver (a GPU's) cannot cross a fork: it is freed, and each worker makes its own as before.
+        once, so the offscreen buffer and the shaders are made here, not in every worker. Called only where no
+        GPU can be in use (``template.shares_renderer``); should the context still not be a software one, or
+        anything here fail, it is freed and each worker makes its own as before (the scene stays shared).
         """
         if not self._renders:
             return False
         from lerobench import environment
 
+        sim = self._live().sim
+        deferred = sim._render_context_offscreen
         with environment.scoped(environment.RENDER_THREADS, "0"), \
                 environment.scoped(environment.SHADER_CACHE_OFF, "true"):
-            deferred = self._live().sim._render_context_offscreen
-            self.attach_gl()
-            sim = self._live().sim
-            if not _software_renderer():
-                sim._render_context_offscreen.gl_ctx.free()
-                sim._render_context_offscreen = deferred
-                return False
-            for name, (height, width) in self._warm_up:
-                sim.render(camera_name=name, width=width, height=height)
-        return True
+            try:
+                self.attach_gl()
+                if _software_renderer():
+                    for name, (height, width) in self._warm_up:
+                        sim.render(camera_name=name, width=width, height=height)
+                    return True
+            except Exception:  # noqa: BLE001 - each worker then makes its own context, and reports what fails
+                pass
+        made = sim._render_context_offscreen
+        if made is not deferred:  # MuJoCo's context first, then the GL context it lives in
+            made.con.free()
+            made.gl_ctx.free()
+            sim._render_context_offscreen = deferred
+        return False
 
     def will_read(self, cameras: tuple[str, ...]) -> None:
         """Render only ``cameras`` during the next ``step`` / ``reset_to`` (``Simulator`` option)."""

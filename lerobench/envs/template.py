@@ -86,18 +86,32 @@ def unknown_interpreter_notice(requested: bool) -> str | None:
             f"episodes, more memory)")
 
 
+GPU_DEVICES = ("/dev/dri", "/dev/nvidiactl", "/dev/nvidia0")
+"""Device nodes of a GPU: where one exists EGL may pick its driver, whose state cannot cross a fork."""
+
+
+def software_gl_only() -> bool:
+    """Whether GL here can only be Mesa's software renderer, decided before any GL is initialised.
+
+    ``MUJOCO_GL`` egl or osmesa (not an X11 connection, which processes cannot share) and no GPU device node.
+    """
+    backend = (environment.get(environment.MUJOCO_GL) or "").strip().lower()
+    return backend in ("egl", "osmesa") and not any(os.path.exists(node) for node in GPU_DEVICES)
+
+
 def shares_renderer(render_threads: int | None) -> bool:
     """Whether a template makes the GL context its workers render with, instead of one per worker.
 
     Why: a LIBERO worker's own context holds ~0.6 GB (Mesa's copies of the model's textures, its compiled
     shaders); made once in the template, the workers share those pages copy-on-write and write only their
     framebuffers. Only where each worker renders with one thread: the shared context rasterises in the calling
-    thread (``LP_NUM_THREADS=0``), since a forked worker has none of the template's other threads. The
-    template further checks that the context is a software one (``LiberoSimulator.share_renderer``); a GPU
-    driver's cannot cross a fork. ``LEROBENCH_SHARE_RENDERER=0`` turns it off. Same images either way
-    (observation digests compared in tests/test_template.py).
+    thread (``LP_NUM_THREADS=0``), since a forked worker has none of the template's other threads. Only where
+    no GPU can be in use (``software_gl_only``): a GPU driver's state cannot cross a fork, and it would be loaded
+    in the template before anything could tell. The template further checks that the context is a software one
+    (``LiberoSimulator.share_renderer``). ``LEROBENCH_SHARE_RENDERER=0`` turns it off. Same images either way
+    (compared in tests/test_task_template.py).
     """
-    return render_threads == 1 and environment.share_renderer_allowed()
+    return render_threads == 1 and environment.share_renderer_allowed() and software_gl_only()
 
 
 def _key(spec: EnvSpec) -> EnvSpec:
