@@ -273,10 +273,16 @@ def release_simulators() -> bool:
     """Stop the simulator template that ``evaluate`` keeps for its next call (docs/training.md).
 
     ``evaluate`` keeps the last task's built scene (a LIBERO template process, ~400 MB) so that the next call on
-    the same task starts in a fraction of the time; it also stops when the interpreter exits. True if one ran.
+    the same task starts in a fraction of the time; it also stops when the interpreter exits. The last LeRobot
+    policy loaded from disk (``lerobot:<dir>``), kept for a next load of the same files, is dropped too. True if
+    a template ran.
     """
+    import sys
+
     from lerobench.envs.template import stop_kept
 
+    if "lerobench.policies.lerobot_policy" in sys.modules:
+        sys.modules["lerobench.policies.lerobot_policy"].release_kept()
     return stop_kept()
 
 

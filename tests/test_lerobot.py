@@ -231,3 +231,64 @@ def test_trial_start_replans_from_the_new_observation(tmp_path):
     expected = fresh.select_action(observation(2, [True, True], seed=1), ["t"] * 2)
     assert got.shape == (2, policy.n_action_steps, 4)
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+SLIM_IMPORT = """
+import json, sys
+import numpy as np
+sys.path.insert(0, sys.argv[2])
+from test_lerobot import context, observation
+from lerobench.policies import lerobot_import
+from lerobench.policies.loading import load_policy
+
+def actions():
+    policy = load_policy("lerobot:" + sys.argv[1], context())
+    return policy, policy.select_action(observation(2, [True, True]), ["t"] * 2)
+
+policy, slim = actions()
+loaded = {m: m in sys.modules for m in ("lerobot.policies.act.modeling_act", "lerobot.policies.groot", "diffusers")}
+from lerobot.policies import ACTConfig  # the package's own names: its __init__ runs now, in place
+from lerobot.policies.factory import get_policy_class
+same_class = get_policy_class("act") is type(policy.module) and ACTConfig is type(policy.config)
+lerobot_import._one_type = lambda policy_type: None  # LeRobot's factory from here on
+_, factory = actions()
+print(json.dumps({"loaded": loaded, "same_class": same_class, "equal": bool(np.array_equal(slim, factory))}))
+"""
+
+
+def test_a_saved_policy_imports_only_its_own_type(tmp_path):
+    """A fresh process loading a saved ACT imports ACT's modules, not every policy's (GR00T's model pulls in
+    diffusers); ``lerobot.policies`` still answers its names afterwards, and the actions equal those of the
+    policy loaded through LeRobot's factory."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    policy_dir = save_tiny_act(tmp_path / "act")
+    done = subprocess.run([sys.executable, "-c", SLIM_IMPORT, str(policy_dir), str(Path(__file__).parent)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["loaded"] == {"lerobot.policies.act.modeling_act": True, "lerobot.policies.groot": False,
+                                "diffusers": False}
+    assert result["same_class"] and result["equal"]
+
+
+def test_a_policy_loaded_again_from_the_same_files_is_reused(tmp_path):
+    """A second load of the same directory reuses the model (a second ``evaluate`` skips the load and its thread
+    check) with a fresh adapter; the files written again, a new model; ``release_simulators`` drops it."""
+    import lerobench
+    from lerobench.policies import lerobot_policy
+
+    policy_dir = save_tiny_act(tmp_path / "act")
+    first = load_policy(f"lerobot:{policy_dir}", context())
+    again = load_policy(f"lerobot:{policy_dir}", context())
+    assert again is not first and again.module is first.module and again.call_key is first.call_key
+    np.testing.assert_array_equal(first.select_action(observation(2, [True, True]), ["t"] * 2),
+                                  again.select_action(observation(2, [True, True]), ["t"] * 2))
+    save_tiny_act(policy_dir, dim_feedforward=32)  # a new checkpoint in the same directory
+    changed = load_policy(f"lerobot:{policy_dir}", context())
+    assert changed.module is not first.module and changed.config.dim_feedforward == 32
+    lerobench.release_simulators()
+    assert lerobot_policy.release_kept() is False
+    assert load_policy(f"lerobot:{policy_dir}", context()).module is not changed.module

@@ -52,6 +52,7 @@ from lerobench.envs.base import (
     render_quality,
     set_render_quality,
 )
+from lerobench.envs.compile_memory import forget_pages, release_compile_memory
 from lerobench.errors import ConfigError, LerobenchError, MissingDependencyError, unknown
 
 if TYPE_CHECKING:
@@ -162,6 +163,8 @@ class LiberoSimulator:
         bench, task_id = _find_task(options.get("suite"), spec.task.name)
         self._bddl = bench.get_task_bddl_file_path(task_id)
         self._privileged: Any = None
+        self._textures_forgotten = False
+        """The model's texture pixels were given back (``share_renderer``): no new GL context may be made."""
         height, width = spec.protocol.image_size
         self._cameras = tuple(dict.fromkeys(_robosuite_camera(c) for c in spec.cameras))
         video = [] if spec.record_camera is None else [(_robosuite_camera(spec.record_camera),
@@ -203,6 +206,7 @@ class LiberoSimulator:
             self._init_states = np.asarray(bench.get_task_init_states(task_id))
         if len(self._init_states) == 0:
             raise ValueError(f"LIBERO task {spec.task.name!r} has no init states")
+        release_compile_memory()  # the compiler's copy of the scene (~380 MB); the model is untouched
         self._obs: dict[str, Any] = {}
         self._reading = frozenset(self._cameras)
         """Robosuite cameras rendered during the next step / reset (all until ``will_read`` says otherwise)."""
@@ -236,6 +240,8 @@ class LiberoSimulator:
         deferred = sim._render_context_offscreen
         if not isinstance(deferred, _DeferredRenderContext):
             return
+        if self._textures_forgotten:  # never: they are forgotten only once the shared context holds them
+            raise RuntimeError(f"LIBERO {self._bddl}: a new GL context would upload textures this process gave back")
         from robosuite.utils.binding_utils import MjRenderContextOffscreen
 
         context = MjRenderContextOffscreen(sim, device_id=deferred.device_id)
@@ -265,6 +271,8 @@ class LiberoSimulator:
                 if _software_renderer():
                     for name, (height, width) in self._warm_up:
                         sim.render(camera_name=name, width=width, height=height)
+                    # the context holds the textures now (Mesa's copy): the model's pixels are never read again
+                    self._textures_forgotten = forget_pages(sim.model._model.tex_data) > 0
                     return True
             except Exception:  # noqa: BLE001 - each worker then makes its own context, and reports what fails
                 pass

@@ -163,7 +163,10 @@ def serve(listener_fd: int, alive_r: int, blob: str, preload: list[str], **kwarg
         for name in preload:
             __import__(name)
         spec, share_renderer = pickle.loads(base64.b64decode(blob))
+        from lerobench.envs.compile_memory import no_asset_cache
         from lerobench.suite.registry import get_backend
+
+        no_asset_cache()  # a fresh interpreter that compiles one scene: MuJoCo's asset cache would only hold memory
 
         built = get_backend(spec.backend).make_template(spec, share_renderer)
     except Exception:  # noqa: BLE001 - each worker then builds its own, and reports the error where it always did

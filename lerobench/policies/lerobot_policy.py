@@ -57,7 +57,6 @@ from __future__ import annotations
 
 import copy
 import json
-import sys
 import threading
 import warnings
 from collections import deque
@@ -66,10 +65,10 @@ from typing import Any
 
 import numpy as np
 
-from lerobench import environment
-from lerobench.errors import ConfigError, MissingDependencyError
+from lerobench.errors import ConfigError
 from lerobench.policies.base import ObservationNeeds, PolicyContext, PolicyTraits, row_ids, row_noise, row_seeds
 from lerobench.policies.batch import PolicyBatch
+from lerobench.policies.lerobot_import import import_lerobot as _import_lerobot
 from lerobench.policies.lerobot_rtc import RTC_PREFIX, PrefixMemory, check_committed, prefix_groups, rtc_enabled
 from lerobench.policies.width import (
     PADDING_SLOT,
@@ -82,7 +81,6 @@ from lerobench.policies.width import (
 )
 
 PREFIX = "lerobot:"
-INSTALL_HINT = "see docs/lerobot.md for the install recipe (lerobot==0.4.4 with --no-deps beside your torch)"
 
 # Policy types whose predict_action_chunk keeps no state between calls: per-env queues are exact.
 _CHUNK_TYPES = ("act", "pi0", "pi05", "smolvla")
@@ -105,8 +103,6 @@ _CAMERA_ALIASES: dict[str, dict[str, str]] = {
 }
 _SINGLE_IMAGE_DEFAULT = {"libero": "agentview", "metaworld": "corner2"}  # for ``observation.image``
 
-_import_lock = threading.Lock()
-_TORCHVISION_SHIM: Any = None
 
 
 def make_lerobot_policy(spec: str, context: PolicyContext) -> LeRobotPolicy:
@@ -121,56 +117,34 @@ def make_lerobot_policy(spec: str, context: PolicyContext) -> LeRobotPolicy:
     return LeRobotPolicy(path, context)
 
 
-def _import_torchvision() -> None:
-    """Import torchvision; tolerate a build whose C++ ops cannot load beside this torch.
+_kept: dict[str, tuple] = {}
+"""The last policy loaded from disk, for the next load of the same files in this process (``_files_key``)."""
 
-    LeRobot imports torchvision at module level (transforms, ResNet backbones: pure Python). PyPI's
-    torchvision is built against CUDA torch; beside a CPU-only torch its ``_C`` extension fails to load,
-    which torchvision tolerates, except that it then registers fake kernels for ``torchvision::nms`` /
-    ``qnms`` and fails with "operator torchvision::nms does not exist". Declaring those two schemas
-    (no kernels) lets it import; only its detection ops (nms, roi_align) are then unavailable.
+
+def _files_key(path: Path, device: str) -> tuple | None:
+    """What a kept policy must match to be reused: the directory, its files' sizes and times, the device.
+
+    A checkpoint written again into the same directory changes it; None if the directory can't be read.
     """
-    global _TORCHVISION_SHIM
     try:
-        import torchvision  # noqa: F401
-        return
-    except ImportError:
-        return  # LeRobot's own import reports the missing package
-    except RuntimeError as exc:
-        if "torchvision::" not in str(exc) or "does not exist" not in str(exc):
-            raise
-    for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
-        del sys.modules[name]
-    import torch
-
-    if _TORCHVISION_SHIM is None:
-        lib = torch.library.Library("torchvision", "FRAGMENT")
-        for op in ("nms", "qnms"):
-            if not hasattr(torch.ops.torchvision, op):
-                lib.define(f"{op}(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
-        _TORCHVISION_SHIM = lib  # must stay alive: dropping the Library object drops the schemas
-    warnings.warn("torchvision's C++ ops do not load beside this torch (a CUDA build of torchvision?): "
-                  "using its Python parts only", RuntimeWarning, stacklevel=3)
-    import torchvision  # noqa: F401,F811
+        files = sorted((f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in path.iterdir() if f.is_file())
+        return (str(path.resolve()), tuple(files), device)
+    except OSError:
+        return None
 
 
-def _import_lerobot() -> dict[str, Any]:
-    """Import the pieces of LeRobot the adapter uses (offline), with actionable errors."""
-    environment.set_default(environment.HF_HUB_OFFLINE, "1")
-    with _import_lock:
-        try:
-            import torch  # noqa: F401
-        except ImportError as exc:
-            raise MissingDependencyError(f"--policy lerobot: needs torch and lerobot; {INSTALL_HINT}") from exc
-        _import_torchvision()
-        try:
-            from lerobot.configs.policies import PreTrainedConfig
-            from lerobot.policies.factory import get_policy_class, make_pre_post_processors
-        except ImportError as exc:
-            raise MissingDependencyError(
-                f"--policy lerobot: cannot import lerobot ({exc}); {INSTALL_HINT}") from exc
-    return {"PreTrainedConfig": PreTrainedConfig, "get_policy_class": get_policy_class,
-            "make_pre_post_processors": make_pre_post_processors}
+def release_kept() -> bool:
+    """Drop the kept policy (its weights are freed once no run holds them); True if one was kept."""
+    return _kept.pop("loaded", None) is not None
+
+
+def _saved_type(path: Path) -> str | None:
+    """The ``type`` a saved policy's ``config.json`` names (None if unreadable: the config's own load says why)."""
+    try:
+        kind = json.loads((path / "config.json").read_text(encoding="utf-8")).get("type")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return kind if isinstance(kind, str) else None
 
 
 def _fixed_delay(context: PolicyContext) -> int:
@@ -224,13 +198,17 @@ class LeRobotPolicy:
     def __init__(self, path: Path, context: PolicyContext):
         from lerobench.policies.torch_policy import resolve_device
 
-        lr = _import_lerobot()
+        lr = _import_lerobot(_saved_type(path))
 
         self.path = path
         self.context = context
         device = resolve_device(context.device)
+        key = _files_key(path, device)
+        kept = _kept.get("loaded") if key is not None else None
+        if kept is not None and kept[0] != key:
+            kept = None
         try:
-            config = lr["PreTrainedConfig"].from_pretrained(str(path))
+            config = kept[1] if kept else lr["PreTrainedConfig"].from_pretrained(str(path))
         except Exception as exc:  # noqa: BLE001 - draccus/json errors: name the file
             raise ConfigError(f"lerobot policy {path}: cannot read config.json ({type(exc).__name__}: {exc})") from exc
         config.device = device
@@ -238,6 +216,19 @@ class LeRobotPolicy:
         self.type = config.type
         self.call_width = resolve_call_width(context.call_width, device)
         self._plan_features(config, context)
+        if kept:
+            self.module, self.preprocessor, self.postprocessor = kept[2:5]
+        else:
+            self._load(lr, path, config, device)
+        self._finish(device)
+        if kept:  # the same model: its thread check and its processors' lock are the same too
+            self.call_key, self._processing = kept[5:7]
+        elif key is not None:
+            _kept["loaded"] = (key, config, self.module, self.preprocessor, self.postprocessor, self.call_key,
+                               self._processing)
+
+    def _load(self, lr: dict[str, Any], path: Path, config: Any, device: str) -> None:
+        """The model and its pre/post-processors, from ``path``."""
         try:
             self.module = lr["get_policy_class"](config.type).from_pretrained(str(path), config=config)
         except Exception as exc:  # noqa: BLE001
@@ -254,7 +245,6 @@ class LeRobotPolicy:
         except Exception as exc:  # noqa: BLE001
             raise ConfigError(f"lerobot policy {path}: cannot load its pre/post-processors "
                               f"({type(exc).__name__}: {exc})") from exc
-        self._finish(device)
 
     @classmethod
     def from_objects(cls, module: Any, preprocessor: Any, postprocessor: Any, context: PolicyContext) -> LeRobotPolicy:
