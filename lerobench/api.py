@@ -272,7 +272,7 @@ evaluate.__doc__ = (evaluate.__doc__ or "") + _ARGUMENTS_HELP + settings_help()
 def release_simulators() -> bool:
     """Stop the simulator template that ``evaluate`` keeps for its next call (docs/training.md).
 
-    ``evaluate`` keeps the last task's built scene (a LIBERO template process, ~400 MB) so that the next call on
+    ``evaluate`` keeps the last task's built scene (a LIBERO template process, 0.5-0.9 GB) so that the next call on
     the same task starts in a fraction of the time; it also stops when the interpreter exits. The last LeRobot
     policy loaded from disk (``lerobot:<dir>``), kept for a next load of the same files, is dropped too. True if
     a template ran.
