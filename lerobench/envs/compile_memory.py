@@ -24,19 +24,28 @@ import ctypes
 import ctypes.util
 import functools
 import mmap
+import sys
 from pathlib import Path
 from typing import Any
 
 MADV_DONTNEED = getattr(mmap, "MADV_DONTNEED", 4)
 
 
-@functools.cache
 def _libmujoco() -> ctypes.CDLL | None:
-    """The MuJoCo shared library the ``mujoco`` bindings loaded (the same process-wide slot), if found."""
-    import mujoco
+    """The MuJoCo shared library the ``mujoco`` bindings loaded (the same process-wide slot), if they are imported.
 
-    found = sorted(Path(mujoco.__file__).parent.glob("libmujoco.so*"))
-    return ctypes.CDLL(str(found[0])) if found else None
+    Never imports them: a backend that does not use MuJoCo keeps its template free of it.
+    """
+    module_file = getattr(sys.modules.get("mujoco"), "__file__", None)
+    if module_file is None:
+        return None
+    if "mujoco" not in _loaded:
+        found = sorted(Path(module_file).parent.glob("libmujoco.so*"))
+        _loaded["mujoco"] = ctypes.CDLL(str(found[0])) if found else None
+    return _loaded["mujoco"]
+
+
+_loaded: dict[str, ctypes.CDLL | None] = {}
 
 
 @functools.cache

@@ -166,9 +166,12 @@ def serve(listener_fd: int, alive_r: int, blob: str, preload: list[str], **kwarg
         from lerobench.envs.compile_memory import no_asset_cache
         from lerobench.suite.registry import get_backend
 
-        no_asset_cache()  # a fresh interpreter that compiles one scene: MuJoCo's asset cache would only hold memory
+        backend = get_backend(spec.backend)
+        if "mujoco" in backend.packages:  # one compile in a fresh interpreter: MuJoCo's asset cache only holds memory
+            import mujoco  # noqa: F401 - before the backend's first compile, which the cache must not have seen
 
-        built = get_backend(spec.backend).make_template(spec, share_renderer)
+            no_asset_cache()
+        built = backend.make_template(spec, share_renderer)
     except Exception:  # noqa: BLE001 - each worker then builds its own, and reports the error where it always did
         built = None
     if built is not None:
