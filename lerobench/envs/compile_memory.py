@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 MADV_DONTNEED = getattr(mmap, "MADV_DONTNEED", 4)
+CACHE_API_CHECKED = ("3.3.",)
+"""MuJoCo releases whose ``mj_setCacheSize(mjCache, size_t)`` / ``mj_globalCache()`` were read in ``user_api.h``."""
 
 
 def _libmujoco() -> ctypes.CDLL | None:
@@ -80,7 +82,9 @@ def forget_pages(array: Any) -> int:
 def no_asset_cache() -> None:
     """Keep no decoded assets after a compile; call in a fresh process, before its first compile."""
     mujoco = _libmujoco()
-    if mujoco is None or not (hasattr(mujoco, "mj_globalCache") and hasattr(mujoco, "mj_setCacheSize")):
+    version = getattr(sys.modules.get("mujoco"), "__version__", "")
+    if mujoco is None or not version.startswith(CACHE_API_CHECKED) or not (
+            hasattr(mujoco, "mj_globalCache") and hasattr(mujoco, "mj_setCacheSize")):
         return
     mujoco.mj_globalCache.restype = ctypes.c_void_p
     mujoco.mj_globalCache.argtypes = []

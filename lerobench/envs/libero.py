@@ -273,6 +273,8 @@ class LiberoSimulator:
                         sim.render(camera_name=name, width=width, height=height)
                     # the context holds the textures now (Mesa's copy): the model's pixels are never read again
                     self._textures_forgotten = forget_pages(sim.model._model.tex_data) > 0
+                    if self._textures_forgotten:
+                        _refuse_new_buffers(sim._render_context_offscreen, self._bddl)
                     return True
             except Exception:  # noqa: BLE001 - each worker then makes its own context, and reports what fails
                 pass
@@ -450,6 +452,22 @@ def _deferred_render_context(defer: bool) -> Any:
         yield
     finally:
         base.MjRenderContextOffscreen = real
+
+
+def _refuse_new_buffers(context: Any, bddl: str) -> None:
+    """Make ``context`` refuse to be remade at another size: its model's textures were given back.
+
+    robosuite remakes MuJoCo's context, which uploads the model's textures, for a frame larger than its buffer.
+    """
+    keep = context.update_offscreen_size
+
+    def update_offscreen_size(width: int, height: int) -> None:
+        if (width, height) != (context.con.offWidth, context.con.offHeight):
+            raise RuntimeError(f"LIBERO {bddl}: a {width}x{height} buffer would upload textures this process gave "
+                               f"back; the task template draws each camera at the run's sizes first")
+        keep(width, height)
+
+    context.update_offscreen_size = update_offscreen_size
 
 
 def _build(factory: Any, bddl: str, suite: str | None, task: str, **kwargs: Any) -> Any:

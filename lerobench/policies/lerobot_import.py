@@ -167,8 +167,13 @@ def _enter_policies_package() -> None:
     def complete(name: str) -> Any:
         """Run the package's ``__init__`` in place (once), then answer as the complete package would."""
         with _import_lock:
-            if package.__dict__.pop("__getattr__", None) is not None:
-                loader.exec_module(package)
+            hook = package.__dict__.pop("__getattr__", None)
+            if hook is not None:
+                try:
+                    loader.exec_module(package)
+                except BaseException:
+                    setattr(package, "__getattr__", hook)  # noqa: B010 - a later access tries again, as an import would
+                    raise
         try:
             return package.__dict__[name]
         except KeyError:

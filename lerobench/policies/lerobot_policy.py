@@ -127,7 +127,8 @@ def _files_key(path: Path, device: str) -> tuple | None:
     A checkpoint written again into the same directory changes it; None if the directory can't be read.
     """
     try:
-        files = sorted((f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in path.iterdir() if f.is_file())
+        stats = [(f.name, f.stat()) for f in path.iterdir() if f.is_file()]
+        files = sorted((name, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns) for name, st in stats)
         return (str(path.resolve()), tuple(files), device)
     except OSError:
         return None
@@ -207,6 +208,7 @@ class LeRobotPolicy:
         kept = _kept.get("loaded") if key is not None else None
         if kept is not None and kept[0] != key:
             kept = None
+            release_kept()  # its weights go before the next model's are loaded
         try:
             config = kept[1] if kept else lr["PreTrainedConfig"].from_pretrained(str(path))
         except Exception as exc:  # noqa: BLE001 - draccus/json errors: name the file
@@ -216,8 +218,8 @@ class LeRobotPolicy:
         self.type = config.type
         self.call_width = resolve_call_width(context.call_width, device)
         self._plan_features(config, context)
-        if kept:
-            self.module, self.preprocessor, self.postprocessor = kept[2:5]
+        if kept:  # a shallow copy (shared weights): a policy keeping its queues on the module keeps them per run
+            self.module, self.preprocessor, self.postprocessor = copy.copy(kept[2]), kept[3], kept[4]
         else:
             self._load(lr, path, config, device)
         self._finish(device)
