@@ -139,12 +139,18 @@ def release_kept() -> bool:
     return _kept.pop("loaded", None) is not None
 
 
+def _saved_config(path: Path) -> dict[str, Any] | None:
+    """A saved policy's ``config.json`` as plain JSON, LeRobot not imported (None if unreadable or not an object)."""
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return config if isinstance(config, dict) else None
+
+
 def _saved_type(path: Path) -> str | None:
     """The ``type`` a saved policy's ``config.json`` names (None if unreadable: the config's own load says why)."""
-    try:
-        kind = json.loads((path / "config.json").read_text(encoding="utf-8")).get("type")
-    except (OSError, ValueError, AttributeError):
-        return None
+    kind = (_saved_config(path) or {}).get("type")
     return kind if isinstance(kind, str) else None
 
 
@@ -182,10 +188,13 @@ def declared_needs(spec: str, context: PolicyContext) -> ObservationNeeds | None
     guess for that head start: the loaded policy's own ``observation_needs`` decide the run. None when unsure.
     """
     path = Path(spec[len(PREFIX):]).expanduser()
+    config = _saved_config(path)
+    if config is None:
+        return None
     try:
-        features = json.loads((path / "config.json").read_text(encoding="utf-8")).get("input_features") or {}
+        features = config.get("input_features") or {}
         visual = [key for key, feature in features.items() if feature.get("type") == "VISUAL"]
-    except (OSError, ValueError, AttributeError):
+    except AttributeError:  # not the objects LeRobot writes
         return None
     cameras = [camera_for_feature(key, context.backend, context.cameras) for key in visual]
     if any(camera is None for camera in cameras):
