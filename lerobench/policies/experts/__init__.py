@@ -1,0 +1,1 @@
+"""Privileged scripted experts: policies that read the simulator's state instead of learning from pixels."""

@@ -1,0 +1,329 @@
+"""Geometry and short-horizon planning behind ``PushTExpertPolicy`` (gym-pusht 0.1.8).
+
+Why this works: gym-pusht's space has damping 0 (each body loses all its velocity every substep) and frictionless
+shapes, so the T moves quasi-statically, only while the agent presses on it and only along the contact normal.
+A push at a contact point therefore has a first-order effect that follows from the T's mass and moment (an impulse
+along the normal); that ranks where to push. The push itself is then chosen by simulating a few candidate depths
+on the planner's own copy of the physics, which is what makes the last few pixels and degrees come out right.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+BAR = (-60.0, 60.0, 0.0, 30.0)
+"""The T's bar in its body frame: x0, x1, y0, y1 (``PushTEnv.add_tee`` at scale 30)."""
+STEM = (-15.0, 15.0, 30.0, 120.0)
+COG = np.array([0.0, 45.0])
+"""Centre of gravity in the body frame: the point the T rotates about when pushed."""
+MASS, MOMENT = 1.0, 3000.0
+AGENT_RADIUS = 15.0
+ANGLE_SCALE = 62.0
+"""Pixels per radian: 1 px of translation and 1/62 rad of rotation about the COG lose about the same coverage."""
+LOW, HIGH = 24.0, 488.0
+"""Where the agent's centre may be sent: the walls are at 5 and 506, 2 px thick."""
+NAV_RADIUS = 100.0
+"""Circle about the COG the agent travels on to reach another side: clear of every corner of the T (77 px)."""
+GAP = 2.0
+"""Distance between the agent and the T at a push's approach point."""
+K_P, K_V, DT, SUBSTEPS = 100.0, 20.0, 0.01, 10
+WALLS = (((5, 506), (5, 5)), ((5, 5), (506, 5)), ((506, 5), (506, 506)), ((5, 506), (506, 506)))
+DEPTHS = (0.0, 1.0, 2.0, 3.5, 5.0, 7.5, 11.0, 16.0, 24.0, 35.0, 50.0)
+"""Candidate push depths (px of the agent's target beyond the contact) simulated before each push."""
+TRAVEL_SCALE = 120.0
+"""A push whose approach needs this much travel counts half as much as one the agent is already at."""
+
+
+def rotation(angle: float) -> np.ndarray:
+    """2x2 rotation matrix of ``angle`` (pymunk's convention: counter-clockwise in x-right, y-up axes)."""
+    c, s = math.cos(angle), math.sin(angle)
+    return np.array([[c, -s], [s, c]])
+
+
+def wrap(angle: float) -> float:
+    """``angle`` folded into [-pi, pi): the T has no rotational symmetry, so only this residue matters."""
+    return (angle + math.pi) % (2 * math.pi) - math.pi
+
+
+def _contacts(spacing: float = 5.0) -> tuple[np.ndarray, np.ndarray]:
+    """Contact points (body frame) and outward normals on every edge the agent's disc can touch.
+
+    The segments of the bar's underside and the stem's sides next to the inner corners are left out: a disc of
+    radius 15 touching them there would also touch the other edge of the corner.
+    """
+    edges = (((-60, 0), (60, 0), (0, -1)), ((60, 0), (60, 30), (1, 0)), ((60, 30), (30, 30), (0, 1)),
+             ((15, 45), (15, 120), (1, 0)), ((15, 120), (-15, 120), (0, 1)), ((-15, 120), (-15, 45), (-1, 0)),
+             ((-30, 30), (-60, 30), (0, 1)), ((-60, 30), (-60, 0), (-1, 0)))
+    points, normals = [], []
+    for a, b, n in edges:
+        start, end = np.array(a, float), np.array(b, float)
+        length = float(np.linalg.norm(end - start))
+        for t in np.linspace(2.0 / length, 1.0 - 2.0 / length, max(2, round(length / spacing) + 1)):
+            points.append(start + (end - start) * t)
+            normals.append(n)
+    return np.array(points), np.array(normals, float)
+
+
+CONTACTS, NORMALS = _contacts()
+_ARM = CONTACTS - COG
+_TORQUE = _ARM[:, 0] * -NORMALS[:, 1] + _ARM[:, 1] * NORMALS[:, 0]
+"""Torque about the COG of a unit push along the inward normal at each contact."""
+_IMPULSE = 1.0 / (1.0 / MASS + _TORQUE**2 / MOMENT)
+"""Impulse that moves each contact point by 1 px along its normal (rigid body, single frictionless contact)."""
+EFFECT_LOCAL = -NORMALS * (_IMPULSE / MASS)[:, None]
+"""COG displacement (body frame) per px of push at each contact."""
+EFFECT_ANGLE = _IMPULSE * _TORQUE / MOMENT
+"""Rotation (rad) per px of push at each contact."""
+
+
+def distance_to_tee(points: np.ndarray, position: np.ndarray, angle: float) -> np.ndarray:
+    """Distance from world ``points`` (N, 2) to the T at (``position``, ``angle``); 0 inside."""
+    local = (points - position) @ rotation(angle)
+    best = np.full(len(points), np.inf)
+    for x0, x1, y0, y1 in (BAR, STEM):
+        dx = np.maximum(np.maximum(x0 - local[:, 0], local[:, 0] - x1), 0.0)
+        dy = np.maximum(np.maximum(y0 - local[:, 1], local[:, 1] - y1), 0.0)
+        best = np.minimum(best, np.hypot(dx, dy))
+    return best
+
+
+def _tee_polygons(position: np.ndarray, angle: float) -> list[list[tuple[float, float]]]:
+    """The T's two rectangles as world polygons."""
+    rot = rotation(angle)
+    polygons = []
+    for x0, x1, y0, y1 in (BAR, STEM):
+        corners = np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]]) @ rot.T + position
+        polygons.append([(float(x), float(y)) for x, y in corners])
+    return polygons
+
+
+def _clip_area(subject: list[tuple[float, float]], clip: list[tuple[float, float]]) -> float:
+    """Area of the intersection of two counter-clockwise convex polygons (Sutherland-Hodgman)."""
+    output = subject
+    for i in range(len(clip)):
+        (ax, ay), (bx, by) = clip[i], clip[(i + 1) % len(clip)]
+        points, output = output, []
+        if not points:
+            break
+        for j in range(len(points)):
+            (px, py), (qx, qy) = points[j - 1], points[j]
+            side_p = (bx - ax) * (py - ay) - (by - ay) * (px - ax)
+            side_q = (bx - ax) * (qy - ay) - (by - ay) * (qx - ax)
+            if side_q >= 0:
+                if side_p < 0:
+                    t = side_p / (side_p - side_q)
+                    output.append((px + t * (qx - px), py + t * (qy - py)))
+                output.append((qx, qy))
+            elif side_p >= 0:
+                t = side_p / (side_p - side_q)
+                output.append((px + t * (qx - px), py + t * (qy - py)))
+    return 0.5 * abs(sum(output[k - 1][0] * output[k][1] - output[k][0] * output[k - 1][1]
+                         for k in range(len(output))))
+
+
+def coverage(position: np.ndarray, angle: float, goal: np.ndarray) -> float:
+    """gym-pusht's ``_get_coverage`` without shapely: the T's area inside the goal T, over the T's area (6300)."""
+    block, target = _tee_polygons(position, angle), _tee_polygons(goal[:2], float(goal[2]))
+    return sum(_clip_area(a, b) for a in block for b in target) / 6300.0
+
+
+def pose_error(position: np.ndarray, angle: float, goal: np.ndarray) -> np.ndarray:
+    """(dx, dy, ANGLE_SCALE * dtheta) from the T's COG and angle to the goal's: its norm ranks coverage loss."""
+    cog = position + rotation(angle) @ COG
+    goal_cog = goal[:2] + rotation(float(goal[2])) @ COG
+    return np.array([*(goal_cog - cog), ANGLE_SCALE * wrap(float(goal[2]) - angle)])
+
+
+class PhysicsCopy:
+    """The planner's own pymunk space built like gym-pusht's (same walls, agent, T, gains); never the evaluated one.
+
+    Built afresh for every planning call so that what a row's rollouts return depends on that row's state only
+    (pymunk caches contacts between steps): batch invariance down to the bit.
+    """
+
+    def __init__(self) -> None:
+        import pymunk
+        from gym_pusht.envs.pusht import PushTEnv
+
+        self.space = pymunk.Space()
+        self.space.gravity = 0, 0
+        self.space.damping = 0.0
+        self.space.add(*[PushTEnv.add_segment(self.space, a, b, 2) for a, b in WALLS])
+        self.agent = PushTEnv.add_circle(self.space, (256, 400), AGENT_RADIUS)
+        self.block, self.shapes = PushTEnv.add_tee(self.space, (256, 300), 0)
+
+    def rollout(self, state: dict[str, Any], targets: list[np.ndarray | None]) -> tuple[np.ndarray, float, np.ndarray]:
+        """Run one env step per target from ``state``; None holds the agent where it is.
+
+        Returns:
+            The block's position and angle and the agent's position after the last step.
+        """
+        agent, block = self.agent, self.block
+        agent.position, agent.velocity = tuple(state["agent"]), tuple(state["agent_velocity"])
+        block.angle = state["angle"]  # angle first: pymunk turns the body about its COG, moving the origin
+        block.position = tuple(state["block"])
+        block.velocity, block.angular_velocity = tuple(state["block_velocity"]), state["angular_velocity"]
+        self.space.remove(*self.shapes)  # drops the contacts cached by the previous rollout
+        self.space.add(*self.shapes)
+        for target in targets:
+            tx, ty = agent.position if target is None else target
+            for _ in range(SUBSTEPS):
+                (px, py), (vx, vy) = agent.position, agent.velocity
+                agent.velocity = (vx + (K_P * (tx - px) - K_V * vx) * DT, vy + (K_P * (ty - py) - K_V * vy) * DT)
+                self.space.step(DT)
+        return np.array(block.position), float(block.angle), np.array(agent.position)
+
+
+def _segments_clear(start: np.ndarray, ends: np.ndarray, position: np.ndarray, angle: float) -> np.ndarray:
+    """Whether the agent's disc can travel straight from ``start`` to each of ``ends`` (N, 2) without pressing the T.
+
+    An agent that has just pushed starts in contact: it may slide along the edge (the shapes are frictionless), so
+    the clearance asked for is 0.5 px, or what the agent has now if less; its first 6 px are exempt.
+    """
+    t = np.linspace(0.0, 1.0, 13)[1:]
+    points = start + (ends[:, None, :] - start) * t[None, :, None]
+    gaps = distance_to_tee(points.reshape(-1, 2), position, angle).reshape(len(ends), len(t))
+    needed = min(AGENT_RADIUS + 0.5, float(distance_to_tee(start[None], position, angle)[0]) - 0.25)
+    near = np.linalg.norm(points - start, axis=2) < 6.0
+    return np.all((gaps >= needed) | near, axis=1)
+
+
+def _in_bounds(points: np.ndarray) -> np.ndarray:
+    """Whether each point is somewhere the agent's centre may be sent."""
+    return np.all((points >= LOW) & (points <= HIGH), axis=-1)
+
+
+CELL = 12.0
+GRID = np.arange(LOW, HIGH + 1e-9, CELL)
+CELLS = np.stack(np.meshgrid(GRID, GRID, indexing="ij"), axis=-1).reshape(-1, 2)
+_STEPS = tuple((dx, dy, CELL * math.hypot(dx, dy)) for dx in (-1, 0, 1) for dy in (-1, 0, 1) if dx or dy)
+
+
+def travel_field(agent: np.ndarray, position: np.ndarray, angle: float) -> np.ndarray:
+    """Shortest travel (px) from the agent to every grid cell without touching the T or leaving the walls.
+
+    A wavefront on a 12 px grid: it knows which way round the T is shorter and when a wall closes one way.
+    """
+    n = len(GRID)
+    free = (distance_to_tee(CELLS, position, angle) >= AGENT_RADIUS + 3.0).reshape(n, n)
+    near = np.linalg.norm(CELLS - agent, axis=1).reshape(n, n)
+    seeds = free & (near < 1.5 * CELL)
+    if not seeds.any():
+        seeds = free & (near <= near[free].min() + 1e-9) if free.any() else near <= near.min()
+    field = np.where(seeds, near, np.inf)
+    padded = np.full((n + 2, n + 2), np.inf)
+    for _ in range(4 * n):
+        padded[1:-1, 1:-1] = field
+        relaxed = field.copy()
+        for dx, dy, cost in _STEPS:
+            np.minimum(relaxed, padded[1 + dx:n + 1 + dx, 1 + dy:n + 1 + dy] + cost, out=relaxed)
+        relaxed[~free] = np.inf
+        relaxed[seeds] = np.minimum(relaxed[seeds], near[seeds])
+        if np.array_equal(relaxed, field):
+            break
+        field = relaxed
+    return field
+
+
+def _lookup(field: np.ndarray, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Travel to each of ``points`` (..., 2) through its best of the 4 surrounding cells, and that cell's index."""
+    n = len(GRID)
+    base = np.clip(np.floor((points - LOW) / CELL).astype(int), 0, n - 2)
+    best = np.full(points.shape[:-1], np.inf)
+    index = np.zeros(points.shape[:-1] + (2,), dtype=int)
+    for ox, oy in ((0, 0), (0, 1), (1, 0), (1, 1)):
+        cell = base + np.array([ox, oy])
+        cost = field[cell[..., 0], cell[..., 1]] + np.linalg.norm(GRID[cell] - points, axis=-1)
+        better = cost < best
+        best = np.where(better, cost, best)
+        index = np.where(better[..., None], cell, index)
+    return best, index
+
+
+def _path(field: np.ndarray, cell: np.ndarray) -> list[np.ndarray]:
+    """Grid cells from ``cell`` back down the travel field to the agent (steepest descent)."""
+    n, path = len(GRID), []
+    i, j = int(cell[0]), int(cell[1])
+    while len(path) < 4 * n:
+        path.append(GRID[[i, j]])
+        options = [(field[i + dx, j + dy], i + dx, j + dy) for dx, dy, _ in _STEPS
+                   if 0 <= i + dx < n and 0 <= j + dy < n]
+        value, i2, j2 = min(options)
+        if not value < field[i, j]:
+            break
+        i, j = i2, j2
+    return path
+
+
+def plan_action(state: dict[str, Any]) -> np.ndarray:
+    """The agent's next target position for one env's privileged ``state`` (see ``pusht.unpack``).
+
+    Ranks every contact by what the first-order push model says it gains, discounted by the travel needed to get
+    there; walks there around the T when the agent is elsewhere, and when it is there picks the push depth whose
+    simulated outcome (one step of pushing, one of letting the agent stop) lands nearest the goal.
+    """
+    agent, position, angle, goal = state["agent"], state["block"], state["angle"], state["goal"]
+    rot = rotation(angle)
+    error = pose_error(position, angle, goal)
+    effect = np.column_stack([EFFECT_LOCAL @ rot.T, ANGLE_SCALE * EFFECT_ANGLE])
+    along = effect @ error
+    depth = np.clip(along / (effect**2).sum(1), 0.0, 60.0)
+    gain = (2 * depth * along - depth**2 * (effect**2).sum(1)) / max(float(error @ error), 1e-9)
+
+    contacts = position + CONTACTS @ rot.T
+    normals = NORMALS @ rot.T
+    approach = contacts + normals * (AGENT_RADIUS + GAP)
+    lateral = np.abs(((agent - contacts) * normals[:, ::-1] * np.array([-1.0, 1.0])).sum(1))
+    outward = ((agent - contacts) * normals).sum(1)
+    docked = (lateral < 3.0) & (outward > AGENT_RADIUS - 5.0) & (outward < AGENT_RADIUS + GAP + 30.0)
+    score = np.where(_in_bounds(approach) & (gain > 0), gain, -np.inf)
+    rays = approach[:, None, :] + normals[:, None, :] * np.array([0.0, 6.0, 12.0, 18.0, 24.0])[None, :, None]
+    field = cells = None
+    now = float(np.linalg.norm(error))
+    sim = None
+    while np.isfinite(score.max()):
+        best = int(np.argmax(score))
+        if not docked[best] and field is None:  # travel matters: discount every contact that needs it
+            field = travel_field(agent, position, angle)
+            costs, cells = _lookup(field, rays)
+            costs = costs + np.array([0.0, 6.0, 12.0, 18.0, 24.0])
+            travel = np.where(docked, 0.0, costs.min(1))
+            score = np.where(np.isfinite(score), score / (1.0 + travel / TRAVEL_SCALE), -np.inf)
+            continue
+        if not docked[best]:
+            assert field is not None and cells is not None
+            entry = int(np.argmin(_lookup(field, rays[best])[0] + np.array([0.0, 6.0, 12.0, 18.0, 24.0])))
+            way = [rays[best, k] for k in range(entry + 1)] + _path(field, cells[best, entry])
+            visible = _segments_clear(agent, np.array(way), position, angle)
+            visible &= np.linalg.norm(np.array(way) - agent, axis=1) > 3.0
+            return way[int(np.argmax(visible))] if visible.any() else way[max(len(way) - 2, 0)]
+        sim = sim or PhysicsCopy()
+        cost, target = _refine(sim, state, contacts[best], normals[best])
+        if cost < now - 0.05:
+            return target
+        score[best] = -np.inf  # the model promised progress the simulation does not deliver: push elsewhere
+    cog = position + rot @ COG
+    return agent + (agent - cog) / max(float(np.linalg.norm(agent - cog)), 1e-9) * 20.0
+
+
+def _refine(sim: PhysicsCopy, state: dict[str, Any], contact: np.ndarray,
+            normal: np.ndarray) -> tuple[float, np.ndarray]:
+    """The push depth at ``contact`` whose simulated outcome lands nearest the goal, and that outcome's error norm.
+
+    Each depth is simulated for one step of pushing and one of letting the agent stop (its momentum carries on);
+    an outcome already near success after the first step is judged there, since the episode would end.
+    """
+    goal = state["goal"]
+    results = []
+    for d in DEPTHS:
+        target = np.clip(contact + normal * (AGENT_RADIUS - d), LOW - 20.0, HIGH + 20.0)
+        after, after_angle, _ = sim.rollout(state, [target])
+        first = float(np.linalg.norm(pose_error(after, after_angle, goal)))
+        after, after_angle, _ = sim.rollout(state, [target, None])
+        settled = float(np.linalg.norm(pose_error(after, after_angle, goal)))
+        results.append((settled if first > 1.5 else first, d, target))
+    cost, _, target = min(results, key=lambda r: r[0])
+    return cost, target
