@@ -67,7 +67,7 @@ def test_every_goal_of_the_five_suites_uses_a_predicate_the_expert_has_a_skill_f
 
 def test_a_goal_without_a_skill_is_refused_naming_task_and_condition():
     from lerobench.errors import ConfigError
-    from lerobench.policies.libero_expert import check_goal
+    from lerobench.policies.experts.libero import check_goal
 
     stacked = parse_bddl(CONJUNCTION.replace("(Turnon flat_stove_1)", "(Stack moka_pot_2 moka_pot_1)"))
     with pytest.raises(ConfigError) as caught:
@@ -83,7 +83,7 @@ def test_the_expert_on_another_backend_is_one_line_and_exit_2(tmp_path):
     result = runner.invoke(app, ["eval", "--suite", "smoke", "--policy", "libero-expert", "--output",
                                  str(tmp_path / "o")])
     assert result.exit_code == 2, result.output
-    assert "only runs on LIBERO suites" in result.output and "Traceback" not in result.output
+    assert "only runs on libero suites" in result.output and "Traceback" not in result.output
 
 
 def _mixed_suite(tmp_path: Path, steps: int) -> Path:

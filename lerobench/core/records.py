@@ -36,7 +36,8 @@ class EpisodeRecord:
     """The batch-invariance check of the policy's first call in the process that ran this episode
     (``lerobench.policies.invariance``), on the first record reported after it; None on every other record."""
     clipped: float | None = None
-    """Fraction of the episode's action values outside the action space [-1, 1], clipped by the simulator (an
+    """Fraction of the episode's action values outside the action space (the backend's ``action_bounds``: [-1, 1]
+    for LIBERO and Meta-World), clipped by the simulator (an
     un-normalised policy looks weak, not broken); None for an episode with no step or written before this field."""
     call_delays: list[int] | None = None
     """``--delay-steps measured``: the control steps each policy call of the trial covered (⌈latency × control
@@ -50,6 +51,11 @@ class EpisodeRecord:
     """4 bytes per part (``obs_parts``) per read, base64: names the first read that differs between two runs."""
     obs_parts: list[str] | None = None
     """The parts of each read, in order: ``state`` then the cameras."""
+    progress: float | None = None
+    """The task's progress in [0, 1] after the last step, by the benchmark's own definition (PushT: coverage of the
+    goal); None where the backend defines none (the line then omits it)."""
+    max_progress: float | None = None
+    """The highest progress at any step of the episode (LeRobot's ``max_reward`` is its analogue on PushT)."""
 
     def to_json(self) -> dict[str, Any]:
         """JSON form: ``return_`` is written as ``return``."""
@@ -59,6 +65,9 @@ class EpisodeRecord:
             del data["policy_check"]  # only the record after a check carries one
         if data["call_delays"] is None:
             del data["call_delays"]  # only measured-delay runs carry them
+        for key in ("progress", "max_progress"):
+            if data[key] is None:
+                del data[key]  # only backends that define progress write it
         return data
 
     @classmethod

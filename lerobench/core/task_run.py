@@ -90,6 +90,8 @@ class TaskRun:
     """When to call and what to step (the rollout's own rules unless a caller passes others)."""
     delay: Delay = Delay()
     """``--delay-steps``: control steps each call covers (``lerobench.rollout.delay``); none by default."""
+    seeds: str = "lerobench"
+    """The protocol's seed scheme (``suite.config.Protocol.seeds``): how episode seeds follow from ``seed``."""
 
     def where(self, episode: int, message: str) -> str:
         """``message`` prefixed with suite, task and episode: what a user needs to find the failing case."""

@@ -50,6 +50,10 @@ class Simulator(Protocol):
 # ``state()`` is hashed) and ``mujoco_model()`` (the MuJoCo model, for the ``camera_shift`` and ``light``
 # perturbations). See ``lerobench.envs.perturb``. ``scene_poses()`` (where every geom, camera and light is drawn,
 # as floats) lets the reset check (``envs/resets.py``) compare what the cameras see exactly, at any image size.
+# ``progress()`` (a float in [0, 1]: how far the task is done by the benchmark's own definition, PushT's coverage of
+# the goal) is read after every step; the episode's final and highest values go into ``episodes.jsonl``.
+# ``idle_action()`` (the action that holds the robot where it is now; zeros without it) is what ``action_delay``
+# executes before the first action arrives.
 # ``dataset_row(render)`` (a backend with ``dataset_layout``): the current step's row of the backend's own dataset
 # files, as HDF5 paths relative to a demo group -> arrays (``obs/agentview_rgb``, ``states``...); ``render(camera)``
 # gives a camera's image as the protocol delivers it, at the recording's size (``EnvSpec.dataset_size``).
@@ -92,6 +96,16 @@ class Backend(Protocol):
     """Distributions whose versions are the simulator fingerprint (envs/fingerprint.py)."""
     control_fps: float | None
     """The simulator's control rate: the fps of videos where a suite sets no ``control_fps`` (None: unknown)."""
+    action_bounds: tuple[float, float]
+    """(low, high) of every action dimension in the simulator's own units: [-1, 1] for LIBERO and Meta-World,
+    [0, 512] for PushT's target positions. Values beyond are counted as clipped (``clipped``), a random policy draws
+    within them, and ``--perturb action_noise=σ`` is σ times the half-width."""
+    perturbations: tuple[str, ...]
+    """The ``--perturb`` names this backend can honour (``envs/perturb.py``); others are refused before the run."""
+    experts: Mapping[str, str]
+    """Policies made for this benchmark, by ``--policy`` name: ``"module:factory"`` (imported only when asked for).
+    Its scripted experts live in ``lerobench/policies/experts/``; the loader finds them here, so a new benchmark
+    registers its expert without touching the policy code."""
 
     def missing_assets(self) -> list[str]:
         """Asset folders (models, meshes, task files) that are missing or empty; ``lerobench doctor`` lists them."""
@@ -138,6 +152,11 @@ class BackendDefaults:
     packages: tuple[str, ...] = ("mujoco", "gymnasium")
     control_fps: float | None = None
     """The simulator's control rate (the fps of videos where a suite sets no ``control_fps``); None: unknown."""
+    action_bounds: tuple[float, float] = (-1.0, 1.0)
+    perturbations: tuple[str, ...] = ("obs_noise", "action_noise", "action_delay")
+    """The generic perturbations; a MuJoCo backend whose simulator has ``mujoco_model()`` adds camera_shift, light."""
+    experts: Mapping[str, str] = {}
+    """No policies of its own."""
 
     def missing_assets(self) -> list[str]:
         """No asset folders to check (a backend whose simulator ships files overrides this)."""
@@ -199,6 +218,8 @@ class EnvSpec:
     """(height, width) of frames rendered for the video alone; None: the protocol's image size."""
     privileged: bool = False
     """The policy reads the simulator's ``privileged_state()`` (``observation['privileged']``)."""
+    action_bounds: tuple[float, float] = (-1.0, 1.0)
+    """The backend's ``action_bounds``: the action space, what counts as clipped."""
     dataset_size: tuple[int, int] | None = None
     """(height, width) of the images in the backend's dataset rows, one row per observation of every episode
     (``--record`` on a backend with a ``dataset_layout``: ``info['dataset']``); None: no rows."""
@@ -262,8 +283,15 @@ def set_render_quality(model: Any, quality: Mapping[str, int]) -> None:
         setattr(model.vis.quality, key, value)
 
 
-def episode_seed(run_seed: int, task_index: int, episode: int) -> int:
-    """Seed of one episode: a pure function of (run seed, task, episode), never of worker or timing."""
+def episode_seed(run_seed: int, task_index: int, episode: int, scheme: str = "lerobench") -> int:
+    """Seed of one episode: a pure function of (run seed, task, episode), never of worker or timing.
+
+    ``scheme`` is the protocol's ``seeds``: ``lerobench`` hashes the three (tasks never share a seed); ``lerobot``
+    is ``run_seed + episode``, lerobot-eval's order (it resets its vector env with S, S+1, ... in turn), so an
+    episode starts where ``lerobot-eval --seed S`` starts the same episode.
+    """
+    if scheme == "lerobot":
+        return int(run_seed) + int(episode)
     return int(np.random.SeedSequence([run_seed, task_index, episode]).generate_state(1)[0])
 
 
@@ -272,8 +300,6 @@ SIMULATOR_SETUP_LOCK = threading.Lock()
 there (MT1 seeds and restores it; LIBERO places fixtures with it). With ``--parallel-tasks`` two
 threads doing that at once get each other's numbers, and episodes stop being reproducible."""
 
-ACTION_BOUND = 1.0
-"""Every backend's action space is [-1, 1] per dimension; values beyond it are clipped by the simulator."""
 CLIP_TOLERANCE = 1e-6
 """Float32 rounding of a normalised action is not clipping worth reporting."""
 
@@ -337,8 +363,9 @@ class LazyTaskEnv(gym.Env):
         if spec.privileged:
             spaces["privileged"] = gym.spaces.Box(-np.inf, np.inf, (PRIVILEGED_DIM,), np.float64)
         self.observation_space = gym.spaces.Dict(spaces)
+        low, high = spec.action_bounds
         self.action_space = gym.spaces.Dict({
-            "action": gym.spaces.Box(-1.0, 1.0, (spec.action_dim,), np.float32),
+            "action": gym.spaces.Box(low, high, (spec.action_dim,), np.float32),
             "observe": gym.spaces.Discrete(2),
             "hold": gym.spaces.Discrete(2),
         })
@@ -361,6 +388,8 @@ class LazyTaskEnv(gym.Env):
         self._success = False
         self._success_now = False
         self._started = 0.0
+        self._progress: float | None = None
+        self._max_progress: float | None = None
 
     # -- helpers ---------------------------------------------------------------------------------
     def _zero_obs(self) -> dict[str, Any]:
@@ -376,7 +405,7 @@ class LazyTaskEnv(gym.Env):
                 environment.set_default(environment.RENDER_THREADS, str(self._render_threads))
             with SIMULATOR_SETUP_LOCK:
                 self._raw = self._backend.make_simulator(self.spec_)
-                self._sim = perturb(self._raw, self.spec_.perturb)
+                self._sim = perturb(self._raw, self.spec_.perturb, self.spec_.action_bounds)
         return self._sim
 
     def _render(self, camera: str, size: tuple[int, int] | None = None) -> np.ndarray:
@@ -448,7 +477,17 @@ class LazyTaskEnv(gym.Env):
             "error": error,
             "start_digest": self._digest,
             "clipped": round(self._clipped / (self._steps * self.spec_.action_dim), 6) if self._steps else None,
+            "progress": self._progress,
+            "max_progress": self._max_progress,
         }
+
+    def _read_progress(self, sim: Simulator) -> None:
+        """Track the simulator's ``progress()`` (final and highest), where it defines one."""
+        read = getattr(sim, "progress", None)
+        if read is not None:
+            value = float(read())
+            self._progress = value
+            self._max_progress = value if self._max_progress is None else max(self._max_progress, value)
 
     @property
     def start_digest(self) -> str | None:
@@ -482,6 +521,7 @@ class LazyTaskEnv(gym.Env):
         self._success = self._success_now = False
         self._started = time.perf_counter()
         self._digest = None
+        self._progress = self._max_progress = None
         if self._episode == NO_EPISODE:
             self._done = True
             self._last_obs = self._zero_obs()
@@ -493,7 +533,8 @@ class LazyTaskEnv(gym.Env):
             settle_steps = self.spec_.protocol.settle_steps
             announce_reads(sim, first if settle_steps == 0 else ())
             with SIMULATOR_SETUP_LOCK:
-                sim.reset_to(self._episode, episode_seed(self.spec_.seed, self.spec_.task.index, self._episode))
+                sim.reset_to(self._episode, episode_seed(self.spec_.seed, self.spec_.task.index, self._episode,
+                                                         self.spec_.protocol.seeds))
             raw = self._raw if self._raw is not None else sim
             self._digest = start_digest(raw)
             for k in range(settle_steps):  # unperturbed: a perturbation never moves the episode's start
@@ -537,12 +578,14 @@ class LazyTaskEnv(gym.Env):
             cameras = self._cameras_read(observe)
             announce_reads(sim, cameras)
             reward, success = sim.step(action)
-            self._clipped += int(np.count_nonzero(np.abs(action) > ACTION_BOUND + CLIP_TOLERANCE))
+            low, high = self.spec_.action_bounds
+            self._clipped += int(np.count_nonzero((action < low - CLIP_TOLERANCE) | (action > high + CLIP_TOLERANCE)))
             self._steps += 1
             self._return += float(reward)
             self._max_reward = max(self._max_reward, float(reward))
             self._success_now = bool(success)
             self._success = self._success or self._success_now
+            self._read_progress(sim)
             self._last_obs = self._observe(cameras, observe)
             row = self._dataset_row()
         except Exception:  # noqa: BLE001 - contained: reported as this episode's error

@@ -566,6 +566,15 @@ class LiberoBackend(BackendDefaults):
     task_template: bool = True
     """Workers fork from a per-task template process that built the scene once (``envs/template.py``)."""
 
+    experts = {
+        "libero-expert": "lerobench.policies.experts.libero:make_libero_expert",
+        "libero-expert-chunks": "lerobench.policies.experts.libero:make_libero_expert_chunks",
+        "libero-expert-blend": "lerobench.policies.experts.libero:make_libero_expert_blend",
+    }
+    """The privileged expert (``policies/experts/libero.py``) and its chunked forms."""
+    perturbations = ("obs_noise", "action_noise", "action_delay", "camera_shift", "light")
+    """Every ``--perturb``: its simulator edits cameras and lights through ``mujoco_model()``."""
+
     def check_installed(self) -> None:
         """Fail early, in the parent, if LIBERO or its simulator stack is missing.
 

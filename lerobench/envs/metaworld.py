@@ -247,6 +247,16 @@ class MetaWorldBackend(BackendDefaults):
     packages = ("mujoco", "metaworld", "gymnasium")
     """Distributions whose versions are the simulator fingerprint (``lerobench/envs/fingerprint.py``)."""
 
+    experts = {
+        "metaworld-expert": "lerobench.policies.experts.metaworld:make_metaworld_expert",
+        "metaworld-expert-chunks": "lerobench.policies.experts.metaworld:make_metaworld_expert_chunks",
+        "metaworld-expert-blend": "lerobench.policies.experts.metaworld:make_metaworld_expert_blend",
+        "metaworld-adaptive-reach": "lerobench.policies.experts.metaworld_adaptive:make_adaptive_reach",
+    }
+    """Meta-World's scripted experts (``policies/experts/metaworld.py``) and the trial-adaptive reach expert."""
+    perturbations = ("obs_noise", "action_noise", "action_delay", "camera_shift", "light")
+    """Every ``--perturb``: its simulator edits cameras and lights through ``mujoco_model()``."""
+
     def check_installed(self) -> None:
         """Fail early with the install hint instead of inside a worker."""
         try:

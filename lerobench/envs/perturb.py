@@ -15,8 +15,10 @@ the same states with the same seeds (exact pairing). Every trial of an episode r
 Perturbations (values are floats; ``action_delay`` an integer):
 
 - ``obs_noise=σ``: Gaussian noise of std σ added to the proprioceptive state the policy reads (not to images).
-- ``action_noise=σ``: Gaussian noise of std σ added to each action, then clipped to [-1, 1].
-- ``action_delay=k``: each action is executed k steps late (zeros for the first k steps).
+- ``action_noise=σ``: Gaussian noise of std σ times the action space's half-width (1 on [-1, 1], 256 on PushT's
+  [0, 512]) added to each action, then clipped to the action space.
+- ``action_delay=k``: each action is executed k steps late (for the first k steps the simulator's ``idle_action()``,
+  the action that holds the robot where it is, where it has one; else zeros).
 - ``camera_shift=m``: every camera moved by m metres in a random direction, one per episode.
 - ``light=s``: every light's diffuse and specular intensity scaled by s.
 
@@ -36,7 +38,7 @@ from lerobench.errors import ConfigError, unknown
 
 PERTURBATIONS = {
     "obs_noise": "Gaussian noise (std) on the proprioceptive state the policy reads",
-    "action_noise": "Gaussian noise (std) on every action, clipped to [-1, 1]",
+    "action_noise": "Gaussian noise (std, in half-widths of the action space) on every action, clipped to it",
     "action_delay": "actions executed this many steps late",
     "camera_shift": "cameras moved by this many metres in a random direction per episode",
     "light": "light intensity scale",
@@ -100,8 +102,9 @@ def start_digest(sim: Any) -> str:
 class PerturbedSimulator:
     """A ``Simulator`` whose steps, state and model are perturbed; its start is the wrapped simulator's."""
 
-    def __init__(self, inner: Any, perturbation: Perturbation):
+    def __init__(self, inner: Any, perturbation: Perturbation, bounds: tuple[float, float] = (-1.0, 1.0)):
         self.inner = inner
+        self.bounds = bounds
         self.settings = dict(perturbation)
         self._rng = np.random.default_rng(0)
         self._obs_noise: np.ndarray | None = None
@@ -145,14 +148,24 @@ class PerturbedSimulator:
         if self._delayed:
             self._delayed.append(action)
             late = self._delayed.popleft()
-            action = np.zeros_like(action) if late is None else late
+            action = self._idle_action(action) if late is None else late
         sigma = self.settings.get("action_noise", 0.0)
         noise = self._rng.normal(0.0, 1.0, size=action.shape) if sigma else None
         if noise is not None:
-            action = np.clip(action + sigma * noise, -1.0, 1.0).astype(np.float32)
+            low, high = self.bounds
+            action = np.clip(action + sigma * (high - low) / 2 * noise, low, high).astype(np.float32)
         result = self.inner.step(action)
         self._draw_obs_noise()
         return result
+
+    def _idle_action(self, like: np.ndarray) -> np.ndarray:
+        """What a delayed step executes before any action arrived: the simulator's ``idle_action()``, else zeros.
+
+        Zeros hold LIBERO's and Meta-World's arms (delta actions); PushT's action is a target position, where zeros
+        would send the agent to a corner, so it says where it stands instead.
+        """
+        idle = getattr(self.inner, "idle_action", None)
+        return np.zeros_like(like) if idle is None else np.asarray(idle(), dtype=np.float32)
 
     def _draw_obs_noise(self) -> None:
         sigma = self.settings.get("obs_noise", 0.0)
@@ -175,7 +188,8 @@ class PerturbedSimulator:
         self.inner.close()
 
 
-def perturb(sim: Any, perturbation: Perturbation | Mapping[str, float]) -> Any:
-    """``sim`` wrapped with ``perturbation``, or ``sim`` itself when there is none."""
+def perturb(sim: Any, perturbation: Perturbation | Mapping[str, float],
+            bounds: tuple[float, float] = (-1.0, 1.0)) -> Any:
+    """``sim`` wrapped with ``perturbation`` (actions within ``bounds``), or ``sim`` itself when there is none."""
     pairs = tuple(sorted(dict(perturbation).items()))
-    return PerturbedSimulator(sim, pairs) if pairs else sim
+    return PerturbedSimulator(sim, pairs, bounds) if pairs else sim

@@ -249,7 +249,8 @@ class EpisodeSink:
             self.reporter.message(
                 f"warning: {100 * (record.clipped or 0):.3g}% of the action values of {task.name} episode "
                 f"{record.episode} "
-                f"were outside the action space [-1, 1] and were clipped (un-normalised actions?); results.json "
+                f"were outside the action space (the backend's action_bounds) and were clipped "
+                f"(un-normalised actions?); results.json "
                 f"records clipped_action_fraction per task and overall")
         self.reporter.episode(task, record)  # every trial: the progress shows what the trials did
         if complete:

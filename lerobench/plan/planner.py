@@ -24,7 +24,7 @@ from lerobench.core.shards import Shard, shard_episodes
 from lerobench.core.task_run import CheckedPolicies, ScheduleRules, TaskRun
 from lerobench.envs.base import PUBLISHED, RENDER_QUALITIES, RENDER_QUALITY_OPTION, EnvSpec, episode_seed
 from lerobench.errors import ConfigError, LerobenchError, MissingDependencyError, unknown
-from lerobench.plan.options import check_record_mode, default
+from lerobench.plan.options import DEFAULT_VIDEO_SIZE, check_record_mode, default
 from lerobench.plan.stopping import Until, parse_until
 from lerobench.policies.base import ObservationNeeds, PolicyContext
 from lerobench.suite.config import Protocol, Suite, TaskSpec
@@ -166,6 +166,8 @@ class RunPlan:
     """The suite's ``control_fps`` or its backend's control rate (steps per simulated second)."""
     dataset_layout: str | None = None
     """The backend's own dataset file format, which ``--record`` writes (None: lerobench's layout)."""
+    action_bounds: tuple[float, float] = (-1.0, 1.0)
+    """The backend's action space per dimension (``Backend.action_bounds``)."""
     checked: CheckedPolicies = field(default_factory=CheckedPolicies, repr=False, compare=False)
     """The run's batch-invariance bookkeeping: each policy object checked once, at its first call."""
 
@@ -181,9 +183,15 @@ class RunPlan:
 
     @property
     def video_size(self) -> tuple[int, int] | None:
-        """(height, width) of frames rendered for the video alone: the image size scaled to ``--video-size``."""
-        h, w = self.protocol.image_size
+        """(height, width) of frames rendered for the video alone: the image size scaled to ``--video-size``.
+
+        A suite with a published visualisation size (``video_size``, PushT's 384x384) gets it as it is at the default
+        ``--video-size``; another ``--video-size`` scales it as it scales an image size.
+        """
+        h, w = self.settings.suite.video_size or self.protocol.image_size
         side = self.settings.video_size
+        if self.settings.suite.video_size is not None and side == DEFAULT_VIDEO_SIZE:
+            return h, w
         if side <= 0 or max(h, w) <= side:
             return None
         return max(2, round(h * side / max(h, w))), max(2, round(w * side / max(h, w)))
@@ -231,7 +239,7 @@ class RunPlan:
             suite=s.suite.name, backend=s.suite.backend, tasks=s.suite.tasks, action_dim=self.action_dim,
             state_dim=self.state_dim, cameras=self.protocol.cameras, image_size=self.protocol.image_size,
             seed=s.seed, device=s.device, call_width=s.call_width, backend_options=self.backend_options,
-            replan_steps=s.replan_steps, delay_steps=s.delay_steps,
+            replan_steps=s.replan_steps, delay_steps=s.delay_steps, action_bounds=self.action_bounds,
         )
 
     def env_spec(self, task: TaskSpec, cameras: tuple[str, ...], record_camera: str | None,
@@ -246,7 +254,7 @@ class RunPlan:
             state_dim=self.state_dim, action_dim=self.action_dim, cameras=cameras, record_camera=record_camera,
             stop_on_success=s.stop_on_success, backend_options=self.backend_options, perturb=s.perturb,
             video_every=self.video_every, video_size=self.video_size, privileged=privileged,
-            dataset_size=self.dataset_size,
+            dataset_size=self.dataset_size, action_bounds=self.action_bounds,
         )
 
     @property
@@ -269,7 +277,7 @@ class RunPlan:
                        replan_steps=needs.executed_steps(s.replan_steps), every_frame=needs.every_frame,
                        trials=s.trials_per_episode, n_init_states=self.n_init_states,
                        step_timeout_s=s.episode_timeout, stop=stop, wants=wants, delay=self.delay,
-                       schedule=s.schedule, checked=self.checked)
+                       schedule=s.schedule, checked=self.checked, seeds=self.protocol.seeds)
 
     @property
     def delay(self) -> Delay:
@@ -311,7 +319,7 @@ class RunPlan:
         """The line of an episode lost to a dead worker at ``trial``: a failure with the reason; it ends the episode."""
         return EpisodeRecord(
             task=task.name, episode=episode, trial=trial,
-            seed=episode_seed(self.settings.seed, task.index, episode),
+            seed=episode_seed(self.settings.seed, task.index, episode, self.protocol.seeds),
             init_state=episode % self.n_init_states, success=False, success_at_end=False, steps=0,
             return_=0.0, elapsed_s=0.0, error=error,
         )
@@ -456,6 +464,7 @@ def make_plan(settings: RunSettings) -> RunPlan:
     if s.episode_timeout is not None and s.episode_timeout <= 0:
         raise ConfigError(f"--episode-timeout must be > 0 seconds, got {s.episode_timeout}")
     _check_stopping(s)
+    _check_perturbations(s, backend)
     s = replace(s, delay_steps=parse_delay(s.delay_steps), render_quality=_render_quality(s))
     if s.delay_steps == MEASURED and fps is None:
         raise ConfigError(f"--delay-steps measured needs the suite's control rate: {s.suite.source or s.suite.name} "
@@ -463,7 +472,16 @@ def make_plan(settings: RunSettings) -> RunPlan:
     return RunPlan(settings=s, protocol=protocol, action_dim=backend.action_dim, state_dim=backend.state_dim,
                    n_init_states=s.suite.init_states or backend.n_init_states,
                    unrendered_step_ms=backend.unrendered_step_ms, control_fps=fps or 20.0,
-                   dataset_layout=backend.dataset_layout)
+                   dataset_layout=backend.dataset_layout,
+                   action_bounds=(float(backend.action_bounds[0]), float(backend.action_bounds[1])))
+
+
+def _check_perturbations(s: RunSettings, backend: Any) -> None:
+    """Refuse a ``--perturb`` the suite's backend cannot honour (a light without MuJoCo), before any work."""
+    refused = [name for name, _ in s.perturb if name not in backend.perturbations]
+    if refused:
+        raise ConfigError(f"--perturb {', '.join(refused)}: suite {s.suite.name!r} ({backend.name}) cannot apply "
+                          f"{'it' if len(refused) == 1 else 'them'}; it offers {', '.join(backend.perturbations)}")
 
 
 def _render_quality(s: RunSettings) -> str:

@@ -112,6 +112,8 @@ class PolicyContext:
     """``--replan-steps`` as asked (1: not asked): a chunk policy with its own horizon may need to return more."""
     delay_steps: int | str = 0
     """``--delay-steps``: d, or ``"measured"``; a chunk must then cover the delay plus the executed actions."""
+    action_bounds: tuple[float, float] = (-1.0, 1.0)
+    """(low, high) of each action dimension in the simulator's units (PushT: target positions in [0, 512])."""
 
 
 @dataclass(frozen=True)

@@ -100,7 +100,8 @@ def first_rows(plan: Any, policy: Policy, task: Any, episodes: int, steps: int) 
                 if needs.privileged:
                     row["privileged"] = np.array(obs["privileged"])
                 row.update(slot=np.array([episode]), task=[task.name], episode=np.array([episode]),
-                           episode_seed=np.array([episode_seed(plan.settings.seed, task.index, episode)]),
+                           episode_seed=np.array([episode_seed(plan.settings.seed, task.index, episode,
+                                                                    plan.protocol.seeds)]),
                            episode_start=np.array([step == 0]), trial=np.array([0]), trial_start=np.array([step == 0]),
                            call=np.array([step]), reward=np.array([reward], np.float32), success=np.array([success]),
                            active=np.array([True]))

@@ -28,6 +28,8 @@ def load_policy(spec: str, context: PolicyContext) -> Any:
         policy = make_lerobot_policy(spec, context)
     elif spec in BUILTIN:
         policy = BUILTIN[spec](context)
+    elif ":" not in spec and (factory := expert_factory(spec, context)) is not None:
+        policy = factory(context)
     elif spec.startswith(("http://", "https://")):
         secure = "s" if spec.startswith("https://") else ""
         raise ConfigError(f"policy {spec!r}: remote policies speak websockets (openpi's protocol): use "
@@ -35,12 +37,38 @@ def load_policy(spec: str, context: PolicyContext) -> Any:
     elif ":" in spec:
         policy = _from_factory(spec, context)
     else:
-        raise unknown("policy", spec, [*BUILTIN, "module.path:factory", "ws://host:port", "lerobot:<dir>"])
+        raise unknown("policy", spec, [*policy_names(context.backend), "module.path:factory", "ws://host:port",
+                                       "lerobot:<dir>"])
     from lerobench.policies.torch_policy import TorchPolicy, is_torch_module, resolve_device
 
     if is_torch_module(policy):
         policy = TorchPolicy(policy, resolve_device(context.device), context.call_width)
     return _validated(spec, policy, context)
+
+
+def policy_names(backend: str) -> list[str]:
+    """The ``--policy`` names that run on ``backend``'s suites: the baselines, then the backend's own experts."""
+    from lerobench.suite.registry import get_backend
+
+    return [*BUILTIN, *get_backend(backend).experts]
+
+
+def expert_factory(spec: str, context: PolicyContext) -> Any:
+    """The factory of expert ``spec`` for the suite's backend (``Backend.experts``); None if no backend has one.
+
+    An expert of another benchmark is refused naming where it runs: its observations would not be that benchmark's.
+    """
+    from lerobench.suite.registry import backend_experts, get_backend
+
+    target = get_backend(context.backend).experts.get(spec)
+    if target is None:
+        owner = backend_experts().get(spec)
+        if owner is None:
+            return None
+        raise ConfigError(f"policy {spec!r} only runs on {owner[0]} suites; suite {context.suite!r} uses backend "
+                          f"{context.backend!r} (its policies: {', '.join(policy_names(context.backend))})")
+    module_name, _, attr = target.partition(":")
+    return getattr(import_module_here(module_name), attr)
 
 
 def expected_needs(spec: str, context: PolicyContext) -> ObservationNeeds | None:

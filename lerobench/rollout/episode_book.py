@@ -134,7 +134,7 @@ class EpisodeBook:
         self.digests = ReadDigests(n)
         """Each slot's chain over the observations its policy read this trial (``rollout.observation_digest``)."""
         self.seed_of = functools.lru_cache(maxsize=None)(
-            lambda e: episode_seed(run.seed, run.task.index, max(e, 0)))
+            lambda e: episode_seed(run.seed, run.task.index, max(e, 0), run.seeds))
 
     def running(self) -> list[int]:
         """Slots with an episode (stepping, waiting or resetting for it)."""
@@ -292,6 +292,8 @@ class EpisodeBook:
             max_reward=_finite(summary.get("max_reward")),
             start_digest=summary.get("start_digest"),
             clipped=summary.get("clipped"),
+            progress=_finite(summary.get("progress")) if error is None else None,
+            max_progress=_finite(summary.get("max_progress")) if error is None else None,
             call_delays=list(self.delays[i]) if self.run.delay.measured else None,
             **self.digests.summary(i),
         )

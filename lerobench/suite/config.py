@@ -52,6 +52,10 @@ class Protocol:
     """Cameras available to policies, in order; only the ones a policy consumes are rendered."""
     flip_images: bool = False
     """Rotate images 180 degrees before the policy sees them (LIBERO's cameras are upside down)."""
+    seeds: str = "lerobench"
+    """How episode *i*'s seed follows from the run seed S: ``lerobench`` (a hash of S, the task and i: episodes of
+    different tasks never share a seed) or ``lerobot`` (S + i, lerobot-eval's order: the same starts as
+    ``lerobot-eval --seed S``). ``envs.base.episode_seed`` computes both."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,9 @@ class Suite:
     """Fixed start states per task (episode i starts from state i mod this); None: the backend's count."""
     family: str | None = None
     """Family of suites this one belongs to (``lerobench list --family``), e.g. ``libero-pro``."""
+    video_size: tuple[int, int] | None = None
+    """(height, width) of the frames rendered for the video alone, the benchmark's published visualisation size
+    (PushT: 384x384, LeRobot's); None: the image size, capped at ``--video-size``."""
 
     @property
     def groups(self) -> list[str]:
@@ -129,9 +136,11 @@ class Suite:
 _SUITE_KEYS = {
     "name", "description", "backend", "tasks", "groups", "episodes_per_task", "control_fps",
     "worker_memory_mb", "protocol", "protocols", "video_camera", "default_policy", "notes",
-    "backend_options", "trials", "init_states", "family",
+    "backend_options", "trials", "init_states", "family", "video_size",
 }
 _PROTOCOL_KEYS = {f.name for f in fields(Protocol)}
+SEED_SCHEMES = ("lerobench", "lerobot")
+"""Values of a protocol's ``seeds`` (``Protocol.seeds``)."""
 
 
 def _fail(path: Path | str, key: str, message: str) -> ConfigError:
@@ -170,6 +179,10 @@ def _parse_protocol(path: Path | str, key: str, table: dict[str, Any], base: Pro
             v = tuple(_typed(path, full, v, list))
             if not all(isinstance(x, str) for x in v):
                 raise _fail(path, full, "expected a list of camera names")
+        elif k == "seeds":
+            v = _typed(path, full, v, str)
+            if v not in SEED_SCHEMES:
+                raise _fail(path, full, f"expected one of {', '.join(SEED_SCHEMES)}, got {v!r}")
         elif k == "settle_action":
             v = tuple(float(_typed(path, full, x, (int, float))) for x in _typed(path, full, v, list))
         values[k] = v
@@ -259,7 +272,18 @@ def parse_suite(data: dict[str, Any], source: Path | str) -> Suite:
         trials=trials,
         init_states=init_states,
         family=_typed(source, "family", data.get("family"), (str, type(None))),
+        video_size=_video_size(source, data.get("video_size")),
     )
+
+
+def _video_size(source: Path | str, raw: Any) -> tuple[int, int] | None:
+    """A suite's ``video_size``: [height, width] of positive integers, or None when absent."""
+    if raw is None:
+        return None
+    size = tuple(_typed(source, "video_size", raw, list))
+    if len(size) != 2 or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 16 for x in size):
+        raise _fail(source, "video_size", f"expected [height, width] of integers >= 16, got {list(size)}")
+    return (int(size[0]), int(size[1]))
 
 
 def load_suite_file(path: Path) -> Suite:

@@ -16,13 +16,15 @@ BACKEND_GROUP = "lerobench.backends"
 _BUILTIN_BACKENDS = {
     "metaworld": "lerobench.envs.metaworld:BACKEND",
     "libero": "lerobench.envs.libero:BACKEND",
+    "pusht": "lerobench.envs.pusht:BACKEND",
 }
 
 
 BACKEND_ATTRIBUTES = ("name", "extra", "state_dim", "action_dim", "n_init_states", "max_episode_steps",
                       "unrendered_step_ms", "control_fps", "preload_modules", "packages", "missing_assets",
                       "check_suite", "check_installed", "make_simulator",
-                      "task_template", "make_template", "from_template", "dataset_layout", "dataset_attrs")
+                      "task_template", "make_template", "from_template", "dataset_layout", "dataset_attrs",
+                      "action_bounds", "perturbations", "experts")
 """Everything a ``Backend`` declares (``get_backend`` checks them once; the protocol is ``envs.base.Backend``)."""
 
 def suites_dir() -> Path:
@@ -132,6 +134,19 @@ def backend_names() -> dict[str, str]:
     found = dict(_BUILTIN_BACKENDS)
     for ep in entry_points(group=BACKEND_GROUP):
         found.setdefault(ep.name, ep.value)
+    return found
+
+
+def backend_experts() -> dict[str, tuple[str, str]]:
+    """Every built-in backend's own policies: ``--policy`` name -> (backend name, ``"module:factory"``).
+
+    Read from the backends' ``experts`` (their modules import no simulator), so a policy made for one benchmark is
+    registered by its backend alone, and a suite of another backend can say where it runs.
+    """
+    found: dict[str, tuple[str, str]] = {}
+    for name in _BUILTIN_BACKENDS:
+        for policy, target in get_backend(name).experts.items():
+            found.setdefault(policy, (name, target))
     return found
 
 

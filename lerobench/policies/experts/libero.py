@@ -36,7 +36,7 @@ from lerobench.envs.bddl import Condition, TaskGoal
 from lerobench.envs.libero_state import EntityView, JointView, RegionView, Scene, read_scene
 from lerobench.policies.base import ObservationNeeds, PolicyTraits, row_ids
 from lerobench.policies.batch import PolicyBatch
-from lerobench.policies.libero_geometry import (
+from lerobench.policies.experts.libero_geometry import (
     ROBOT_BASE_XY,
     Enclosure,
     condition_joint,

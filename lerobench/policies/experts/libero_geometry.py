@@ -2,7 +2,7 @@
 
 Pure functions of the scene's privileged state (``lerobench.envs.libero_state``): where a hinged part's far edge
 is, which way it opens, where a drawer's handle is gripped, whether a path meets a box. The skills that use them
-are in ``libero_expert.py``.
+are in ``experts/libero.py``.
 """
 
 from __future__ import annotations
