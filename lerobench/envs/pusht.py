@@ -10,6 +10,7 @@ template process, and only the generic perturbations.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -45,6 +46,7 @@ class PushTSimulator:
         if spec.task.name not in TASKS:
             raise ValueError(f"PushT has no task {spec.task.name!r}; it has {', '.join(TASKS)}")
         self._env = _pusht_env_class()(obs_type="state", render_mode="rgb_array")
+        self._env._get_coverage = functools.partial(ordered_coverage, self._env)  # this instance only
         self._coverage = 0.0
 
     def reset_to(self, episode: int, seed: int) -> None:
@@ -94,6 +96,23 @@ class PushTSimulator:
             env.close()
 
 
+def ordered_coverage(env: Any) -> float:
+    """gym-pusht's ``_get_coverage``, with the T's two rectangles always taken in the order they were made.
+
+    Why: gym-pusht builds both T polygons from ``block.shapes``, a Python ``set`` (pymunk's), whose order follows
+    the shapes' memory addresses; the intersection's area is then summed in another order from one process to the
+    next, and the coverage (hence the reward and ``progress``) differs in its last bit with the same poses (measured:
+    0.9832849721705403 and ...407 for one episode's last step). The same formula over ``_block_shapes`` (a list, in
+    creation order) gives one value.
+    """
+    from gym_pusht.envs.pusht import pymunk_to_shapely
+
+    goal_body = env.get_goal_pose_body(env.goal_pose)
+    goal_geom = pymunk_to_shapely(goal_body, env._block_shapes)
+    block_geom = pymunk_to_shapely(env.block, env._block_shapes)
+    return float(goal_geom.intersection(block_geom).area / goal_geom.area)
+
+
 class PushTBackend(BackendDefaults):
     """Static facts about PushT; simulators are built in the worker (or in-process: they cost a few ms)."""
 
@@ -116,7 +135,7 @@ class PushTBackend(BackendDefaults):
     experts = {
         "pusht-expert": "lerobench.policies.experts.pusht:make_pusht_expert",
         "pusht-expert-noisy": "lerobench.policies.experts.pusht:make_pusht_expert_noisy",
-        "pusht-expert-chunks": "lerobench.policies.experts.pusht:make_pusht_expert_chunks",
+        "pusht-expert-chunks": "lerobench.policies.experts.pusht_chunks:make_pusht_expert_chunks",
     }
 
     def check_installed(self) -> None:

@@ -68,7 +68,10 @@ def expert_factory(spec: str, context: PolicyContext) -> Any:
         raise ConfigError(f"policy {spec!r} only runs on {owner[0]} suites; suite {context.suite!r} uses backend "
                           f"{context.backend!r} (its policies: {', '.join(policy_names(context.backend))})")
     module_name, _, attr = target.partition(":")
-    return getattr(import_module_here(module_name), attr)
+    factory = getattr(import_module_here(module_name), attr, None)
+    if factory is None:
+        raise ConfigError(f"policy {spec!r}: backend {context.backend!r} names {target!r}, which does not exist")
+    return factory
 
 
 def expected_needs(spec: str, context: PolicyContext) -> ObservationNeeds | None:
