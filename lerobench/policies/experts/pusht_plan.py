@@ -33,8 +33,12 @@ K_P, K_V, DT, SUBSTEPS = 100.0, 20.0, 0.01, 10
 WALLS = (((5, 506), (5, 5)), ((5, 5), (506, 5)), ((506, 5), (506, 506)), ((5, 506), (506, 506)))
 DEPTHS = (0.0, 1.0, 2.0, 3.5, 5.0, 7.5, 11.0, 16.0, 24.0, 35.0, 50.0)
 """Candidate push depths (px of the agent's target beyond the contact) simulated before each push."""
+SUCCESS_COVERAGE = 0.955
+"""Coverage a simulated push must reach to count as a success (gym-pusht's 0.95, with room for the copy's error)."""
 TRAVEL_SCALE = 120.0
 """A push whose approach needs this much travel counts half as much as one the agent is already at."""
+CLEARANCE = 5.0
+"""Air (px) kept between the agent and the T while travelling: room for the agent's lag behind its target."""
 
 
 def rotation(angle: float) -> np.ndarray:
@@ -155,11 +159,11 @@ class PhysicsCopy:
         self.agent = PushTEnv.add_circle(self.space, (256, 400), AGENT_RADIUS)
         self.block, self.shapes = PushTEnv.add_tee(self.space, (256, 300), 0)
 
-    def rollout(self, state: dict[str, Any], targets: list[np.ndarray | None]) -> tuple[np.ndarray, float, np.ndarray]:
-        """Run one env step per target from ``state``; None holds the agent where it is.
+    def rollout(self, state: dict[str, Any], targets: list[np.ndarray | None]) -> list[tuple[np.ndarray, float]]:
+        """Run one env step per target from ``state`` (None holds the agent where it is).
 
         Returns:
-            The block's position and angle and the agent's position after the last step.
+            The block's position and angle after each step.
         """
         agent, block = self.agent, self.block
         agent.position, agent.velocity = tuple(state["agent"]), tuple(state["agent_velocity"])
@@ -168,27 +172,31 @@ class PhysicsCopy:
         block.velocity, block.angular_velocity = tuple(state["block_velocity"]), state["angular_velocity"]
         self.space.remove(*self.shapes)  # drops the contacts cached by the previous rollout
         self.space.add(*self.shapes)
+        poses = []
         for target in targets:
             tx, ty = agent.position if target is None else target
             for _ in range(SUBSTEPS):
                 (px, py), (vx, vy) = agent.position, agent.velocity
                 agent.velocity = (vx + (K_P * (tx - px) - K_V * vx) * DT, vy + (K_P * (ty - py) - K_V * vy) * DT)
                 self.space.step(DT)
-        return np.array(block.position), float(block.angle), np.array(agent.position)
+            poses.append((np.array(block.position), float(block.angle)))
+        return poses
 
 
 def _segments_clear(start: np.ndarray, ends: np.ndarray, position: np.ndarray, angle: float) -> np.ndarray:
-    """Whether the agent's disc can travel straight from ``start`` to each of ``ends`` (N, 2) without pressing the T.
+    """Whether the agent's disc can travel straight from ``start`` to each of ``ends`` (N, 2) clear of the T.
 
-    An agent that has just pushed starts in contact: it may slide along the edge (the shapes are frictionless), so
-    the clearance asked for is 0.5 px, or what the agent has now if less; its first 6 px are exempt.
+    Clear means CLEARANCE px of air, or as much as the segment's ends have if less: an agent that has just pushed
+    starts in contact and may slide along the edge (the shapes are frictionless), and a push's approach point is
+    GAP px from its edge. The first 6 px are exempt.
     """
     t = np.linspace(0.0, 1.0, 13)[1:]
     points = start + (ends[:, None, :] - start) * t[None, :, None]
     gaps = distance_to_tee(points.reshape(-1, 2), position, angle).reshape(len(ends), len(t))
-    needed = min(AGENT_RADIUS + 0.5, float(distance_to_tee(start[None], position, angle)[0]) - 0.25)
+    ends_gap = distance_to_tee(np.vstack([start[None], ends]), position, angle)
+    needed = np.minimum(AGENT_RADIUS + CLEARANCE, np.minimum(ends_gap[0], ends_gap[1:]) - 0.25)
     near = np.linalg.norm(points - start, axis=2) < 6.0
-    return np.all((gaps >= needed) | near, axis=1)
+    return np.all((gaps >= needed[:, None]) | near, axis=1)
 
 
 def _in_bounds(points: np.ndarray) -> np.ndarray:
@@ -208,7 +216,7 @@ def travel_field(agent: np.ndarray, position: np.ndarray, angle: float) -> np.nd
     A wavefront on a 12 px grid: it knows which way round the T is shorter and when a wall closes one way.
     """
     n = len(GRID)
-    free = (distance_to_tee(CELLS, position, angle) >= AGENT_RADIUS + 3.0).reshape(n, n)
+    free = (distance_to_tee(CELLS, position, angle) >= AGENT_RADIUS + CLEARANCE + 2.0).reshape(n, n)
     near = np.linalg.norm(CELLS - agent, axis=1).reshape(n, n)
     seeds = free & (near < 1.5 * CELL)
     if not seeds.any():
@@ -290,7 +298,7 @@ def plan_action(state: dict[str, Any]) -> np.ndarray:
             field = travel_field(agent, position, angle)
             costs, cells = _lookup(field, rays)
             costs = costs + np.array([0.0, 6.0, 12.0, 18.0, 24.0])
-            travel = np.where(docked, 0.0, costs.min(1))
+            travel = np.where(docked, 0.0, np.minimum(costs.min(1), 1e6))  # 1e6: no way there
             score = np.where(np.isfinite(score), score / (1.0 + travel / TRAVEL_SCALE), -np.inf)
             continue
         if not docked[best]:
@@ -314,16 +322,16 @@ def _refine(sim: PhysicsCopy, state: dict[str, Any], contact: np.ndarray,
     """The push depth at ``contact`` whose simulated outcome lands nearest the goal, and that outcome's error norm.
 
     Each depth is simulated for one step of pushing and one of letting the agent stop (its momentum carries on);
-    an outcome already near success after the first step is judged there, since the episode would end.
+    a push whose first step already covers the goal wins outright (the episode ends there), the most covering first.
     """
     goal = state["goal"]
     results = []
     for d in DEPTHS:
         target = np.clip(contact + normal * (AGENT_RADIUS - d), LOW - 20.0, HIGH + 20.0)
-        after, after_angle, _ = sim.rollout(state, [target])
-        first = float(np.linalg.norm(pose_error(after, after_angle, goal)))
-        after, after_angle, _ = sim.rollout(state, [target, None])
-        settled = float(np.linalg.norm(pose_error(after, after_angle, goal)))
-        results.append((settled if first > 1.5 else first, d, target))
+        (first_pose, first_angle), (settled_pose, settled_angle) = sim.rollout(state, [target, None])
+        first = float(np.linalg.norm(pose_error(first_pose, first_angle, goal)))
+        covered = coverage(first_pose, first_angle, goal) if first < 10.0 else 0.0
+        settled = float(np.linalg.norm(pose_error(settled_pose, settled_angle, goal)))
+        results.append((-covered if covered > SUCCESS_COVERAGE else settled, d, target))
     cost, _, target = min(results, key=lambda r: r[0])
     return cost, target
