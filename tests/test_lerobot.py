@@ -12,7 +12,10 @@ from lerobench.errors import ConfigError
 from lerobench.policies.base import PolicyContext, policy_traits
 from lerobench.policies.lerobot_policy import camera_for_feature
 from lerobench.policies.loading import load_policy
-from lerobench.suite.registry import load_suite
+from lerobench.suite.registry import get_backend, load_suite
+
+MW_ALIASES = get_backend("metaworld").camera_aliases
+LIBERO_ALIASES = get_backend("libero").camera_aliases
 
 pytestmark = pytest.mark.sim  # every test here drives a real simulator
 
@@ -59,8 +62,10 @@ def save_tiny_act(directory, state_dim=39, action_dim=4, image_key=None, image_h
 
 def context(cameras=(), state_dim=39, backend="metaworld"):
     suite = load_suite("smoke")
+    facts = get_backend(backend)
     return PolicyContext(suite=suite.name, backend=backend, tasks=suite.tasks, action_dim=4, state_dim=state_dim,
-                         cameras=cameras, image_size=(64, 64))
+                         cameras=cameras, image_size=(64, 64), camera_aliases=facts.camera_aliases,
+                         partial_states=facts.partial_states)
 
 
 def observation(n, starts, seed=0, cameras=()):
@@ -73,13 +78,13 @@ def observation(n, starts, seed=0, cameras=()):
 
 
 def test_camera_names():
-    assert camera_for_feature("observation.image", "metaworld", METAWORLD_CAMERAS) == "corner2"
-    assert camera_for_feature("observation.images.image", "metaworld", METAWORLD_CAMERAS) == "corner2"
-    assert camera_for_feature("observation.images.topview", "metaworld", METAWORLD_CAMERAS) == "topview"
+    assert camera_for_feature("observation.image", MW_ALIASES, METAWORLD_CAMERAS) == "corner2"
+    assert camera_for_feature("observation.images.image", MW_ALIASES, METAWORLD_CAMERAS) == "corner2"
+    assert camera_for_feature("observation.images.topview", MW_ALIASES, METAWORLD_CAMERAS) == "topview"
     libero = ("agentview", "robot0_eye_in_hand")
-    assert camera_for_feature("observation.images.image", "libero", libero) == "agentview"
-    assert camera_for_feature("observation.images.image2", "libero", libero) == "robot0_eye_in_hand"
-    assert camera_for_feature("observation.images.front", "libero", libero) is None
+    assert camera_for_feature("observation.images.image", LIBERO_ALIASES, libero) == "agentview"
+    assert camera_for_feature("observation.images.image2", LIBERO_ALIASES, libero) == "robot0_eye_in_hand"
+    assert camera_for_feature("observation.images.front", LIBERO_ALIASES, libero) is None
 
 
 def test_eval_smoke_through_cli(tmp_path):

@@ -102,6 +102,12 @@ class Backend(Protocol):
     within them, and ``--perturb action_noise=σ`` is σ times the half-width."""
     perturbations: tuple[str, ...]
     """The ``--perturb`` names this backend can honour (``envs/perturb.py``); others are refused before the run."""
+    camera_aliases: Mapping[str, str]
+    """Names other tools give this backend's cameras (LeRobot's env keys: LIBERO's ``image`` / ``image2``) -> the
+    lerobench camera; ``image`` is the main camera, what a single ``observation.image`` reads."""
+    partial_states: tuple[int, ...]
+    """Shorter states other tools hand their policies, as a prefix of ``state()``: Meta-World's 4 (LeRobot's
+    ``agent_pos = obs[:4]``); a LeRobot ``observation.state`` of one of these sizes reads that prefix."""
     experts: Mapping[str, str]
     """Policies made for this benchmark, by ``--policy`` name: ``"module:factory"`` (imported only when asked for).
     Its scripted experts live in ``lerobench/policies/experts/``; the loader finds them here, so a new benchmark
@@ -157,6 +163,9 @@ class BackendDefaults:
     """The generic perturbations; a MuJoCo backend whose simulator has ``mujoco_model()`` adds camera_shift, light."""
     experts: Mapping[str, str] = {}
     """No policies of its own."""
+    camera_aliases: Mapping[str, str] = {}
+    """No other names: ``observation.images.<camera>`` by lerobench's name, a single image is the first camera."""
+    partial_states: tuple[int, ...] = ()
 
     def missing_assets(self) -> list[str]:
         """No asset folders to check (a backend whose simulator ships files overrides this)."""

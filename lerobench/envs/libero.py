@@ -566,6 +566,12 @@ class LiberoBackend(BackendDefaults):
     task_template: bool = True
     """Workers fork from a per-task template process that built the scene once (``envs/template.py``)."""
 
+    camera_aliases = {
+        "image": "agentview", "image2": "robot0_eye_in_hand",  # LeRobot's LiberoEnv naming
+        "agentview_image": "agentview", "robot0_eye_in_hand_image": "robot0_eye_in_hand",
+        "wrist_image": "robot0_eye_in_hand", "wrist": "robot0_eye_in_hand",
+    }
+    """LeRobot's and LIBERO's own names for the two cameras (``image`` is the main one)."""
     experts = {
         "libero-expert": "lerobench.policies.experts.libero:make_libero_expert",
         "libero-expert-chunks": "lerobench.policies.experts.libero:make_libero_expert_chunks",

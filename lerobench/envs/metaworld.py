@@ -247,6 +247,10 @@ class MetaWorldBackend(BackendDefaults):
     packages = ("mujoco", "metaworld", "gymnasium")
     """Distributions whose versions are the simulator fingerprint (``lerobench/envs/fingerprint.py``)."""
 
+    camera_aliases = {"image": "corner2"}
+    """LeRobot's MetaworldEnv renders corner2 as its one image."""
+    partial_states = (4,)
+    """LeRobot's MetaworldEnv gives its policies ``agent_pos = obs[:4]`` (hand position and gripper)."""
     experts = {
         "metaworld-expert": "lerobench.policies.experts.metaworld:make_metaworld_expert",
         "metaworld-expert-chunks": "lerobench.policies.experts.metaworld:make_metaworld_expert_chunks",

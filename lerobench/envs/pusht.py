@@ -132,6 +132,8 @@ class PushTBackend(BackendDefaults):
     preload_modules = ("pygame", "pymunk", "shapely", "cv2")
     packages = ("gym-pusht", "pymunk", "pygame", "shapely", "opencv-python", "gymnasium")
     """Distributions whose versions are the simulator fingerprint (``lerobench/envs/fingerprint.py``)."""
+    camera_aliases = {"image": POLICY_CAMERA, "pixels": POLICY_CAMERA}
+    """gym-pusht's ``pixels``, LeRobot's ``observation.image``."""
     experts = {
         "pusht-expert": "lerobench.policies.experts.pusht:make_pusht_expert",
         "pusht-expert-noisy": "lerobench.policies.experts.pusht:make_pusht_expert_noisy",

@@ -168,6 +168,10 @@ class RunPlan:
     """The backend's own dataset file format, which ``--record`` writes (None: lerobench's layout)."""
     action_bounds: tuple[float, float] = (-1.0, 1.0)
     """The backend's action space per dimension (``Backend.action_bounds``)."""
+    camera_aliases: dict[str, str] = field(default_factory=dict)
+    """The backend's other names for its cameras (``Backend.camera_aliases``), for policies saved by other tools."""
+    partial_states: tuple[int, ...] = ()
+    """The backend's ``partial_states``."""
     checked: CheckedPolicies = field(default_factory=CheckedPolicies, repr=False, compare=False)
     """The run's batch-invariance bookkeeping: each policy object checked once, at its first call."""
 
@@ -240,6 +244,7 @@ class RunPlan:
             state_dim=self.state_dim, cameras=self.protocol.cameras, image_size=self.protocol.image_size,
             seed=s.seed, device=s.device, call_width=s.call_width, backend_options=self.backend_options,
             replan_steps=s.replan_steps, delay_steps=s.delay_steps, action_bounds=self.action_bounds,
+            camera_aliases=self.camera_aliases, partial_states=self.partial_states,
         )
 
     def env_spec(self, task: TaskSpec, cameras: tuple[str, ...], record_camera: str | None,
@@ -473,7 +478,8 @@ def make_plan(settings: RunSettings) -> RunPlan:
                    n_init_states=s.suite.init_states or backend.n_init_states,
                    unrendered_step_ms=backend.unrendered_step_ms, control_fps=fps or 20.0,
                    dataset_layout=backend.dataset_layout,
-                   action_bounds=(float(backend.action_bounds[0]), float(backend.action_bounds[1])))
+                   action_bounds=(float(backend.action_bounds[0]), float(backend.action_bounds[1])),
+                   camera_aliases=dict(backend.camera_aliases), partial_states=tuple(backend.partial_states))
 
 
 def _check_perturbations(s: RunSettings, backend: Any) -> None:

@@ -45,6 +45,7 @@ checks it on its first call and records what it found (``results.json`` ``config
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -114,6 +115,10 @@ class PolicyContext:
     """``--delay-steps``: d, or ``"measured"``; a chunk must then cover the delay plus the executed actions."""
     action_bounds: tuple[float, float] = (-1.0, 1.0)
     """(low, high) of each action dimension in the simulator's units (PushT: target positions in [0, 512])."""
+    camera_aliases: Mapping[str, str] = field(default_factory=dict)
+    """The backend's ``camera_aliases``: other tools' names for its cameras (``image``: the main one)."""
+    partial_states: tuple[int, ...] = ()
+    """The backend's ``partial_states``: prefixes of the state other tools hand their policies (Meta-World's 4)."""
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,7 @@ import json
 import threading
 import warnings
 from collections import deque
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -92,16 +93,6 @@ _HISTORY_TYPES = ("diffusion",)
 # Types that draw random numbers at inference (the flow types, and diffusion's DDPM/DDIM sampling).
 _STOCHASTIC_TYPES = (*_FLOW_TYPES, "diffusion", "vqbet")
 
-# LeRobot's names of simulator cameras -> lerobench camera names, per backend.
-_CAMERA_ALIASES: dict[str, dict[str, str]] = {
-    "libero": {
-        "image": "agentview", "image2": "robot0_eye_in_hand",  # LeRobot's LiberoEnv naming
-        "agentview_image": "agentview", "robot0_eye_in_hand_image": "robot0_eye_in_hand",
-        "wrist_image": "robot0_eye_in_hand", "wrist": "robot0_eye_in_hand",
-    },
-    "metaworld": {"image": "corner2"},  # LeRobot's MetaworldEnv renders corner2
-}
-_SINGLE_IMAGE_DEFAULT = {"libero": "agentview", "metaworld": "corner2"}  # for ``observation.image``
 
 
 
@@ -162,21 +153,22 @@ def _fixed_delay(context: PolicyContext) -> int:
     return 0 if delay == MEASURED else int(delay)
 
 
-def camera_for_feature(key: str, backend: str, cameras: tuple[str, ...]) -> str | None:
+def camera_for_feature(key: str, aliases: Mapping[str, str], cameras: tuple[str, ...]) -> str | None:
     """The lerobench camera feeding LeRobot image feature ``key``, or None if none fits.
 
-    ``observation.images.<cam>`` with a lerobench camera name is that camera; LeRobot's simulator names
-    (LIBERO: ``image`` = agentview, ``image2`` = wrist; Meta-World: ``image`` = corner2) are mapped; a
-    single ``observation.image`` is the backend's main camera (agentview, corner2) or else the first.
+    ``observation.images.<cam>`` with a lerobench camera name is that camera; the backend's ``camera_aliases``
+    (LeRobot's simulator names: LIBERO's ``image`` = agentview, ``image2`` = wrist; Meta-World's ``image`` =
+    corner2) are mapped; a single ``observation.image`` is the backend's main camera (its alias ``image``) or
+    else the first.
     """
     if key == "observation.image":
-        default = _SINGLE_IMAGE_DEFAULT.get(backend)
+        default = aliases.get("image")
         return default if default in cameras else (cameras[0] if cameras else None)
     if key.startswith("observation.images."):
         name = key[len("observation.images."):]
         if name in cameras:
             return name
-        alias = _CAMERA_ALIASES.get(backend, {}).get(name)
+        alias = aliases.get(name)
         return alias if alias in cameras else None
     return None
 
@@ -196,7 +188,7 @@ def declared_needs(spec: str, context: PolicyContext) -> ObservationNeeds | None
         visual = [key for key, feature in features.items() if feature.get("type") == "VISUAL"]
     except AttributeError:  # not the objects LeRobot writes
         return None
-    cameras = [camera_for_feature(key, context.backend, context.cameras) for key in visual]
+    cameras = [camera_for_feature(key, context.camera_aliases, context.cameras) for key in visual]
     if any(camera is None for camera in cameras):
         return None
     return ObservationNeeds(cameras=tuple(dict.fromkeys(c for c in cameras if c is not None)))
@@ -319,7 +311,7 @@ class LeRobotPolicy:
             kind = getattr(feature.type, "value", str(feature.type))
             shape = tuple(feature.shape)
             if kind == "VISUAL":
-                camera = camera_for_feature(key, context.backend, context.cameras)
+                camera = camera_for_feature(key, context.camera_aliases, context.cameras)
                 if camera is None:
                     raise ConfigError(
                         f"{where} consumes image {key!r}, which matches no camera of suite {context.suite!r} "
@@ -327,8 +319,7 @@ class LeRobotPolicy:
                 self.image_keys[key] = camera
             elif kind in ("STATE", "ENV") and key in ("observation.state", "observation.environment_state"):
                 dim = shape[-1] if shape else 0
-                if dim == context.state_dim or (context.backend == "metaworld" and key == "observation.state"
-                                                and dim == 4):
+                if dim == context.state_dim or (key == "observation.state" and dim in context.partial_states):
                     self.state_slices[key] = dim
                 else:
                     raise ConfigError(f"{where} consumes a {dim}-D {key!r}, but suite {context.suite!r} "

@@ -67,7 +67,9 @@ def suite_context(suite: str, protocol: str | None = None, seed: int = 0, device
     return PolicyContext(suite=s.name, backend=s.backend, tasks=s.tasks, action_dim=backend.action_dim,
                          state_dim=backend.state_dim, cameras=proto.cameras, image_size=proto.image_size,
                          seed=seed, device=device, call_width=call_width,
-                         backend_options=dict(s.backend_options))
+                         backend_options=dict(s.backend_options), action_bounds=(float(backend.action_bounds[0]),
+                                                                          float(backend.action_bounds[1])),
+                         camera_aliases=dict(backend.camera_aliases), partial_states=tuple(backend.partial_states))
 
 
 class PolicyServer:

@@ -24,7 +24,8 @@ BACKEND_ATTRIBUTES = ("name", "extra", "state_dim", "action_dim", "n_init_states
                       "unrendered_step_ms", "control_fps", "preload_modules", "packages", "missing_assets",
                       "check_suite", "check_installed", "make_simulator",
                       "task_template", "make_template", "from_template", "dataset_layout", "dataset_attrs",
-                      "action_bounds", "perturbations", "experts")
+                      "action_bounds", "perturbations", "experts",
+                      "camera_aliases", "partial_states")
 """Everything a ``Backend`` declares (``get_backend`` checks them once; the protocol is ``envs.base.Backend``)."""
 
 def suites_dir() -> Path:
