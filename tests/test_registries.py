@@ -39,7 +39,8 @@ def test_a_backend_that_does_not_declare_its_facts_is_refused_naming_them(monkey
     with pytest.raises(ConfigError, match="does not declare n_init_states, max_episode_steps, unrendered_step_ms, "
                                           "control_fps, preload_modules, packages, missing_assets, check_suite, "
                                           "task_template, make_template, from_template, dataset_layout, "
-                                          "dataset_attrs, action_bounds, perturbations, experts: "
+                                          "dataset_attrs, action_bounds, perturbations, experts, camera_aliases, "
+                                              "partial_states: "
                                           "subclass "
                                           "lerobench.envs.base.BackendDefaults"):
         get_backend("half_backend:BACKEND")
