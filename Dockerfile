@@ -29,7 +29,7 @@ COPY pyproject.toml ./
 RUN mkdir -p lerobench suites && touch lerobench/__init__.py README.md \
  && echo '__version__ = "0.0.0"' > lerobench/_version.py \
  && pip install --upgrade pip \
- && pip install ".[metaworld,libero]" \
+ && pip install ".[metaworld,libero,pusht]" \
  && pip uninstall -y lerobench \
  && rm -rf lerobench suites README.md
 

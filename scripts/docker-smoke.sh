@@ -44,6 +44,10 @@ docker run --rm "$image" sh -c 'lerobench eval --suite smoke_libero --max-errors
 
 # Negative control: the smoke must be able to fail. The same image without GLib (the system library whose absence
 # once broke every LIBERO reset while the smoke "passed") must fail the LIBERO smoke with exit 3.
+step "lerobench eval --suite pusht --episodes 1 --max-errors 0 (PushT: the privileged expert's episode must succeed)"
+docker run --rm "$image" sh -c 'lerobench eval --suite pusht --episodes 1 --max-errors 0 --output /tmp/pusht "$@" \
+    && python docker/require-success.py /tmp/pusht' sh ${LEROBENCH_SMOKE_ARGS:-}
+
 step "negative control: $image without libglib/libgthread must fail the LIBERO smoke with exit 3"
 broken="$image-no-glib"
 printf 'FROM %s\nRUN rm -f /usr/lib/*-linux-gnu/libgthread-2.0.so.0* /usr/lib/*-linux-gnu/libglib-2.0.so.0*\n' "$image" \
@@ -58,4 +62,4 @@ if [ "$code" -ne 3 ]; then
     echo "docker-smoke: error: the smoke did not fail on a broken image (exit $code, expected 3)" >&2
     exit 1
 fi
-step "PASSED in $(( $(date +%s) - start )) s (Meta-World and LIBERO without episode errors; a broken image fails)"
+step "PASSED in $(( $(date +%s) - start )) s (Meta-World, LIBERO and PushT without episode errors; a broken image fails)"
