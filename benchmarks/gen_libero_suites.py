@@ -90,7 +90,7 @@ def libero_tasks(suite: str) -> list[tuple[str, str]]:
 
 
 def suite_text(name: str, suite: str, tasks: list[tuple[str, str]], episodes: int = 50,
-               max_steps: int | None = None, description: str | None = None, policy: str = "zero") -> str:
+               max_steps: int | None = None, description: str | None = None, policy: str = "libero-expert") -> str:
     """One suite's TOML; ``policy``: its default (the five suites and the smoke: the privileged expert)."""
     default_description, steps, lerobot_steps = SUITES[suite]
     if max_steps is not None:  # a shortened (smoke) suite keeps LeRobot's image size only
@@ -230,6 +230,13 @@ def _task_lines(tasks: list[tuple[str, str]]) -> str:
     return f"tasks = [\n{lines}\n]\n"
 
 
+NO_DEFAULT_POLICY = {
+    "libero_study_table": "no built-in policy can succeed: libero-expert refuses its task 0 (it moves a fixture); "
+                          "pass --policy",
+}
+"""LIBERO-PRO suites whose default is no policy: ``--policy`` is required (the expert is every other one's)."""
+
+
 def pro_suite_text(name: str, base: str | None, description: str, tasks: list[tuple[str, str]], init_states: int,
                    notes: list[str], backend_options: str, memory: int) -> str:
     """One LIBERO-PRO (or control) suite: the base suite's protocols, the family's tasks and init-state count."""
@@ -239,6 +246,8 @@ def pro_suite_text(name: str, base: str | None, description: str, tasks: list[tu
     text = text.replace(f'backend_options = {{ suite = "{base or "libero_10"}" }}\n',
                         f"backend_options = {backend_options}\nfamily = \"libero-pro\"\ninit_states = {init_states}\n")
     text = text.replace("fixed init state i % 50", f"fixed init state i % {init_states}")
+    if name in NO_DEFAULT_POLICY:
+        text = text.replace('default_policy = "libero-expert"', f'default_policy = ""  # {NO_DEFAULT_POLICY[name]}')
     extra = "".join(f"\n{note}" for note in notes)
     return text.replace('per task instead of 50."""', f'per task instead of 50.{extra}"""')
 

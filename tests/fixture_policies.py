@@ -110,7 +110,7 @@ def make_unsafe_copy(context):
 
 def make_camera_expert(context):
     """Meta-World's expert, but declaring a camera: episodes of different lengths in one batch, with images."""
-    from lerobench.policies.builtin import make_metaworld_expert
+    from lerobench.policies.experts.metaworld import make_metaworld_expert
 
     expert = make_metaworld_expert(context)
     expert.observation_needs = ObservationNeeds(cameras=context.cameras[:1])
@@ -119,7 +119,7 @@ def make_camera_expert(context):
 
 def make_late_expert(context):
     """Meta-World's expert from trial 1 on; trial 0 holds still (fails): every episode succeeds within 2 trials."""
-    from lerobench.policies.builtin import make_metaworld_expert
+    from lerobench.policies.experts.metaworld import make_metaworld_expert
 
     expert = make_metaworld_expert(context)
     act = expert.select_action
@@ -246,7 +246,7 @@ class NoisyExpertChunk:
 
     def __init__(self, context, chunk=10, sigma=0.3):
         from lerobench.policies.base import PolicyTraits
-        from lerobench.policies.builtin import make_metaworld_expert
+        from lerobench.policies.experts.metaworld import make_metaworld_expert
 
         self.expert = make_metaworld_expert(context)
         self.chunk, self.sigma = chunk, sigma
@@ -398,7 +398,7 @@ class _SlowChunks:
     latency_s = 0.05
 
     def __init__(self, context):
-        from lerobench.policies.builtin import make_metaworld_expert_chunks
+        from lerobench.policies.experts.metaworld import make_metaworld_expert_chunks
 
         self.inner = make_metaworld_expert_chunks(context)
         self.observation_needs = self.inner.observation_needs
@@ -499,7 +499,7 @@ def make_budget_reporter(context):
     import os
     from pathlib import Path
 
-    from lerobench.policies.builtin import make_metaworld_expert
+    from lerobench.policies.experts.metaworld import make_metaworld_expert
     from lerobench.policies.width import call_cores
 
     expert = make_metaworld_expert(context)
@@ -524,7 +524,7 @@ def make_key_auditor(context):
     import os
     from pathlib import Path
 
-    from lerobench.policies.builtin import make_metaworld_expert_chunks
+    from lerobench.policies.experts.metaworld import make_metaworld_expert_chunks
 
     policy = make_metaworld_expert_chunks(context)
     policy.observation_needs = ObservationNeeds(cameras=context.cameras[:1])

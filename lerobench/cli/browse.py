@@ -60,10 +60,12 @@ def show(suite: str = typer.Argument(..., metavar="SUITE", help="Suite name or p
     try:
         s = load_suite(suite)
         fps = control_fps(s)
+        policies = _policies(s.backend)
     except LerobenchError as exc:
         fail(exc)
     if as_json:
         print_json({**_suite_summary(s), "control_fps": fps, "worker_memory_mb": s.worker_memory_mb,
+                    "default_policy": s.default_policy, "policies": policies,
                      "source": str(s.source), "notes": s.notes,
                      "protocols": {name: asdict(p) for name, p in s.protocols.items()},
                      "task_list": [{"index": t.index, "name": t.name, "group": t.group,
@@ -72,6 +74,9 @@ def show(suite: str = typer.Argument(..., metavar="SUITE", help="Suite name or p
     console.print(f"[bold]{s.name}[/] ({s.backend}): {s.description}")
     console.print(f"episodes/task {s.episodes_per_task}, control {'?' if fps is None else f'{fps:g}'} Hz, "
                   f"{s.worker_memory_mb} MB per worker, source {s.source}", soft_wrap=True)  # path kept whole
+    console.print(f"default policy {s.default_policy or 'none: pass --policy'}; built-in policies here: "
+                  f"{', '.join(policies)}",
+                  highlight=False, soft_wrap=True)
     if s.trials > 1:
         console.print(f"trials/episode {s.trials} (--trials): attempts from the same start, policy memory kept; "
                       f"see docs/trials.md", highlight=False)
@@ -87,3 +92,10 @@ def show(suite: str = typer.Argument(..., metavar="SUITE", help="Suite name or p
     for t in s.tasks:
         table.add_row(str(t.index), t.name, t.group or "", t.description)
     print_names_table(table)
+
+
+def _policies(backend: str) -> list[str]:
+    """The built-in ``--policy`` names that run on ``backend``'s suites (the baselines, then its experts)."""
+    from lerobench.policies.loading import policy_names
+
+    return policy_names(backend)

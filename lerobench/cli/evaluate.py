@@ -277,8 +277,9 @@ def evaluate(
     suite: str = typer.Option(..., "--suite", "-s", help="Suite name (see `lerobench list`) or a TOML path."),
     policy: str | None = typer.Option(
         None, "--policy", "-p",
-        help="random | zero | metaworld-expert | metaworld-expert-chunks | metaworld-expert-blend | "
-             "metaworld-adaptive-reach | libero-expert | libero-expert-chunks | libero-expert-blend | "
+        help="random | zero | a benchmark's own (metaworld-expert, metaworld-expert-chunks, metaworld-expert-blend, "
+             "metaworld-adaptive-reach, libero-expert, libero-expert-chunks, libero-expert-blend, pusht-expert, "
+             "pusht-expert-noisy, pusht-expert-chunks; `lerobench show SUITE` lists a suite's) | "
              "module.path:factory | ws://host:port | lerobot:<dir>. Default: the suite's default policy."),
     episodes: int | None = cli_option("episodes"),
     tasks: str | None = typer.Option(
@@ -355,7 +356,7 @@ def _evaluate(declared: dict[str, Any], flags: dict[str, Any]) -> None:
             from lerobench.policies.loading import absolute_spec
 
             settings = RunSettings(**{
-                **declared, "suite": s, "policy": absolute_spec(policy or s.default_policy), "output": out,
+                **declared, "suite": s, "policy": absolute_spec(s.chosen_policy(policy)), "output": out,
                 "unique_output": output is None, "formats": tuple(flags["formats"]), "command": tuple(sys.argv),
                 "shard": parse_shard(flags["shard"]), "perturb": parse_perturbations(flags["perturb"])})
             evaluation = Evaluation(settings)

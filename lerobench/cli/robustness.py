@@ -126,7 +126,7 @@ def robustness(
             planned = plan_families(narrowed, full, [f for f in families.split(",") if f.strip()], output, load_suite)
             from lerobench.policies.loading import absolute_spec
 
-            chosen = absolute_spec(policy or full.default_policy)
+            chosen = absolute_spec(full.chosen_policy(policy))
             arms = unique_arms(planned)
             for i, arm in enumerate(arms, start=1):
                 settings = RunSettings(

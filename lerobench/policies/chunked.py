@@ -33,7 +33,7 @@ class ExpertChunks:
     traits = PolicyTraits(replicable=True, batchable=True, batch_invariant=True)
 
     def __init__(self, expert: Policy):
-        """``expert``: Meta-World's scripted expert (``lerobench.policies.builtin.MetaWorldExpertPolicy``)."""
+        """``expert``: Meta-World's scripted expert (``lerobench.policies.experts.metaworld.MetaWorldExpertPolicy``)."""
         self.expert = expert
 
     def reset(self) -> None:

@@ -75,7 +75,18 @@ class Suite:
     """Named protocols; ``standard`` is the default."""
     video_camera: str | None = None
     """Camera used to record videos."""
-    default_policy: str = "random"
+    default_policy: str | None = "random"
+    """Policy used without ``--policy``; None (``default_policy = ""`` in the file): none can succeed on every task,
+    so ``--policy`` is required."""
+
+    def chosen_policy(self, given: str | None) -> str:
+        """``given``, else the suite's default; a ``ConfigError`` naming the suite when it has none."""
+        if given:
+            return given
+        if self.default_policy is None:
+            raise ConfigError(f"suite {self.name!r} has no default policy (no built-in policy can succeed on all its "
+                              f"tasks: see `lerobench show {self.name}`); pass --policy")
+        return self.default_policy
     notes: str = ""
     source: Path | None = None
     backend_options: dict[str, Any] = field(default_factory=dict)
@@ -265,7 +276,7 @@ def parse_suite(data: dict[str, Any], source: Path | str) -> Suite:
         worker_memory_mb=memory,
         protocols=protocols,
         video_camera=_typed(source, "video_camera", data.get("video_camera"), (str, type(None))),
-        default_policy=_typed(source, "default_policy", data.get("default_policy", "random"), str),
+        default_policy=_typed(source, "default_policy", data.get("default_policy", "random"), str) or None,
         notes=_typed(source, "notes", data.get("notes", ""), str),
         source=Path(source),
         backend_options=_typed(source, "backend_options", data.get("backend_options", {}), dict),
