@@ -37,7 +37,9 @@ SUCCESS_COVERAGE = 0.955
 """Coverage a simulated push must reach to count as a success (gym-pusht's 0.95, with room for the copy's error)."""
 TRAVEL_SCALE = 120.0
 """A push whose approach needs this much travel counts half as much as one the agent is already at."""
-CLEARANCE = 5.0
+STRETCH = 60.0
+"""How far beyond an intermediate waypoint the agent is aimed (PD control slows down as it nears its target)."""
+CLEARANCE = 8.0
 """Air (px) kept between the agent and the T while travelling: room for the agent's lag behind its target."""
 
 
@@ -266,6 +268,43 @@ def _path(field: np.ndarray, cell: np.ndarray) -> list[np.ndarray]:
     return path
 
 
+_SUB = np.array([[1.0 - K_P * DT * DT, DT * (1.0 - K_V * DT)], [-K_P * DT, 1.0 - K_V * DT]])
+"""One physics substep of the agent's PD loop on (position, velocity) along one axis, target 0 (semi-implicit Euler)."""
+_SUB_TARGET = np.array([K_P * DT * DT, K_P * DT])
+_STEP = np.linalg.matrix_power(_SUB, SUBSTEPS)
+_STEP_TARGET = sum(np.linalg.matrix_power(_SUB, SUBSTEPS - 1 - k) @ _SUB_TARGET for k in range(SUBSTEPS))
+"""One env step of the same loop: state' = _STEP @ state + _STEP_TARGET * target."""
+
+
+def _arrive(agent: np.ndarray, velocity: np.ndarray, point: np.ndarray, position: np.ndarray,
+            angle: float) -> np.ndarray | None:
+    """This step's target of the shortest plan (2 to 5 steps) that stops the agent exactly at ``point``, or None.
+
+    The agent's PD loop is linear, so the targets that bring it to rest at ``point`` after N steps (the ones nearest
+    ``point``) follow in closed form; a plain target at ``point`` would take ~5 steps to get within a pixel. A plan
+    counts only if its targets are in the workspace and its path keeps clear of the T.
+    """
+    start = np.stack([agent - point, velocity])  # rows: position, velocity; columns: x, y
+    end_gap = float(distance_to_tee(point[None], position, angle)[0])
+    needed = min(AGENT_RADIUS + CLEARANCE, end_gap, float(distance_to_tee(agent[None], position, angle)[0])) - 0.5
+    for steps in range(2, 6):
+        inputs = np.column_stack([np.linalg.matrix_power(_STEP, steps - 1 - k) @ _STEP_TARGET for k in range(steps)])
+        offsets = -np.linalg.pinv(inputs) @ np.linalg.matrix_power(_STEP, steps) @ start  # (steps, 2)
+        targets = point + offsets
+        if not ((targets >= 0.0) & (targets <= 512.0)).all():
+            continue
+        state, path = start.copy(), []
+        for k in range(steps):
+            for _ in range(SUBSTEPS):
+                state = _SUB @ state + np.outer(_SUB_TARGET, offsets[k])
+                path.append(state[0])
+        path = np.array(path) + point
+        far = np.linalg.norm(path - agent, axis=1) >= 6.0
+        if (distance_to_tee(path[far], position, angle) >= needed).all() and _in_bounds(path).all():
+            return targets[0]
+    return None
+
+
 def plan_action(state: dict[str, Any]) -> np.ndarray:
     """The agent's next target position for one env's privileged ``state`` (see ``pusht.unpack``).
 
@@ -307,7 +346,15 @@ def plan_action(state: dict[str, Any]) -> np.ndarray:
             way = [rays[best, k] for k in range(entry + 1)] + _path(field, cells[best, entry])
             visible = _segments_clear(agent, np.array(way), position, angle)
             visible &= np.linalg.norm(np.array(way) - agent, axis=1) > 3.0
-            return way[int(np.argmax(visible))] if visible.any() else way[max(len(way) - 2, 0)]
+            pick = int(np.argmax(visible)) if visible.any() else max(len(way) - 2, 0)
+            if pick == 0:  # the approach point itself: arrive there fast, without momentum
+                arrival = _arrive(agent, state["agent_velocity"], way[0], position, angle)
+                return way[0] if arrival is None else arrival
+            heading = way[pick] - agent  # a waypoint to pass: aim beyond it so the agent keeps its speed
+            length = max(float(np.linalg.norm(heading)), 1e-9)
+            stretched = agent + heading / length * np.array([[min(2.0 * length, length + STRETCH)], [length]])
+            ok = _segments_clear(agent, stretched, position, angle) & _in_bounds(stretched)
+            return stretched[int(np.argmax(ok))] if ok.any() else way[pick]
         sim = sim or PhysicsCopy()
         cost, target = _refine(sim, state, contacts[best], normals[best])
         if cost < now - 0.05:
