@@ -153,6 +153,16 @@ def _fixed_delay(context: PolicyContext) -> int:
     return 0 if delay == MEASURED else int(delay)
 
 
+def _newer_hint(exc: BaseException) -> str:
+    """What to do when a config names fields the installed LeRobot does not know: it was saved by a newer one."""
+    if "not valid for" not in str(exc):
+        return ""
+    from importlib.metadata import version
+
+    return (f"; it was saved by a newer LeRobot than the installed {version('lerobot')}: evaluate it where that "
+            "LeRobot is installed (LeRobot 0.5+ needs Python 3.12; docs/lerobot.md)")
+
+
 def camera_for_feature(key: str, aliases: Mapping[str, str], cameras: tuple[str, ...]) -> str | None:
     """The lerobench camera feeding LeRobot image feature ``key``, or None if none fits.
 
@@ -213,7 +223,8 @@ class LeRobotPolicy:
         try:
             config = kept[1] if kept else lr["PreTrainedConfig"].from_pretrained(str(path))
         except Exception as exc:  # noqa: BLE001 - draccus/json errors: name the file
-            raise ConfigError(f"lerobot policy {path}: cannot read config.json ({type(exc).__name__}: {exc})") from exc
+            raise ConfigError(f"lerobot policy {path}: cannot read config.json ({type(exc).__name__}: {exc})"
+                              + _newer_hint(exc)) from exc
         config.device = device
         self.config = config
         self.type = config.type
