@@ -99,23 +99,6 @@ def test_same_episodes_at_batch_1_3_and_in_processes_with_a_policy_that_reads_th
     assert any(successes) and not all(successes)  # a comparison of episodes that succeed and fail
 
 
-def test_lerobot_diffusion_policy_runs_on_pusht_with_per_env_history_at_any_batch_size(tmp_path):
-    from lerobot_fixtures import save_tiny_diffusion
-
-    policy = save_tiny_diffusion(tmp_path / "diffusion", state_dim=2, action_dim=2, image_key="observation.image",
-                                 image_hw=(96, 96))
-    runs = {}
-    for name, extra in (("b1", ["--batch-size", "1"]), ("b4", ["--batch-size", "4", "--executor", "vector"]),
-                        ("proc", ["--executor", "processes", "--workers", "2"])):
-        result = run("--policy", f"lerobot:{policy}", "--episodes", "4", "--max-steps", "10", *extra,
-                     "--output", tmp_path / name)
-        assert result.exit_code == 0, result.output
-        runs[name] = outcomes(tmp_path / name)
-        assert json.loads((tmp_path / name / "results.json").read_text())["config"]["batch_invariant"] == "verified"
-    assert runs["b1"] == runs["b4"] == runs["proc"]
-    assert all(e["obs_parts"] == ["state", "top"] for e in episodes(tmp_path / "b1"))
-
-
 def test_a_setting_pusht_cannot_honour_is_refused_before_the_run(tmp_path):
     light = run("--perturb", "light=0.5", "--output", tmp_path / "a")
     assert light.exit_code == 2 and "--perturb light" in light.output and "pusht" in light.output
