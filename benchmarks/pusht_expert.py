@@ -82,7 +82,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", default="0-99", help="seeds: '0-99', '3,17' or a mix")
     parser.add_argument("--max-steps", type=int, default=300)
-    parser.add_argument("--noisy", action="store_true", help="the degraded expert (action noise std 30)")
+    parser.add_argument("--noisy", action="store_true", help="the degraded expert (action noise std NOISE_STD)")
+    parser.add_argument("--noise-std", type=float, default=None, help="with --noisy: another noise std (px)")
     parser.add_argument("--video-dir", type=Path, default=None, help="write failed episodes here")
     args = parser.parse_args()
 
@@ -91,7 +92,8 @@ def main() -> None:
     from lerobench.policies.experts.pusht import NOISE_STD, NoisyPushTExpertPolicy
 
     assert len(PRIVILEGED_FIELDS) == 13
-    policy = NoisyPushTExpertPolicy(NOISE_STD) if args.noisy else PushTExpertPolicy()
+    std = NOISE_STD if args.noise_std is None else args.noise_std
+    policy = NoisyPushTExpertPolicy(std) if args.noisy else PushTExpertPolicy()
     policy.reset()
     kwargs = {"visualization_width": 384, "visualization_height": 384} if args.video_dir else {}
     env = PushTEnv(obs_type="state", render_mode="rgb_array", **kwargs)

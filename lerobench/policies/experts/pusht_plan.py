@@ -305,6 +305,26 @@ def _arrive(agent: np.ndarray, velocity: np.ndarray, point: np.ndarray, position
     return None
 
 
+def _walk(agent: np.ndarray, velocity: np.ndarray, way: list[np.ndarray], position: np.ndarray,
+          angle: float) -> np.ndarray:
+    """This step's target along ``way`` (a push's approach point first, then back down the path to the agent).
+
+    Heads for the furthest point of the way in sight; past a waypoint it aims beyond it, so the agent keeps its
+    speed, and at the approach point it stops dead with a closed-form PD plan (``_arrive``).
+    """
+    visible = _segments_clear(agent, np.array(way), position, angle)
+    visible &= np.linalg.norm(np.array(way) - agent, axis=1) > 3.0
+    pick = int(np.argmax(visible)) if visible.any() else max(len(way) - 2, 0)
+    if pick == 0:
+        arrival = _arrive(agent, velocity, way[0], position, angle)
+        return way[0] if arrival is None else arrival
+    heading = way[pick] - agent
+    length = max(float(np.linalg.norm(heading)), 1e-9)
+    stretched = agent + heading / length * np.array([[min(2.0 * length, length + STRETCH)], [length]])
+    ok = _segments_clear(agent, stretched, position, angle) & _in_bounds(stretched)
+    return stretched[int(np.argmax(ok))] if ok.any() else way[pick]
+
+
 def plan_action(state: dict[str, Any]) -> np.ndarray:
     """The agent's next target position for one env's privileged ``state`` (see ``pusht.unpack``).
 
@@ -344,17 +364,7 @@ def plan_action(state: dict[str, Any]) -> np.ndarray:
             assert field is not None and cells is not None
             entry = int(np.argmin(_lookup(field, rays[best])[0] + np.array([0.0, 6.0, 12.0, 18.0, 24.0])))
             way = [rays[best, k] for k in range(entry + 1)] + _path(field, cells[best, entry])
-            visible = _segments_clear(agent, np.array(way), position, angle)
-            visible &= np.linalg.norm(np.array(way) - agent, axis=1) > 3.0
-            pick = int(np.argmax(visible)) if visible.any() else max(len(way) - 2, 0)
-            if pick == 0:  # the approach point itself: arrive there fast, without momentum
-                arrival = _arrive(agent, state["agent_velocity"], way[0], position, angle)
-                return way[0] if arrival is None else arrival
-            heading = way[pick] - agent  # a waypoint to pass: aim beyond it so the agent keeps its speed
-            length = max(float(np.linalg.norm(heading)), 1e-9)
-            stretched = agent + heading / length * np.array([[min(2.0 * length, length + STRETCH)], [length]])
-            ok = _segments_clear(agent, stretched, position, angle) & _in_bounds(stretched)
-            return stretched[int(np.argmax(ok))] if ok.any() else way[pick]
+            return _walk(agent, state["agent_velocity"], way, position, angle)
         sim = sim or PhysicsCopy()
         cost, target = _refine(sim, state, contacts[best], normals[best])
         if cost < now - 0.05:
