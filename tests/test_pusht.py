@@ -154,6 +154,10 @@ def test_record_writes_the_episodes_the_policy_saw(tmp_path):
             assert group["observations/images/top"].shape == (steps[episode] + 1, 96, 96, 3)
             first, _ = gym.make("gym_pusht/PushT-v0", obs_type="pixels_agent_pos").reset(seed=episode)
             assert np.array_equal(group["observations/images/top"][0], first["pixels"])
+            progress = group["progress"][()]  # gym-pusht's coverage after every step
+            assert progress.shape == (steps[episode],) and progress[-1] == pytest.approx(
+                next(e["progress"] for e in episodes(tmp_path / "o") if e["episode"] == episode))
+            assert np.allclose(group["rewards"][()], np.minimum(progress / 0.95, 1.0), atol=1e-6)
 
 
 def test_a_run_killed_mid_way_resumes_to_the_uninterrupted_episodes(tmp_path):

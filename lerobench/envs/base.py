@@ -603,6 +603,8 @@ class LazyTaskEnv(gym.Env):
         terminated = self._success_now and self.spec_.stop_on_success
         truncated = not terminated and self._steps >= self.spec_.protocol.max_steps
         info: dict[str, Any] = {"success": self._success_now}
+        if self._progress is not None:
+            info["progress"] = self._progress
         if row is not None:
             info["dataset"] = row
         frame = self._frame(self._last_obs)

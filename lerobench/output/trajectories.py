@@ -26,6 +26,8 @@ class Trajectory:
         self.actions: list[np.ndarray] = []
         self.rewards: list[float] = []
         self.successes: list[bool] = []
+        self.progress: list[float] = []
+        """The task's progress after each step, where the backend defines it (PushT: coverage); else empty."""
         self.rows: list[dict[str, np.ndarray]] = []
         """The env's dataset rows (one per observation), when its backend has a dataset layout."""
 
@@ -37,11 +39,13 @@ class Trajectory:
         if row is not None:
             self.rows.append({key: np.array(value, copy=True) for key, value in row.items()})
 
-    def act(self, action: np.ndarray, reward: float, success: bool) -> None:
-        """Record the action taken from the last observation and what it led to."""
+    def act(self, action: np.ndarray, reward: float, success: bool, progress: float | None = None) -> None:
+        """Record the action taken from the last observation and what it led to (and the progress it made)."""
         self.actions.append(np.array(action, copy=True))
         self.rewards.append(float(reward))
         self.successes.append(bool(success))
+        if progress is not None:
+            self.progress.append(float(progress))
 
     def arrays(self) -> dict[str, np.ndarray]:
         """Stack into arrays (HDF5 dataset name -> array)."""
@@ -51,6 +55,8 @@ class Trajectory:
             "rewards": np.asarray(self.rewards, dtype=np.float32),
             "success": np.asarray(self.successes, dtype=bool),
         }
+        if self.progress and len(self.progress) == len(self.rewards):
+            data["progress"] = np.asarray(self.progress, dtype=np.float64)
         for cam, frames in self.images.items():
             data[f"observations/images/{cam}"] = np.stack(frames)
         return data

@@ -201,12 +201,13 @@ class EpisodeBook:
         self.feedback.stepped(rewards, infos, rows)
         if not self.trajectories.enabled:
             return
-        reported = info_mask(infos, "success")
+        reported, progressed = info_mask(infos, "success"), info_mask(infos, "progress")
         for i in np.flatnonzero(rows).tolist():
             trajectory = self.trajectory[i]
             if trajectory is not None:
                 success = bool(infos["success"][i]) if reported is not None and reported[i] else False
-                trajectory.act(actions[i], float(rewards[i]), success)
+                progress = float(infos["progress"][i]) if progressed is not None and progressed[i] else None
+                trajectory.act(actions[i], float(rewards[i]), success, progress)
 
     def batch(self, obs: dict[str, Any], rows: np.ndarray) -> dict[str, Any]:
         """The policy's observation batch of ``rows`` only (copied: the env's buffers change while it runs)."""
