@@ -3,8 +3,10 @@
 Why this works: gym-pusht's space has damping 0 (each body loses all its velocity every substep) and frictionless
 shapes, so the T moves quasi-statically, only while the agent presses on it and only along the contact normal.
 A push at a contact point therefore has a first-order effect that follows from the T's mass and moment (an impulse
-along the normal); that ranks where to push. The push itself is then chosen by simulating a few candidate depths
-on the planner's own copy of the physics, which is what makes the last few pixels and degrees come out right.
+along the normal); that ranks where to push. The agent walks there round the T on a grid (a travel field that knows
+the walls) and stops dead at the push's approach point (its PD loop is linear: a closed-form plan). The push itself
+is chosen by simulating a few candidate depths on the planner's own copy of the physics, which is what makes the
+last few pixels and degrees come out right.
 """
 
 from __future__ import annotations
@@ -25,8 +27,6 @@ ANGLE_SCALE = 62.0
 """Pixels per radian: 1 px of translation and 1/62 rad of rotation about the COG lose about the same coverage."""
 LOW, HIGH = 24.0, 488.0
 """Where the agent's centre may be sent: the walls are at 5 and 506, 2 px thick."""
-NAV_RADIUS = 100.0
-"""Circle about the COG the agent travels on to reach another side: clear of every corner of the T (77 px)."""
 GAP = 2.0
 """Distance between the agent and the T at a push's approach point."""
 K_P, K_V, DT, SUBSTEPS = 100.0, 20.0, 0.01, 10
