@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,9 +21,21 @@ from lerobench.suite.registry import get_backend, load_suite
 pytestmark = pytest.mark.sim  # every test here drives the real gym-pusht simulator
 runner = CliRunner()
 SUITE = load_suite("pusht")
-MIXED = ("--max-steps", "70")
-"""The expert's episodes 0-5 (seed 0) take 83, 94, 59, 48, 68 and 71 steps: at 70, some succeed and some fail."""
-LOOKING = "pusht_policies:make_looking_expert"
+LOOKING = f"{Path(__file__).parent / 'pusht_policies.py'}:make_looking_expert"
+"""By file: Ray's workers, which do not share pytest's ``sys.path``, load it too."""
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory):
+    """``--max-steps`` at which the camera-reading expert's episodes 0-5 both succeed and fail: the third shortest
+    episode's length, measured now (not a number tuned to today's expert)."""
+    out = tmp_path_factory.mktemp("lengths")
+    result = runner.invoke(app, ["eval", "--suite", "pusht", "--policy", LOOKING, "--episodes", "6", "--videos", "0",
+                                 "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    steps = sorted(e["steps"] for e in episodes(out) if e["success"])
+    assert len(steps) == 6 and steps[2] < steps[3], steps  # the expert solves them all, in different lengths
+    return ("--max-steps", str(steps[2]))
 
 
 def make_env(seed=0, cameras=(), max_steps=300, privileged=False):
@@ -87,14 +100,15 @@ def test_the_default_policy_is_the_privileged_expert_and_it_solves_pusht(tmp_pat
     assert results["config"]["protocol_settings"]["seeds"] == "lerobot"
 
 
-def test_same_episodes_at_batch_1_3_and_in_processes_with_a_policy_that_reads_the_camera(tmp_path):
+def test_same_episodes_at_batch_1_3_8_and_on_every_executor_with_a_policy_that_reads_the_camera(tmp_path, mixed):
     runs = {}
     for name, extra in (("b1", ["--batch-size", "1"]), ("b3", ["--batch-size", "3", "--executor", "vector"]),
-                        ("proc", ["--executor", "processes", "--workers", "2"])):
-        result = run("--policy", LOOKING, "--episodes", "6", *MIXED, *extra, "--output", tmp_path / name)
+                        ("b8", ["--batch-size", "8", "--executor", "vector"]),
+                        ("proc", ["--executor", "processes", "--workers", "2"]), ("ray", ["--executor", "ray"])):
+        result = run("--policy", LOOKING, "--episodes", "6", *mixed, *extra, "--output", tmp_path / name)
         assert result.exit_code == 0, result.output
         runs[name] = outcomes(tmp_path / name)
-    assert runs["b1"] == runs["b3"] == runs["proc"]
+    assert runs["b1"] == runs["b3"] == runs["b8"] == runs["proc"] == runs["ray"]
     successes = [row[2] for row in runs["b1"]]
     assert any(successes) and not all(successes)  # a comparison of episodes that succeed and fail
 
@@ -107,11 +121,11 @@ def test_a_setting_pusht_cannot_honour_is_refused_before_the_run(tmp_path):
     assert other.exit_code == 2 and "only runs on libero suites" in other.output
 
 
-def test_trials_until_and_a_designed_versus_between_the_expert_and_its_noisy_variant(tmp_path):
-    trials = run("--episodes", "3", *MIXED, "--trials", "2", "--output", tmp_path / "t")
+def test_trials_until_and_a_designed_versus_between_the_expert_and_its_noisy_variant(tmp_path, mixed):
+    trials = run("--policy", LOOKING, "--episodes", "6", *mixed, "--trials", "2", "--output", tmp_path / "t")
     assert trials.exit_code == 0, trials.output
     results = json.loads((tmp_path / "t" / "results.json").read_text())
-    assert [t["successes"] for t in results["overall"]["per_trial"]] == [1, 1]  # a stateless expert: same twice
+    assert [t["successes"] for t in results["overall"]["per_trial"]] == [3, 3]  # a stateless expert: same twice
     noisy = run("--policy", "pusht-expert-noisy", "--episodes", "16", "--max-steps", "120", "--output", tmp_path / "a")
     assert noisy.exit_code == 0, noisy.output
     versus = run("--policy", "pusht-expert", "--versus", tmp_path / "a", "--until", "decided", "--max-steps", "120",
@@ -138,9 +152,8 @@ def test_robustness_with_the_generic_perturbations_pairs_every_arm_on_the_same_s
     assert len(digests) == 1  # every arm (and its control) started each episode from the same state
 
 
-def test_record_writes_the_episodes_the_policy_saw(tmp_path):
-    pytest.importorskip("h5py")
-    result = run("--policy", LOOKING, "--episodes", "2", *MIXED, "--record", "all", "--output", tmp_path / "o")
+def test_record_writes_the_episodes_the_policy_saw(tmp_path, mixed):
+    result = run("--policy", LOOKING, "--episodes", "2", *mixed, "--record", "all", "--output", tmp_path / "o")
     assert result.exit_code == 0, result.output
     import gym_pusht  # noqa: F401
     import gymnasium as gym
@@ -160,9 +173,9 @@ def test_record_writes_the_episodes_the_policy_saw(tmp_path):
             assert np.allclose(group["rewards"][()], np.minimum(progress / 0.95, 1.0), atol=1e-6)
 
 
-def test_a_run_killed_mid_way_resumes_to_the_uninterrupted_episodes(tmp_path):
+def test_a_run_killed_mid_way_resumes_to_the_uninterrupted_episodes(tmp_path, mixed):
     base = [sys.executable, "-m", "lerobench", "eval", "--suite", "pusht", "--policy", LOOKING, "--episodes", "8",
-            *MIXED, "--batch-size", "2", "--videos", "0"]
+            *mixed, "--batch-size", "2", "--videos", "0"]
     whole = subprocess.run([*base, "--output", str(tmp_path / "whole")], env=subprocess_env(), capture_output=True,
                            text=True, timeout=300)
     assert whole.returncode == 0, whole.stderr
