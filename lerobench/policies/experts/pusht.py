@@ -23,8 +23,8 @@ PRIVILEGED_FIELDS = (
 """The first values of each ``privileged`` row (the rest is zero padding). ``block_x/y`` is the T's body origin
 (``block.position``, as in gym-pusht's ``info['block_pose']``), its angle unwrapped as pymunk holds it."""
 
-NOISE_STD = 30.0
-"""Action noise (workspace px) of the degraded expert: enough to fail clearly more often, not always."""
+NOISE_STD = 45.0
+"""Action noise (workspace px) of the degraded expert: 55% success on seeds 0-99 (the expert 100%); σ 30 gave 90%."""
 
 
 def unpack(row: np.ndarray) -> dict[str, Any]:

@@ -255,7 +255,8 @@ def _lookup(field: np.ndarray, points: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 def _path(field: np.ndarray, cell: np.ndarray) -> list[np.ndarray]:
     """Grid cells from ``cell`` back down the travel field to the agent (steepest descent)."""
-    n, path = len(GRID), []
+    n = len(GRID)
+    path: list[np.ndarray] = []
     i, j = int(cell[0]), int(cell[1])
     while len(path) < 4 * n:
         path.append(GRID[[i, j]])
@@ -358,7 +359,8 @@ def plan_action(state: dict[str, Any]) -> np.ndarray:
             costs, cells = _lookup(field, rays)
             costs = costs + np.array([0.0, 6.0, 12.0, 18.0, 24.0])
             travel = np.where(docked, 0.0, np.minimum(costs.min(1), 1e6))  # 1e6: no way there
-            score = np.where(np.isfinite(score), score / (1.0 + travel / TRAVEL_SCALE), -np.inf)
+            with np.errstate(invalid="ignore"):  # -inf scores stay -inf (inf/inf where there is no way)
+                score = np.where(np.isfinite(score), score / (1.0 + travel / TRAVEL_SCALE), -np.inf)
             continue
         if not docked[best]:
             assert field is not None and cells is not None
