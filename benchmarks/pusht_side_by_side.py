@@ -17,8 +17,16 @@ results do not record lengths), and each episode's outcome (success; lerobench's
 max reward = min(coverage / 0.95, 1)). ``--chunk-cost`` first times one chunk (one full denoising) of the chosen
 model in this process, to size a run before starting it.
 
+``--lerobench-python PATH`` is the interpreter lerobench runs under (``PATH -m lerobench eval ...``; default: the
+one running this script). For a fair comparison run both tools under the same venv, so that both use the same
+Python and torch (a denoising chunk cost ~3x more under LeRobot 0.6.1's Python 3.12 torch 2.11 than under the
+main venv's Python 3.11 torch 2.13 CPU build): install lerobench into the lerobot-eval venv (``pip install -e
+'.[pusht]'``) and pass ``--lerobench-python /work/lerobot061-venv/bin/python``. The table's header says which
+Python and torch each tool ran with.
+
     MUJOCO_GL=egl python benchmarks/pusht_side_by_side.py --chunk-cost --size default --denoise default
-    MUJOCO_GL=egl python benchmarks/pusht_side_by_side.py --size small --denoise 10 --episodes 50 --steps 300
+    MUJOCO_GL=egl python benchmarks/pusht_side_by_side.py --size small --denoise 10 --episodes 50 --steps 300 \
+        --lerobench-python /work/lerobot061-venv/bin/python
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -107,9 +116,30 @@ def chunk_cost(directory: Path, repeats: int = 2) -> dict[str, float]:
             "steps": policy.config.num_inference_steps or policy.config.num_train_timesteps}
 
 
-def lerobench_run(policy: Path, episodes: int, steps: int, seed: int, out: Path, env: dict[str, str]) -> dict:
-    """``lerobench eval --suite pusht`` at its defaults (``--max-steps`` only when ``steps`` < 300)."""
-    command = [sys.executable, "-m", "lerobench", "eval", "--suite", "pusht", "--policy", f"lerobot:{policy}",
+def interpreter_of(executable: str) -> str:
+    """The Python a console script (``lerobot-eval``) runs under: its ``#!`` line; else the executable itself."""
+    try:
+        with open(executable, "rb") as f:
+            first = f.readline().decode(errors="replace").strip()
+    except OSError:
+        return executable
+    return first[2:].split()[0] if first.startswith("#!") and "python" in first else executable
+
+
+def python_and_torch(python: str, env: dict[str, str]) -> str:
+    """``python``'s version and its torch's (e.g. ``Python 3.12.1, torch 2.11.0+cu130``), asked of that interpreter."""
+    code = "import sys, torch; print(f'Python {sys.version.split()[0]}, torch {torch.__version__}')"
+    try:
+        done = subprocess.run([python, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"unknown ({error})"
+    return done.stdout.strip() if done.returncode == 0 else "unknown (no torch?)"
+
+
+def lerobench_run(python: str, policy: Path, episodes: int, steps: int, seed: int, out: Path,
+                  env: dict[str, str]) -> dict:
+    """``python -m lerobench eval --suite pusht`` at its defaults (``--max-steps`` only when ``steps`` < 300)."""
+    command = [python, "-m", "lerobench", "eval", "--suite", "pusht", "--policy", f"lerobot:{policy}",
                "--episodes", str(episodes), "--seed", str(seed), "--output", str(out)]
     if steps != 300:
         command += ["--max-steps", str(steps)]
@@ -146,6 +176,9 @@ def main() -> None:
     """Build or reuse the policy directory, run the tools one after the other, print the table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--lerobot-eval", default=DEFAULT_LEROBOT_EVAL, help="lerobot-eval of a LeRobot 0.6.1 venv")
+    parser.add_argument("--lerobench-python", default=sys.executable,
+                        help="the Python that runs lerobench (PATH -m lerobench eval ...; default: this one); for a "
+                             "fair comparison the lerobot-eval venv's, e.g. /work/lerobot061-venv/bin/python")
     parser.add_argument("--only", default="lerobot-eval,lerobench")
     parser.add_argument("--episodes", type=int, default=50)
     parser.add_argument("--steps", type=int, default=300, help="episode length (300: PushT's)")
@@ -177,18 +210,25 @@ def main() -> None:
             rows[tool] = lerobot_eval_run(args.lerobot_eval, policy, args.episodes, args.steps, args.seed,
                                           tmp / "lerobot-eval", env)
         else:
-            rows[tool] = lerobench_run(policy, args.episodes, args.steps, args.seed, tmp / "lerobench", env)
+            rows[tool] = lerobench_run(args.lerobench_python, policy, args.episodes, args.steps, args.seed,
+                                       tmp / "lerobench", env)
         print(f"# {tool}: {json.dumps({k: v for k, v in rows[tool].items() if k not in ('success', 'best')})}",
               flush=True)
     denoise_text = "LeRobot's default (100)" if denoise is None else str(denoise)
     print(f"\n# PushT, {args.episodes} episodes x {args.steps} steps, seed {args.seed}, diffusion size {args.size}, "
           f"denoising steps {denoise_text}; {os.cpu_count()} cores; outputs in {tmp}")
-    print("| tool | batch | wall s | CPU s | peak PSS (GB) | env steps | env-steps/s | successes |")
-    print("|---|---|---|---|---|---|---|---|")
+    pythons = {tool: args.lerobench_python if tool == "lerobench" else interpreter_of(args.lerobot_eval)
+               for tool in rows}
+    versions = {tool: python_and_torch(python, env) for tool, python in pythons.items()}
+    for tool, python in pythons.items():
+        print(f"# {tool} ran under {python}: {versions[tool]}")
+    print("| tool | Python, torch | batch | wall s | CPU s | peak PSS (GB) | env steps | env-steps/s | successes |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for tool, r in rows.items():
         rate = f"{r['env_steps'] / r['wall_s']:.2f}" if r["env_steps"] else "n/a"
-        print(f"| {tool} | {r['batch']} | {r['wall_s']:.1f} | {r['cpu_s']:.0f} | {r['peak_mb'] / 1024:.2f} | "
-              f"{r['env_steps'] or 'n/a'} | {rate} | {sum(r['success'])}/{args.episodes} |")
+        print(f"| {tool} | {versions[tool]} | {r['batch']} | {r['wall_s']:.1f} | "
+              f"{r['cpu_s']:.0f} | {r['peak_mb'] / 1024:.2f} | {r['env_steps'] or 'n/a'} | {rate} | "
+              f"{sum(r['success'])}/{args.episodes} |")
     if {"lerobench", "lerobot-eval"} <= rows.keys():
         a, b = rows["lerobench"], rows["lerobot-eval"]
         if b["env_steps"]:
@@ -196,7 +236,10 @@ def main() -> None:
             print(f"\nlerobench: {speed:.2f}x lerobot-eval's env-steps/s, {a['peak_mb'] / b['peak_mb']:.0%} of its "
                   f"peak memory, {a['cpu_s'] / b['cpu_s']:.0%} of its CPU seconds")
         same = sum(x == y for x, y in zip(a["success"], b["success"], strict=False))
-        print(f"\nPer-episode success, same seeds: {same}/{min(len(a['success']), len(b['success']))} agree")
+        equal = sum(x is not None and abs(x - y) < 5e-4 for x, y in zip(a["best"], b["best"], strict=False))
+        pairs = min(len(a["success"]), len(b["success"]))
+        print(f"\nPer-episode success, same seeds: {same}/{pairs} agree; best coverage equal (to 3 decimals) in "
+              f"{equal}/{pairs}")
         print("\n| episode | seed | lerobench success | lerobench best coverage | lerobot-eval success | "
               "lerobot-eval best coverage |\n|---|---|---|---|---|---|")
         for i, (sa, ca, sb, cb) in enumerate(zip(a["success"], a["best"], b["success"], b["best"], strict=False)):
