@@ -13,7 +13,8 @@ each) the policy is asked the same rows in many ways. A benchmark's numbers are 
 - **reset**: after ``reset()`` the first rows give what they gave a fresh policy;
 - **state keyed by row**: a second call with the rows in another order gives each episode the same action (state
   kept by position in the call, not by ``row_ids``, fails: with continuous batching a call's rows change);
-- **valid**: the declared shape, finite, inside the action space [-1, 1].
+- **valid**: the declared shape, finite, inside the action space (the backend's ``action_bounds``: [-1, 1] on
+  LIBERO and Meta-World, [0, 512] on PushT).
 
 Latency and memory per call are measured at 1 .. 2W (at least 8) rows and turned into a suggested ``--batch-size``.
 Nothing here prints: ``cli/check_policy.py`` draws the table.
@@ -159,7 +160,7 @@ def _checks_at_the_run_shape(report: Report, plan: Any, policy: Policy, rows: li
     """The module docstring's checks at the policy's own call width (the run's), appended to ``report``."""
     batch = _stack(starts)
     base = _call(policy, batch, descriptions)
-    report.checks.append(_validity(base, len(starts), plan.action_dim))
+    report.checks.append(_validity(base, len(starts), plan.action_dim, plan.action_bounds))
     again = _call(policy, batch, descriptions)
     d = max_difference(base, again)
     report.checks.append(Check("deterministic", PASS if d == 0 else FAIL,
@@ -252,17 +253,19 @@ def _cuda_available() -> bool:
     return bool(torch is not None and torch.cuda.is_available())
 
 
-def _validity(out: np.ndarray, n: int, action_dim: int) -> Check:
+def _validity(out: np.ndarray, n: int, action_dim: int, bounds: tuple[float, float] = (-1.0, 1.0)) -> Check:
     if out.ndim not in (2, 3) or out.shape[0] != n or out.shape[-1] != action_dim:
         return Check("actions", FAIL, f"expected ({n}, {action_dim}) or ({n}, T, {action_dim}), got {out.shape}")
     if not np.isfinite(out).all():
         return Check("actions", FAIL, "NaN or infinity in the actions")
-    outside = float(np.mean(np.abs(out) > 1.0))
+    low, high = bounds
+    outside = float(np.mean((out < low) | (out > high)))
     shape = "chunk " + "x".join(map(str, out.shape[1:])) if out.ndim == 3 else f"{action_dim}-D"
+    space = f"[{low:g}, {high:g}]"
     if outside:
-        return Check("actions", WARN, f"{shape}, finite; {outside:.0%} of values outside [-1, 1] (the simulator "
+        return Check("actions", WARN, f"{shape}, finite; {outside:.0%} of values outside {space} (the simulator "
                                       "clips them: un-normalised outputs?)")
-    return Check("actions", PASS, f"{shape}, finite, inside [-1, 1]")
+    return Check("actions", PASS, f"{shape}, finite, inside {space}")
 
 
 def _positions(policy: Policy, row: dict[str, Any], width: int, descriptions: dict[str, str]) -> float:
