@@ -106,6 +106,8 @@ def _damage(runs, tmp_path, kind: str) -> Path:
     shutil.copytree(runs["train"], run)
     if kind == "results":
         (run / "results.json").write_text('{"config": {"suite": ')  # cut mid-write by another tool
+        (run / "run.json").unlink()  # a run from before identity files: nothing says which run its lines are
+        # (with run.json, --resume rebuilds results.json: tests/test_resume_repair.py)
     else:
         lines = (run / "episodes.jsonl").read_text().splitlines()
         record = json.loads(lines[1])

@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 
 EPISODES_FILE = "episodes.jsonl"
 RESULTS_FILE = "results.json"
+IDENTITY_FILE = "run.json"
+"""The run's identity (its ``config`` block), written once before the first episode: what ``--resume`` rebuilds a
+missing or damaged ``results.json`` from, with ``episodes.jsonl``."""
 SCHEMA_VERSION = 3
 """Version of the ``results.json`` layout (1: before it was written; 2: adds ``config.simulator``, identity keys;
 3: ``config.batch_invariant`` is the run's check (a string), ``call_width`` and ``numerics``, ``timing``,

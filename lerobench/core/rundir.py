@@ -25,7 +25,7 @@ from typing import Any
 
 from lerobench.core.identity import RunIdentity, identity_of
 from lerobench.core.records import EpisodeRecord
-from lerobench.core.results import EPISODES_FILE, RESULTS_FILE, SCHEMA_VERSION
+from lerobench.core.results import EPISODES_FILE, IDENTITY_FILE, RESULTS_FILE, SCHEMA_VERSION
 from lerobench.core.trials import group_episodes, is_whole, whole_episodes
 from lerobench.errors import LerobenchError
 
@@ -122,6 +122,29 @@ def read_episodes(path: Path) -> list[EpisodeRecord]:
     return [r for _, r in parse_lines(path.read_bytes(), path)[0]]
 
 
+def _read_results(path: Path, results_path: Path) -> dict[str, Any]:
+    """``results.json``, read and validated; ``RunDirError`` if it is missing or damaged."""
+    if not results_path.is_file():
+        raise RunDirError(f"{path} is not a lerobench run: {results_path} does not exist")
+    try:
+        results = json.loads(results_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise RunDirError(f"{results_path} is not readable JSON ({exc})") from exc
+    _check_results(results, results_path)
+    return results
+
+
+def read_identity(path: Path) -> dict[str, Any]:
+    """The ``config`` block a run wrote to ``run.json`` before its first episode (validated as results' is)."""
+    identity_path = path / IDENTITY_FILE
+    try:
+        data = json.loads(identity_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise RunDirError(f"{identity_path} is not readable JSON ({exc})") from exc
+    _check_results(data, identity_path)
+    return data["config"]
+
+
 def _outcome(r: EpisodeRecord) -> tuple[Any, ...]:
     return (r.seed, r.init_state, r.success, r.success_at_end, r.steps, r.error is not None)
 
@@ -165,17 +188,22 @@ class RunDir:
     """What was repaired in memory (identical duplicate lines dropped)."""
 
     @classmethod
-    def load(cls, path: Path | str) -> RunDir:
-        """Read and validate ``path``; ``RunDirError`` (one line, file and line named) if it is damaged."""
+    def load(cls, path: Path | str, rebuild: bool = False) -> RunDir:
+        """Read and validate ``path``; ``RunDirError`` (one line, file and line named) if it is damaged.
+
+        ``rebuild`` (``--resume``): a missing or damaged ``results.json`` is rebuilt in memory from the run's
+        identity file (``run.json``) and its episode lines, which are the run's record; ``notes`` says so.
+        """
         path = Path(path)
         results_path, episodes_path = path / RESULTS_FILE, path / EPISODES_FILE
-        if not results_path.is_file():
-            raise RunDirError(f"{path} is not a lerobench run: {results_path} does not exist")
+        rebuilt: tuple[str, ...] = ()
         try:
-            results = json.loads(results_path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            raise RunDirError(f"{results_path} is not readable JSON ({exc})") from exc
-        _check_results(results, results_path)
+            results = _read_results(path, results_path)
+        except RunDirError as exc:
+            if not rebuild or not (path / IDENTITY_FILE).is_file():
+                raise
+            results = {"schema_version": SCHEMA_VERSION, "config": read_identity(path), "complete": False}
+            rebuilt = (f"{exc}: rebuilt from {IDENTITY_FILE} and {EPISODES_FILE}",)
         try:
             raw = episodes_path.read_bytes() if episodes_path.exists() else b""
         except OSError as exc:
@@ -195,8 +223,8 @@ class RunDir:
                 continue
             seen[key] = (number, r)
             records.append(r)
-        notes = (f"{episodes_path}: {duplicates} duplicate line(s) of the same episode trial ignored",) \
-            if duplicates else ()
+        notes = rebuilt + ((f"{episodes_path}: {duplicates} duplicate line(s) of the same episode trial ignored",)
+                           if duplicates else ())
         return cls(path=path, results=results, records=records, cut_tail=cut_tail, notes=notes)
 
     @property

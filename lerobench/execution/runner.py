@@ -14,8 +14,7 @@ from typing import Any
 from lerobench.core.call_stats import CallStats
 from lerobench.core.delay import check_horizon
 from lerobench.core.executors import EXECUTORS
-from lerobench.core.records import EpisodeRecord
-from lerobench.core.results import RESULTS_FILE
+from lerobench.core.results import IDENTITY_FILE, RESULTS_FILE
 from lerobench.envs.fingerprint import checked_fingerprint, require_renderer
 from lerobench.envs.template import stop_unless_keeping
 from lerobench.errors import ConfigError, PolicyError, RunError
@@ -24,7 +23,7 @@ from lerobench.execution.compute import budget_for
 from lerobench.output.directory import OutputDir, check_writable
 from lerobench.output.media import RunMedia
 from lerobench.output.progress import Reporter, SilentReporter
-from lerobench.output.sink import EpisodeSink, ResultBlocks, load_previous
+from lerobench.output.sink import EpisodeSink, ResultBlocks, load_previous, write_identity
 from lerobench.plan.planner import FORMATS, RunPlan, RunSettings, make_plan
 from lerobench.plan.stopping import Ledger, NoStopping
 from lerobench.plan.versus import BaselineRun
@@ -79,21 +78,23 @@ class Evaluation:
             self.plan: RunPlan = replace(plan, simulator=simulator, policy_facts=facts)
             self.recorded = self._load_versus()  # after the fingerprint: run A's simulator must be this one
             self.design, self.design_summary = self._design()
-            self.fresh_resume = self.s.resume and not (self.s.output / RESULTS_FILE).exists()
+            self.fresh_resume = self.s.resume and not any((self.s.output / f).exists()
+                                                          for f in (RESULTS_FILE, IDENTITY_FILE))
             """``--resume`` found no results.json (killed before the first was written, or no directory): starts."""
             self.output = OutputDir.claim(self.s.output, unique=self.s.unique_output)  # locked: one writer
             if self.output.path != self.s.output:  # a default name taken in the same second: the next free one
                 self.s = replace(self.s, output=self.output.path)
                 self.plan = replace(self.plan, settings=self.s)
-            self.previous: list[EpisodeRecord] = load_previous(self.plan)
+            self.previous, repaired = load_previous(self.plan)
+            write_identity(self.plan)
             self.output.mark()
         except BaseException:
             self._close_policy()
             self._release(failed=True)
             raise
         self.choice: ExecutionChoice | None = None
-        self.notes: list[str] = []
-        """Warnings about settings that have no effect, shown by ``run`` through the reporter."""
+        self.notes: list[str] = [f"resume: {note}" for note in repaired]
+        """Warnings about settings that have no effect, and what ``--resume`` repaired; shown by ``run``."""
         from lerobench.envs.template import unknown_interpreter_notice
 
         if (notice := unknown_interpreter_notice(settings.share_task)) is not None:

@@ -22,7 +22,7 @@ from lerobench.errors import ConfigError
 
 LOCK_FILE = ".lerobench.lock"
 """Held (``flock``) by the process writing the directory; holds its PID, to name it to a second writer."""
-EMPTY_OUTPUTS = ("results.json", "eval_info.json", "episodes.jsonl", LOCK_FILE)
+EMPTY_OUTPUTS = ("results.json", "run.json", "eval_info.json", "episodes.jsonl", LOCK_FILE)
 """Files a run writes before its first episode: a directory holding only these (episodes.jsonl empty) holds
 nothing of value."""
 

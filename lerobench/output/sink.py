@@ -19,11 +19,13 @@ from datetime import datetime, timezone
 from traceback import format_exception
 from typing import Any
 
+from lerobench.core.files import write_json_atomic
 from lerobench.core.identity import diff
 from lerobench.core.provenance import provenance
 from lerobench.core.records import EpisodeRecord
 from lerobench.core.results import (
     EPISODES_FILE,
+    IDENTITY_FILE,
     RESULTS_FILE,
     SCHEMA_VERSION,
     ResultsWriter,
@@ -43,26 +45,28 @@ TRACEBACK_FILE = "traceback.txt"
 """The traceback of what the policy raised when it stopped the run (``EpisodeSink.fail``)."""
 
 
-def load_previous(plan: RunPlan) -> list[EpisodeRecord]:
-    """The episodes a ``--resume`` keeps, refusing a run whose identity or extent differs.
+def load_previous(plan: RunPlan) -> tuple[list[EpisodeRecord], tuple[str, ...]]:
+    """The episodes a ``--resume`` keeps, refusing a run whose identity or extent differs; and what was repaired.
 
-    The directory is read and validated by ``RunDir`` first: a damaged ``results.json`` or episode line
-    is refused (one line naming the file and line) before anything is changed. Only then are an
-    unterminated last line and episodes cut between their trials removed from ``episodes.jsonl``.
+    The directory is read and validated by ``RunDir`` first: a damaged episode line is refused (one line naming
+    the file and line) before anything is changed. A missing or damaged ``results.json`` is rebuilt from the run's
+    identity file (``run.json``, written before its first episode) and its episode lines, which are the run's
+    record (the notes say so). Only then are an unterminated last line and episodes cut between their trials removed
+    from ``episodes.jsonl`` (those episodes run again).
     """
     out = plan.output
     if not plan.settings.resume:
         if (out / EPISODES_FILE).exists() and (out / EPISODES_FILE).stat().st_size > 0:
             raise ResumeError(f"{out / EPISODES_FILE} already holds episodes: pass --resume to continue "
                               f"that run, or choose another --output")
-        return []
-    if not (out / RESULTS_FILE).exists():  # killed before the first results.json (or no directory): start it
+        return [], ()
+    if not (out / RESULTS_FILE).exists() and not (out / IDENTITY_FILE).exists():  # killed before any: start it
         if (out / EPISODES_FILE).exists() and (out / EPISODES_FILE).stat().st_size > 0:
-            raise ResumeError(f"cannot resume {out}: {EPISODES_FILE} holds episodes but {RESULTS_FILE}, which says "
-                              f"what run they belong to, is missing: move {out / EPISODES_FILE} away to start the "
-                              f"run over, or choose another --output")
-        return []
-    run = RunDir.load(out)
+            raise ResumeError(f"cannot resume {out}: {EPISODES_FILE} holds episodes but neither {RESULTS_FILE} nor "
+                              f"{IDENTITY_FILE}, which say what run they belong to, exists: move "
+                              f"{out / EPISODES_FILE} away to start the run over, or choose another --output")
+        return [], ()
+    run = RunDir.load(out, rebuild=True)
     previous = run.config
     current = json.loads(json.dumps(plan.config()))  # tuples -> lists, as they were stored
 
@@ -81,7 +85,21 @@ def load_previous(plan: RunPlan) -> list[EpisodeRecord]:
     if run.cut_tail or len(whole) != len(run.records) or run.notes:
         # half an episode (killed between trials), a duplicate, a line cut mid-write or a lost video: rerun it
         rewrite_episodes(out / EPISODES_FILE, whole)
-    return [r for r in whole if r.task in wanted and r.episode < plan.episodes_per_task]
+    notes = run.notes + ((f"{out / EPISODES_FILE}: an unterminated last line (cut mid-write) dropped: that episode "
+                          "runs again",) if run.cut_tail else ())
+    return [r for r in whole if r.task in wanted and r.episode < plan.episodes_per_task], notes
+
+
+def write_identity(plan: RunPlan) -> None:
+    """Write the run's identity (``run.json``: its config) once, before its first episode, atomically.
+
+    Why apart from ``results.json``: the summary is rewritten through the run and is what a user opens, edits or
+    truncates; the identity is written once and says which run the episode lines belong to, so ``--resume`` can
+    rebuild the summary from the lines without trusting it.
+    """
+    path = plan.output / IDENTITY_FILE
+    if not path.exists():
+        write_json_atomic(path, {"schema_version": SCHEMA_VERSION, "config": plan.config()})
 
 
 def _extending(key: str, previous: dict[str, Any], current: dict[str, Any]) -> str:
