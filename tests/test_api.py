@@ -188,10 +188,10 @@ def test_output_writes_the_usual_run_directory_and_matches_the_cli(tmp_path):
 
 
 def test_an_object_reused_across_runs_is_checked_in_each():
-    from lerobench.policies.builtin import BUILTIN
+    from lerobench.policies.experts.metaworld import make_metaworld_expert
     from lerobench.policies.serve import suite_context
 
-    policy = BUILTIN["metaworld-expert"](suite_context("smoke"))
+    policy = make_metaworld_expert(suite_context("smoke"))
     for _ in range(2):
         results = lerobench.evaluate(policy, "smoke", episodes=1, videos=0, max_steps=20)
         assert results.document["config"]["batch_invariant"] == "verified"
