@@ -14,7 +14,7 @@ from lerobench.cli import app
 from lerobench.policies.base import PolicyContext
 from lerobench.policies.lerobot_policy import make_lerobot_policy
 from lerobench.policies.lerobot_rtc import RTC_PREFIX
-from lerobench.suite.registry import load_suite
+from lerobench.suite.registry import get_backend, load_suite
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("lerobot")
@@ -35,8 +35,10 @@ def smolvla_dirs(tmp_path_factory):
 
 def _context(delay, call_width=None):
     suite = load_suite("metaworld_mt10")
+    facts = get_backend("metaworld")
     return PolicyContext(suite=suite.name, backend="metaworld", tasks=suite.tasks[:1], action_dim=4, state_dim=39,
-                         cameras=("corner2",), image_size=(64, 64), delay_steps=delay, call_width=call_width)
+                         cameras=("corner2",), image_size=(64, 64), delay_steps=delay, call_width=call_width,
+                         camera_aliases=facts.camera_aliases, partial_states=facts.partial_states)
 
 
 def _observation(call, delay=0, committed=None, seed=0):

@@ -200,8 +200,10 @@ def test_resume_refuses_episodes_whose_run_is_unknown(tmp_path):
     run = tmp_path / "o"
     assert _eval(*FAST, "-o", str(run)).exit_code == 0
     (run / "results.json").unlink()
+    (run / "run.json").unlink()  # with it, --resume rebuilds results.json (tests/test_resume_repair.py)
     result = _eval(*FAST, "--resume", "-o", str(run))
-    assert result.exit_code == 2 and "holds episodes but results.json" in _one_line(result.output), result.output
+    assert result.exit_code == 2, result.output
+    assert "holds episodes but neither results.json nor run.json" in _one_line(result.output), result.output
 
 
 def test_default_directories_are_unique_and_a_second_writer_is_refused(tmp_path, monkeypatch):

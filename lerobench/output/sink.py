@@ -264,12 +264,11 @@ class EpisodeSink:
             say_clipping = bool(record.clipped) and not self._clipping_said
             self._clipping_said |= say_clipping  # once per run: the fraction per task is in results.json
         if say_clipping:
+            low, high = self.plan.action_bounds
             self.reporter.message(
                 f"warning: {100 * (record.clipped or 0):.3g}% of the action values of {task.name} episode "
-                f"{record.episode} "
-                f"were outside the action space (the backend's action_bounds) and were clipped "
-                f"(un-normalised actions?); results.json "
-                f"records clipped_action_fraction per task and overall")
+                f"{record.episode} were outside the action space [{low:g}, {high:g}] and were clipped "
+                f"(un-normalised actions?); results.json records clipped_action_fraction per task and overall")
         self.reporter.episode(task, record)  # every trial: the progress shows what the trials did
         if complete:
             self.task_finished(task)
