@@ -937,8 +937,7 @@ class LiberoExpert:
 
     observation_needs = ObservationNeeds(privileged=True)
     traits = PolicyTraits(replicable=True, batchable=True, batch_invariant=True)
-    privileged_expert = True
-    """Reads the simulator's state: results and reports say so wherever its numbers appear."""
+    """Privileged by its ``observation_needs`` alone (the one source results and reports read to say so)."""
 
     def __init__(self, goals: dict[str, TaskGoal]):
         self.experts = {task: TaskExpert(goal) for task, goal in goals.items()}
