@@ -16,7 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from lerobench.policies.experts.pusht import PRIVILEGED_FIELDS, PushTExpertPolicy, pack
+from lerobench.envs.base import PRIVILEGED_DIM
+from lerobench.envs.pusht import privileged_state
+from lerobench.policies.experts.pusht import PushTExpertPolicy
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -31,13 +33,11 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def privileged_row(env) -> np.ndarray:
-    """The row a backend would hand the expert, built from the env's internals (layout: PRIVILEGED_FIELDS)."""
-    return pack({
-        "agent": tuple(env.agent.position), "agent_velocity": tuple(env.agent.velocity),
-        "block": tuple(env.block.position), "angle": env.block.angle,
-        "block_velocity": tuple(env.block.velocity), "angular_velocity": env.block.angular_velocity,
-        "goal": env.goal_pose,
-    }, width=2048)
+    """The row the backend hands the expert (``lerobench.envs.pusht.privileged_state``), padded as the env pads it."""
+    row = np.zeros(PRIVILEGED_DIM)
+    state = privileged_state(env)
+    row[:len(state)] = state
+    return row
 
 
 def write_video(frames: list[np.ndarray], directory: Path, name: str) -> None:
@@ -91,7 +91,6 @@ def main() -> None:
 
     from lerobench.policies.experts.pusht import NOISE_STD, NoisyPushTExpertPolicy
 
-    assert len(PRIVILEGED_FIELDS) == 13
     std = NOISE_STD if args.noise_std is None else args.noise_std
     policy = NoisyPushTExpertPolicy(std) if args.noisy else PushTExpertPolicy()
     policy.reset()

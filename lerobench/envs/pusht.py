@@ -26,7 +26,9 @@ VIDEO_CAMERA = "visualization"
 CAMERAS = (POLICY_CAMERA, VIDEO_CAMERA)
 PRIVILEGED_FIELDS = ("agent_x", "agent_y", "agent_vx", "agent_vy", "block_x", "block_y", "block_angle",
                      "block_vx", "block_vy", "block_angular_velocity", "goal_x", "goal_y", "goal_angle")
-"""``privileged_state()``'s layout (what ``pusht-expert`` reads): pymunk's bodies as gym-pusht holds them."""
+"""``privileged_state()``'s layout (what ``pusht-expert`` reads; zero padded to ``PRIVILEGED_DIM``): pymunk's bodies
+as gym-pusht holds them; ``block_x/y`` is the T's body origin (gym-pusht's ``info['block_pose']``), its angle
+unwrapped."""
 
 
 def _pusht_env_class() -> Any:
@@ -74,9 +76,7 @@ class PushTSimulator:
 
     def privileged_state(self) -> np.ndarray:
         """Agent, block and goal as ``PRIVILEGED_FIELDS`` lists them (read by ``pusht-expert``)."""
-        agent, block = self._env.agent, self._env.block
-        return np.array([*agent.position, *agent.velocity, *block.position, block.angle, *block.velocity,
-                         block.angular_velocity, *self._env.goal_pose], dtype=np.float64)
+        return privileged_state(self._env)
 
     def physics_state(self) -> np.ndarray:
         """The bodies' poses and velocities (the start digest): two equal ones started from the same state."""
@@ -94,6 +94,13 @@ class PushTSimulator:
         env, self._env = getattr(self, "_env", None), None
         if env is not None:
             env.close()
+
+
+def privileged_state(env: Any) -> np.ndarray:
+    """A gym-pusht env's agent, block and goal as ``PRIVILEGED_FIELDS`` lists them (the one reader of that layout)."""
+    agent, block = env.agent, env.block
+    return np.array([*agent.position, *agent.velocity, *block.position, block.angle, *block.velocity,
+                     block.angular_velocity, *env.goal_pose], dtype=np.float64)
 
 
 def ordered_coverage(env: Any) -> float:

@@ -15,20 +15,12 @@ import numpy as np
 from lerobench.policies.base import ObservationNeeds, PolicyContext, PolicyTraits, row_generators
 from lerobench.policies.batch import PolicyBatch
 
-PRIVILEGED_FIELDS = (
-    "agent_x", "agent_y", "agent_vx", "agent_vy",
-    "block_x", "block_y", "block_angle", "block_vx", "block_vy", "block_angular_velocity",
-    "goal_x", "goal_y", "goal_angle",
-)
-"""The first values of each ``privileged`` row (the rest is zero padding). ``block_x/y`` is the T's body origin
-(``block.position``, as in gym-pusht's ``info['block_pose']``), its angle unwrapped as pymunk holds it."""
-
 NOISE_STD = 45.0
 """Action noise (workspace px) of the degraded expert: 55% success on seeds 0-99 (the expert 100%); σ 30 gave 90%."""
 
 
 def unpack(row: np.ndarray) -> dict[str, Any]:
-    """One ``privileged`` row (laid out as ``PRIVILEGED_FIELDS``) as the named arrays the planner reads."""
+    """One ``privileged`` row (laid out as ``lerobench.envs.pusht.PRIVILEGED_FIELDS``) as the planner's named arrays."""
     row = np.asarray(row, dtype=np.float64)
     return {
         "agent": row[0:2].copy(),
@@ -39,15 +31,6 @@ def unpack(row: np.ndarray) -> dict[str, Any]:
         "angular_velocity": float(row[9]),
         "goal": row[10:13].copy(),
     }
-
-
-def pack(state: dict[str, Any], width: int = len(PRIVILEGED_FIELDS)) -> np.ndarray:
-    """Inverse of ``unpack`` (zero padded to ``width``): how a backend or a benchmark builds a row."""
-    row = np.zeros(width, dtype=np.float64)
-    row[0:2], row[2:4], row[4:6] = state["agent"], state["agent_velocity"], state["block"]
-    row[6], row[7:9], row[9] = state["angle"], state["block_velocity"], state["angular_velocity"]
-    row[10:13] = state["goal"]
-    return row
 
 
 class PushTExpertPolicy:
