@@ -122,27 +122,14 @@ def read_episodes(path: Path) -> list[EpisodeRecord]:
     return [r for _, r in parse_lines(path.read_bytes(), path)[0]]
 
 
-def _read_results(path: Path, results_path: Path) -> dict[str, Any]:
-    """``results.json``, read and validated; ``RunDirError`` if it is missing or damaged."""
-    if not results_path.is_file():
-        raise RunDirError(f"{path} is not a lerobench run: {results_path} does not exist")
+def _read_summary(path: Path) -> dict[str, Any]:
+    """``results.json`` or ``run.json``: read and validated (a ``config`` block); ``RunDirError`` if damaged."""
     try:
-        results = json.loads(results_path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise RunDirError(f"{results_path} is not readable JSON ({exc})") from exc
-    _check_results(results, results_path)
-    return results
-
-
-def read_identity(path: Path) -> dict[str, Any]:
-    """The ``config`` block a run wrote to ``run.json`` before its first episode (validated as results' is)."""
-    identity_path = path / IDENTITY_FILE
-    try:
-        data = json.loads(identity_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise RunDirError(f"{identity_path} is not readable JSON ({exc})") from exc
-    _check_results(data, identity_path)
-    return data["config"]
+        raise RunDirError(f"{path} is not readable JSON ({exc})") from exc
+    _check_results(data, path)
+    return data
 
 
 def _outcome(r: EpisodeRecord) -> tuple[Any, ...]:
@@ -198,11 +185,14 @@ class RunDir:
         results_path, episodes_path = path / RESULTS_FILE, path / EPISODES_FILE
         rebuilt: tuple[str, ...] = ()
         try:
-            results = _read_results(path, results_path)
+            if not results_path.is_file():
+                raise RunDirError(f"{path} is not a lerobench run: {results_path} does not exist")
+            results = _read_summary(results_path)
         except RunDirError as exc:
             if not rebuild or not (path / IDENTITY_FILE).is_file():
                 raise
-            results = {"schema_version": SCHEMA_VERSION, "config": read_identity(path), "complete": False}
+            identity = _read_summary(path / IDENTITY_FILE)["config"]
+            results = {"schema_version": SCHEMA_VERSION, "config": identity, "complete": False}
             rebuilt = (f"{exc}: rebuilt from {IDENTITY_FILE} and {EPISODES_FILE}",)
         try:
             raw = episodes_path.read_bytes() if episodes_path.exists() else b""
