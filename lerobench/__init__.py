@@ -11,7 +11,7 @@ from typing import Any
 from lerobench._version import __version__
 
 _API = ("evaluate", "compare", "plan_comparison", "release_simulators", "Results", "TaskResult", "TrackerWarning",
-        "EpisodeErrors", "EpisodeErrorWarning")
+        "EpisodeErrors", "EpisodeErrorWarning", "NumericsWarning")
 """Names served from ``lerobench.api``, imported on first use."""
 
 __all__ = [*_API, "__version__"]

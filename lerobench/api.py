@@ -259,6 +259,7 @@ def _evaluate(args: dict[str, Any]) -> Results:
                                          f"{'; '.join(f'{k}: {v}' for k, v in failed.items())} (Results.log_errors)"),
                           stacklevel=3)
         results = Results.from_document(document, records, None if scratch else evaluation.s.output, logged, failed)
+        _warn_mkl_mode(document)
         _check_errors(results, evaluation.episodes_errored_at_any_trial, args["max_errors"])
         return results
     finally:
@@ -314,6 +315,34 @@ class EpisodeErrors(Exception):
     def __init__(self, message: str, results: Results):
         super().__init__(message)
         self.results = results
+
+
+class NumericsWarning(UserWarning):
+    """The run computed in another MKL mode than the ``lerobench`` command: a torch policy's actions may differ."""
+
+
+_MKL_WARNED: list[str] = []
+"""The MKL mode ``_warn_mkl_mode`` warned about in this process (a training loop's evaluations warn once)."""
+
+
+def _warn_mkl_mode(document: dict[str, Any]) -> None:
+    """Warn once per process when a CPU torch policy computed in another MKL mode than the CLI's (``strict``).
+
+    Why: MKL reads ``MKL_CBWR`` once, when it starts, and ``evaluate`` leaves the caller's process as it is; the
+    same policy then gives other last bits than ``lerobench eval`` (per-episode returns 182.60254 vs 182.60232 for
+    a small MLP), so a result from a training loop and one from the command may differ episode by episode.
+    """
+    from lerobench.system import CLI_MKL_MODE, MKL_MATCH, mkl_modes_differ
+
+    mode = (document["config"].get("numerics") or {}).get("mkl")
+    if _MKL_WARNED or not mkl_modes_differ(mode, CLI_MKL_MODE):
+        return
+    _MKL_WARNED.append(str(mode))
+    warnings.warn(NumericsWarning(
+        f"lerobench.evaluate: this process's MKL computes in mode {mode!r}, the lerobench command in "
+        f"{CLI_MKL_MODE!r} (recorded as config.numerics.mkl): a torch policy's actions may differ from the "
+        f"command's in their last bits, and its episodes with them. To match the command, {MKL_MATCH}"),
+        stacklevel=4)
 
 
 def _check_errors(results: Results, n_errors: int, max_errors: int | None) -> None:

@@ -93,6 +93,23 @@ MKL_CBWR = "AUTO,STRICT"
 """MKL's reproducibility mode lerobench asks for: the best code path for this CPU, strict across thread counts
 (why: ``lerobench/policies/kernels.py``)."""
 
+CLI_MKL_MODE = "strict"
+"""MKL's mode as ``policies.kernels.mkl_mode`` names it when ``MKL_CBWR`` is ``MKL_CBWR`` above: the ``lerobench``
+command's, recorded in ``results.json`` ``config.numerics.mkl``."""
+
+MKL_MATCH = (f"set MKL_CBWR={MKL_CBWR} before Python starts (in the shell: `MKL_CBWR={MKL_CBWR} python train.py`; "
+             f"MKL reads it once, at its first call, so setting os.environ later changes nothing)")
+"""How a caller's process computes as the ``lerobench`` command does: said by ``evaluate``'s warning and ``compare``."""
+
+
+def mkl_modes_differ(a: str | None, b: str | None) -> bool:
+    """Whether two recorded MKL modes (``config.numerics.mkl``) are known and different.
+
+    ``none`` (no MKL), ``unknown`` (not reachable) and missing (not a CPU torch policy, an older file) say nothing.
+    """
+    silent = (None, "none", "unknown")
+    return a not in silent and b not in silent and a != b
+
 
 def strict_mkl_default() -> None:
     """Ask for MKL's strict reproducibility mode before MKL starts (a user's own ``MKL_CBWR`` wins).

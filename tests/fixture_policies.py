@@ -338,6 +338,21 @@ def make_position_dependent(context):
     return mlp
 
 
+def make_mkl_mode_dependent(context):
+    """make_mlp whose actions move by 1e-6 outside MKL's strict mode: what this MLP's MKL products were measured to do
+    on an x86 CPU (returns 182.60254 strict vs 182.60232 default, issue 61), made certain on any CPU with MKL."""
+    from lerobench.policies.kernels import mkl_mode
+
+    mlp = make_mlp(context)
+    plain, nudge = mlp.select_action, 1e-6 * (mkl_mode() != "strict")
+
+    def select_action(observation, task_descriptions):
+        return plain(observation, task_descriptions) * (1 - nudge)
+
+    mlp.select_action = select_action
+    return mlp
+
+
 def make_position_keyed_smoother(context):
     """docs/policies.md's SmoothedMLP as of 41dfc68: the last action kept by the row's position in the call, against
     the page's own rule (key per-env state by ``row_ids``)."""

@@ -124,6 +124,26 @@ def describe_inputs(inputs: dict[str, Any]) -> str | None:
             f"state); first: task {first['task']!r} episode {first['episode']}{trial}, {first['where']}")
 
 
+def mkl_cause(a: RunDir, b: RunDir, inputs: dict[str, Any]) -> str | None:
+    """The cause of different inputs when the runs computed in different MKL modes; None when that cannot be it.
+
+    MKL's reproducibility mode (``MKL_CBWR``, read once when MKL starts) changes the last bits of a CPU torch
+    policy's matrix products: the same observation gives another action, and the next observation differs. So
+    the runs' first reads are equal and a later one is not (``first["call"] > 0``); a difference at the first
+    read is the simulator's, never the policy's. The ``lerobench`` command computes in strict mode,
+    ``lerobench.evaluate`` in its caller's (``config.numerics.mkl``).
+    """
+    from lerobench.system import MKL_MATCH, mkl_modes_differ
+
+    first = inputs.get("first")
+    if not first or not first["call"] or not mkl_modes_differ(a.mkl_mode, b.mkl_mode):
+        return None
+    return (f"cause: the runs computed in different MKL modes (A {a.mkl_mode!r}, B {b.mkl_mode!r}; config.numerics"
+            f".mkl): the policy saw the same observations until call {first['call']} of task {first['task']!r} "
+            f"episode {first['episode']} and acted differently before it. To compare like with like, {MKL_MATCH}, "
+            f"or run both with the lerobench command")
+
+
 def _rates(successes_a: int, n_a: int, successes_b: int, n_b: int) -> dict[str, Any]:
     rate_a = successes_a / n_a if n_a else None
     rate_b = successes_b / n_b if n_b else None
@@ -308,6 +328,10 @@ def _pair(a: Run, b: Run) -> _Pairing:
     inputs_note = describe_inputs(inputs)
     if inputs_note and not treatment(a, b):  # one treatment: the inputs should have been the same
         notes.append(inputs_note)
+        cause = mkl_cause(a, b, inputs)
+        if cause:
+            inputs["cause"] = "mkl"
+            notes.append(cause)
     if matched:
         unmatched = {"a": len(set(out_a) - set(matched)), "b": len(set(out_b) - set(matched))}
         if unmatched["a"] or unmatched["b"]:

@@ -253,6 +253,12 @@ class RunDir:
         golden = (self.config.get("simulator") or {}).get("golden") or {}
         return golden.get("status") == "drifted"
 
+    @property
+    def mkl_mode(self) -> str | None:
+        """MKL's mode the run's CPU torch policy computed in (``config.numerics.mkl``); None where not recorded."""
+        mode = (self.config.get("numerics") or {}).get("mkl")
+        return mode if isinstance(mode, str) else None
+
     def whole_records(self) -> list[EpisodeRecord]:
         """Records of finished episodes only (an episode cut between its trials is left out)."""
         return whole_episodes(self.records, self.trials)
@@ -266,4 +272,4 @@ class RunDir:
         """Who this run is, for a comparison's header."""
         return {"path": str(self.path), "policy": self.results.get("policy"), "suite": self.results.get("suite"),
                 "complete": self.complete, "seed": self.config.get("seed"), "episode_lines": len(self.records),
-                "trials": self.trials, "drifted": self.drifted}
+                "trials": self.trials, "drifted": self.drifted, "mkl": self.mkl_mode}
