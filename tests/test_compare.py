@@ -158,3 +158,20 @@ def test_trial_count_mismatch_is_a_treatment_difference(tmp_path):
     c = compare_json(a, b)
     assert c["differences"] == [] and "treatment.trials: 2 vs 3" in c["treatment"]
     assert c["trials_compared"] == 2 and len(c["per_trial"]) == 2
+
+
+def test_pooled_p_value_is_mcnemars_below_the_old_floor_and_marked_at_its_own(tmp_path):
+    """Issue 61: 30 of 30 pairs one way printed overall p 0.0002; McNemar's exact p (scipy) is 1.9e-9. With 60 of 60
+    the p-value reaches the exact test's floor (2e-12) and the table says so beside it."""
+    from scipy.stats import binomtest
+
+    for pairs in (30, 60):
+        a = write_trial_run(tmp_path / f"a{pairs}", {"t1": [[True]] * (pairs // 2), "t2": [[True]] * (pairs // 2)}, "A")
+        b = write_trial_run(tmp_path / f"b{pairs}", {"t1": [[False]] * (pairs // 2), "t2": [[False]] * (pairs // 2)},
+                            "B")
+        overall = compare_json(a, b)["overall"]
+        assert overall["lost"] == pairs and overall["p_value_floor"] == 2e-12
+        assert overall["p_value"] == pytest.approx(binomtest(0, pairs).pvalue + 2e-12, rel=1e-9)
+        table = compare(a, b).output
+        assert ("≤2e-12 (floor)" in table) == (pairs == 60), table
+    assert "1.9e-09" in compare(tmp_path / "a30", tmp_path / "b30").output

@@ -162,3 +162,47 @@ def test_pooled_paired_interval_is_exact_by_enumeration_and_agrees_with_its_p_va
     # a stopped run's 7 B-only of 33 (every other pair alike): not narrower than exact Clopper-Pearson allows
     ci, p = paired_difference_exact(7, 0, 33)
     assert ci[0] < 0.09 and ci[1] > 0.38 and p < 0.05
+
+
+@pytest.mark.parametrize("discordant", [10, 20, 30])
+def test_pooled_p_value_of_one_stratum_all_one_way_is_mcnemars_exact_p_below_the_old_floor(discordant):
+    """Issue 61: 30 of 30 discordant pairs printed p 0.0002, where McNemar's exact p is 1.9e-9.
+
+    Every pair discordant and one way: the largest tail over the discordance is at discordance 1, where the
+    unconditional test is McNemar's conditional one; the p-value is scipy's exact binomial p plus 2 gamma (1e-12
+    below REFINE_BELOW, 1e-4 above: 10 of 10 pairs, McNemar's 0.00195).
+    """
+    from scipy.stats import binomtest
+
+    from lerobench.stats.binomial import BERGER_BOOS_GAMMA, PAIRED_P_FLOOR, paired_difference_exact
+
+    mcnemar = binomtest(discordant, discordant, 0.5).pvalue
+    added = PAIRED_P_FLOOR if mcnemar < 1e-3 else 2 * BERGER_BOOS_GAMMA  # refined only below REFINE_BELOW
+    for gained, lost in ((discordant, 0), (0, discordant)):
+        _, p = paired_difference_exact(gained, lost, discordant)
+        assert p == pytest.approx(mcnemar + added, rel=1e-9)
+    if discordant == 30:
+        assert p < 2 * BERGER_BOOS_GAMMA / 1e4  # far below the 2e-4 it printed
+
+
+def test_pooled_p_value_keeps_its_size_below_the_old_floor_and_its_interval_agreement():
+    """The refined p-value is exact: P(p <= a) <= a for every a, by enumerating every table of 30 pairs at rate(B)
+    = rate(A) (a grid of discordances), and p <= alpha exactly when the interval leaves 0 out."""
+    from scipy.stats import multinomial
+
+    from lerobench.stats.binomial import PAIRED_P_FLOOR, paired_difference_exact, paired_difference_p
+
+    n = 30
+    tables = [(g, lost) for g in range(n + 1) for lost in range(n + 1 - g)]
+    p = {t: paired_difference_p(*t, n) for t in tables}
+    assert min(p.values()) < 1e-8 and min(p.values()) >= PAIRED_P_FLOOR
+    for discordance in (0.05, 0.2, 0.5, 0.8, 1.0):
+        pmf = {t: multinomial.pmf([t[0], t[1], n - sum(t)], n, [discordance / 2, discordance / 2, 1 - discordance])
+               for t in tables}
+        for level in (1e-8, 1e-6, 1e-4, 1e-3, 0.01, 0.05):
+            size = sum(pmf[t] for t in tables if p[t] <= level)
+            assert size <= level, (discordance, level, size)
+    for alpha in (0.05, 1e-4):
+        for table in ((12, 0), (20, 2), (7, 0), (9, 1)):
+            ci, p_value = paired_difference_exact(*table, n, alpha=alpha)
+            assert (ci[0] > 0 or ci[1] < 0) == (p_value <= alpha), (table, alpha, ci, p_value)

@@ -21,6 +21,7 @@ from lerobench.core.rundir import RunDir
 from lerobench.core.trials import is_whole, outcomes
 from lerobench.errors import CompareError
 from lerobench.stats.binomial import (
+    PAIRED_P_FLOOR,
     compare_paired,
     holm,
     paired_difference_exact,
@@ -178,8 +179,8 @@ def _pooled_block(strata: list[tuple[list[bool], list[bool]]], paired: bool) -> 
         gained = sum(1 for a, b in strata for x, y in zip(a, b, strict=True) if not x and y)
         lost = sum(1 for a, b in strata for x, y in zip(a, b, strict=True) if x and not y)
         ci, p_value = paired_difference_exact(gained, lost, len(all_a))
-        block.update(ci95=ci, ci95_method=PAIRED_POOLED_METHOD, p_value=p_value, gained=gained, lost=lost,
-                     test=PAIRED_POOLED_METHOD)
+        block.update(ci95=ci, ci95_method=PAIRED_POOLED_METHOD, p_value=p_value, p_value_floor=PAIRED_P_FLOOR,
+                     gained=gained, lost=lost, test=PAIRED_POOLED_METHOD)
         return block
     block["ci95"] = stratified_bootstrap_ci(strata, paired=False, seed=BOOTSTRAP_SEED)
     block["ci95_method"] = "stratified bootstrap over tasks"

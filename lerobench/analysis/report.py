@@ -117,6 +117,12 @@ def _task_table(run: Run) -> str:
             f"<th>errors</th><th>mean steps</th></tr>{rows}{groups}{overall}</table>")
 
 
+def _floor_mark(block: dict[str, Any]) -> str:
+    """``≤`` before a p-value at its test's floor (``p_value_floor``): the data say more than the number."""
+    floor = block.get("p_value_floor")
+    return "≤" if floor is not None and block["p_value"] <= floor * (1 + 1e-6) else ""
+
+
 def _comparison_table(c: dict[str, Any]) -> str:
     def row(label: str, b: dict[str, Any], holm: str) -> str:
         mark = ""
@@ -124,7 +130,7 @@ def _comparison_table(c: dict[str, Any]) -> str:
             mark = "<span class='good'>better</span>" if b["difference"] > 0 else "<span class='bad'>worse</span>"
         return (f"<tr><td>{label}</td><td>{b['n_a']}</td><td>{_pct(b['rate_a'])}</td><td>{_pct(b['rate_b'])}</td>"
                 f"<td>{100 * b['difference']:+.1f}</td><td>{points_interval(b['ci95'], ' to ')}"
-                f"</td><td>{b['p_value']:.3g}</td><td>{holm}</td><td>{mark}</td></tr>")
+                f"</td><td>{_floor_mark(b)}{b['p_value']:.3g}</td><td>{holm}</td><td>{mark}</td></tr>")
 
     body = "".join(row(_e(t["task"]), t, f"{t['p_holm']:.3g}") for t in c["tasks"])
     body += "".join(row(f"<i>group {_e(g)}</i>", b, "") for g, b in c["groups"].items())

@@ -28,7 +28,10 @@ def _signed(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:+.1f}"
 
 
-def _p(value: float) -> str:
+def _p(value: float, floor: float | None = None) -> str:
+    """A p-value; one at its test's floor (``p_value_floor``: the pooled exact test's, 2e-12) as ``≤floor (floor)``."""
+    if floor is not None and value <= floor * (1 + 1e-6):
+        return f"≤{floor:.0e} (floor)"
     return f"{value:.2g}" if value < 0.001 else f"{value:.3f}"
 
 
@@ -78,7 +81,7 @@ def _print_comparison(c: dict[str, Any]) -> None:
         n = str(block["n_a"]) if block["n_a"] == block["n_b"] else f"{block['n_a']}/{block['n_b']}"
         mark = ("[green]better[/]" if block["difference"] > 0 else "[red]worse[/]") if block["significant"] else ""
         return [label, n, rate_text(block["rate_a"]), rate_text(block["rate_b"]), _signed(block["difference"]),
-                points_interval((lo, hi)), _p(block["p_value"]), holm, mark]
+                points_interval((lo, hi)), _p(block["p_value"], block.get("p_value_floor")), holm, mark]
 
     for t in c["tasks"]:
         table.add_row(*row(escape(task_label(t, name_width)), t, _p(t["p_holm"])))
@@ -94,15 +97,15 @@ def _print_comparison(c: dict[str, Any]) -> None:
         lo, hi = o["ci95"]
         console.print(f"trial {trial['trial']}: A {rate_text(o['rate_a'])}, B {rate_text(o['rate_b'])}, "
                       f"B − A {_signed(o['difference'])} points (95% CI {points_interval((lo, hi), ' to ')}), "
-                      f"p {_p(o['p_value'])}", highlight=False, soft_wrap=wide)
+                      f"p {_p(o['p_value'], o.get('p_value_floor'))}", highlight=False, soft_wrap=wide)
     for within in c.get("pass_at_k", [])[1:]:
         o = within["overall"]
         lo, hi = o["ci95"]
         k = within["k"]
         console.print(f"pass@{k} (success within the first {k} trials): A {rate_text(o['rate_a'])}, "
                       f"B {rate_text(o['rate_b'])}, B − A {_signed(o['difference'])} points "
-                      f"(95% CI {points_interval((lo, hi), ' to ')}), p {_p(o['p_value'])}", highlight=False,
-                      soft_wrap=wide)
+                      f"(95% CI {points_interval((lo, hi), ' to ')}), p {_p(o['p_value'], o.get('p_value_floor'))}",
+                      highlight=False, soft_wrap=wide)
     for note in c["notes"]:
         err_console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
     console.print(f"[bold]{c['verdict']}[/], by {c['verdict_by']} (alpha {c['alpha']}; "
