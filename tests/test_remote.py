@@ -318,3 +318,61 @@ def test_eval_through_cli_against_a_served_expert(served, tmp_path, monkeypatch)
     results = json.loads((out / "results.json").read_text())
     assert results["policy"] == server.url and results["complete"]
     assert results["overall"]["n_episodes"] == 2 and results["overall"]["n_errors"] == 0
+
+
+def test_client_refuses_a_server_of_another_image_size_at_connect(tmp_path, monkeypatch):
+    """Issue 61: a server built for one protocol's images and a client on another's met only at the first call,
+    after the workers started. The server declares its shapes on connect; the client compares them first."""
+    pytest.importorskip("metaworld")
+    from typer.testing import CliRunner
+
+    from lerobench.cli import app
+    from lerobench.suite.registry import load_suite
+
+    monkeypatch.setenv("MUJOCO_GL", "egl")
+    small = tmp_path / "smoke64.toml"
+    small.write_text(load_suite("smoke").source.read_text().replace("image_size = [480, 480]", "image_size = [64, 64]"))
+    server = PolicyServer("fixture_policies:make_camera", suite_context(str(small)), port=0, protocol="standard")
+    _start(server)
+    try:
+        with connect(server.url) as conn:
+            declared = msgpack_numpy.unpackb(conn.recv())
+        shapes = (declared["cameras"], declared["image_size"], declared["protocol"])
+        assert shapes == (["corner2"], [64, 64], "standard")
+        assert (declared["state_dim"], declared["action_dim"]) == (39, 4)
+        common = ["eval", "--policy", server.url, "--episodes", "2", "--max-steps", "5", "--videos", "0",
+                  "--executor", "processes", "--workers", "2"]
+        refused = CliRunner().invoke(app, [*common, "--suite", "smoke", "--output", str(tmp_path / "other")])
+        assert refused.exit_code == 2, refused.output
+        text = " ".join(refused.output.split())
+        assert "64x64" in text and "480x480" in text and "'standard'" in text and "corner2" in text, text
+        assert "Traceback" not in refused.output and not (tmp_path / "other" / "episodes.jsonl").exists()
+        # The same server and a run of its own size: no refusal (the check compares, it does not just refuse).
+        same = CliRunner().invoke(app, [*common, "--suite", str(small), "--output", str(tmp_path / "same")])
+        assert same.exit_code == 0, same.output
+        assert json.loads((tmp_path / "same" / "results.json").read_text())["overall"]["n_episodes"] == 4
+    finally:
+        server.shutdown()
+
+
+def test_libero_client_on_the_lerobot_protocol_is_refused_before_any_scene_is_built(tmp_path):
+    """The issue's case: ``serve --suite libero_spatial`` (standard, 256x256) and ``eval --protocol lerobot``
+    (360x360): exit 2 naming both sizes and the server's protocol, in about a second (no LIBERO scene built)."""
+    pytest.importorskip("libero.libero")
+    from typer.testing import CliRunner
+
+    from lerobench.cli import app
+
+    server = PolicyServer("fixture_policies:make_camera", suite_context("libero_spatial"), port=0,
+                          protocol="standard")
+    _start(server)
+    try:
+        refused = CliRunner().invoke(app, ["eval", "--suite", "libero_spatial", "--protocol", "lerobot", "--policy",
+                                           server.url, "--tasks", "0", "--episodes", "1", "--videos", "0",
+                                           "--output", str(tmp_path / "run")])
+    finally:
+        server.shutdown()
+    assert refused.exit_code == 2, refused.output
+    text = " ".join(refused.output.split())
+    assert "256x256" in text and "360x360" in text and "--protocol standard" in text, text
+    assert "Traceback" not in refused.output and not (tmp_path / "run" / "episodes.jsonl").exists()

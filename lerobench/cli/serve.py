@@ -31,7 +31,7 @@ def serve_policy(
         context = suite_context(suite, protocol, seed=seed, device=device, call_width=call_width)
         server = PolicyServer(policy, context, host, port,
                               on_event=lambda text: err_console.print(f"[dim]{text}[/]", highlight=False),
-                              max_batch=max_batch, max_wait_ms=max_wait_ms)
+                              max_batch=max_batch, max_wait_ms=max_wait_ms, protocol=protocol)
     except LerobenchError as exc:
         fail(exc)
     if host not in ("127.0.0.1", "localhost", "::1"):

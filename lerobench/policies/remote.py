@@ -162,6 +162,7 @@ class RemotePolicy:
             raise ConfigError(f"policy server {self.url} returns {action_dim}-D actions, but suite "
                               f"{self.context.suite!r} takes {self.context.action_dim}-D actions")
         self._check_served_suite(metadata)
+        self._check_served_images(metadata)
         return metadata
 
     def _check_served_suite(self, metadata: dict[str, Any]) -> None:
@@ -186,6 +187,31 @@ class RemotePolicy:
                 raise ConfigError(f"policy server {self.url} {served}, which has no task {shown} of suite "
                                   f"{self.context.suite!r}: serve that suite (`lerobench serve --suite "
                                   f"{self.context.suite}`)")
+
+    def _check_served_images(self, metadata: dict[str, Any]) -> None:
+        """Refuse a server whose policy reads other images than this run renders: at connect, before any worker.
+
+        Why: the server checks each request's images against its own protocol, so a client on another protocol
+        (``lerobench serve --suite libero_spatial``, 256x256, and ``eval --protocol lerobot``, 360x360) learnt it
+        only from the first call's error, after its workers had built their scenes. ``lerobench serve`` declares
+        its ``cameras``, ``image_size`` and ``protocol``; a server that declares no size (openpi's) is not checked.
+        """
+        cameras, size = metadata.get("cameras") or [], metadata.get("image_size")
+        served = f"policy server {self.url} (suite {metadata.get('suite')!r}, protocol {metadata.get('protocol')!r})"
+        offered = self.context.cameras
+        unknown = [c for c in cameras if c not in offered]
+        if unknown:
+            raise ConfigError(f"{served} reads camera {', '.join(unknown)}, which suite {self.context.suite!r} does "
+                              f"not render (its cameras: {', '.join(offered) or 'none'})")
+        if not cameras or not (isinstance(size, list) and len(size) == 2):
+            return
+        ours = tuple(self.context.image_size)
+        if tuple(size) != ours:
+            protocol = metadata.get("protocol")
+            raise ConfigError(f"{served} takes {size[0]}x{size[1]} images of {', '.join(cameras)}, but this run "
+                              f"renders {ours[0]}x{ours[1]} (suite {self.context.suite!r} at this run's --protocol): "
+                              f"evaluate with the server's protocol{f' (--protocol {protocol})' if protocol else ''}"
+                              f", or serve this run's (lerobench serve --protocol ...)")
 
     def close(self) -> None:
         """Close the connection (idempotent); a later call would reconnect."""

@@ -76,7 +76,8 @@ class PolicyServer:
     """A bound (listening) server for one policy; ``serve_forever`` answers, ``shutdown`` stops it."""
 
     def __init__(self, policy_spec: str, context: PolicyContext, host: str = "127.0.0.1", port: int = 8000,
-                 on_event: Callable[[str], None] | None = None, max_batch: int = 1, max_wait_ms: float = 5.0):
+                 on_event: Callable[[str], None] | None = None, max_batch: int = 1, max_wait_ms: float = 5.0,
+                 protocol: str | None = None):
         self.policy = load_policy(policy_spec, context)
         check_batching(max_batch, max_wait_ms, self.policy, policy_spec)
         self.context = context
@@ -91,7 +92,8 @@ class PolicyServer:
             "server": "lerobench", "version": __version__, "policy": policy_spec, "suite": context.suite,
             "backend": context.backend, "tasks": [t.name for t in context.tasks], "batched": True,
             "action_dim": context.action_dim, "state_dim": context.state_dim,
-            "cameras": list(self.cameras), "image_size": list(context.image_size), "max_batch": max_batch,
+            "cameras": list(self.cameras), "image_size": list(context.image_size), "protocol": protocol,
+            "max_batch": max_batch,
             "every_frame": needs.every_frame, "batch_invariant": policy_traits(self.policy).batch_invariant,
             "stochastic": policy_traits(self.policy).stochastic, "numerics": policy_numerics(self.policy),
         }
