@@ -169,6 +169,7 @@ def evaluate(  # noqa: D417 - the shared settings' help is appended from plan/op
     video_size: int = default("video_size"),
     render_quality: str | None = default("render_quality"),
     episode_timeout: float | None = default("episode_timeout"),
+    policy_timeout: float | None = default("policy_timeout"),
     replan_steps: int = default("replan_steps"),
     delay_steps: int | str = default("delay_steps"),
     parallel_tasks: int = default("parallel_tasks"),

@@ -32,7 +32,8 @@ INTS: dict[str, tuple[int, bool]] = {
 """Integer arguments: (smallest value, None allowed). ``log_step`` is a training step: never negative."""
 
 FLOATS: dict[str, tuple[float, float, bool, bool]] = {
-    "episode_timeout": (0.0, math.inf, False, True), "alpha": (0.0, 1.0, False, False),
+    "episode_timeout": (0.0, math.inf, False, True), "policy_timeout": (0.0, math.inf, False, True),
+    "alpha": (0.0, 1.0, False, False),
     "margin": (0.0, 1.0, False, False), "power": (0.0, 1.0, False, False), "effect": (-1.0, 1.0, True, True),
     "ray_gpus_per_worker": (0.0, math.inf, True, False),
 }

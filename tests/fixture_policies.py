@@ -558,3 +558,31 @@ def make_key_auditor(context):
 
     policy.select_action = select_action
     return policy
+
+
+HANG_RELEASE = threading.Event()
+"""Set by a test to let a ``HangsOnCall`` policy's hung call return (so no thread outlives the test for long)."""
+
+
+class HangsOnCall(_Base):
+    """Zero actions, except that call number ``LEROBENCH_TEST_HANG_CALL`` (counted per process) never returns.
+
+    Unset, the policy never hangs: the same spec resumes the run to its end.
+    """
+
+    calls = 0
+    lock = threading.Lock()
+
+    def select_action(self, observation, task_descriptions):
+        import os
+
+        with HangsOnCall.lock:
+            HangsOnCall.calls += 1
+            number = HangsOnCall.calls
+        if str(number) == os.environ.get("LEROBENCH_TEST_HANG_CALL"):
+            HANG_RELEASE.wait(3600)
+        return np.zeros((len(observation["state"]), self.context.action_dim))
+
+
+def make_hangs_on_call(context):
+    return HangsOnCall(context)

@@ -75,6 +75,22 @@ class RichReporter:
         self._t0 = time.perf_counter()
         self._lock = threading.Lock()
         self._all_successes = 0
+        if self.names_waiting_calls:
+            threading.Thread(target=self._name_waiting_calls, name="lerobench-waiting-calls", daemon=True).start()
+
+    names_waiting_calls = True
+    """Print a line naming a policy call that is late (``lerobench.rollout.deadline``) every ``WAITING_EVERY_S``."""
+
+    def _name_waiting_calls(self) -> None:
+        from lerobench.rollout.deadline import WAITING
+
+        last = 0.0
+        while True:
+            time.sleep(1.0)
+            notice = WAITING.notice() if self.progress.live.is_started else None
+            if notice and time.perf_counter() - last >= WAITING_EVERY_S:
+                last = time.perf_counter()
+                self.message(notice)
 
     def _count(self, record: Any) -> bool:
         """Count one trial's record (under the lock); True for trial 0, which moves the bars."""
@@ -138,6 +154,9 @@ class RichReporter:
             self.progress.update(self._bars[task.name], info=f"{rate}{extra}")
 
 
+WAITING_EVERY_S = 10.0
+"""Seconds between two lines naming a late policy call in a terminal."""
+
 PROGRESS_INTERVAL_S = 30.0
 """Default seconds between plain progress lines when stdout is not a terminal (``--progress-interval``)."""
 
@@ -157,6 +176,8 @@ class LogReporter(RichReporter):
     elapsed, ETA), for ``tail -f`` and ``grep``. Lines are written only while the progress display is running
     (``with reporter.progress``); the ETA uses the pace since the first episode ended, not start-up.
     """
+
+    names_waiting_calls = False  # each progress line names them
 
     def __init__(self, total_episodes: int, suite: str, interval: float = PROGRESS_INTERVAL_S, trials: int = 1):
         from rich.console import Console
@@ -205,8 +226,12 @@ class LogReporter(RichReporter):
 
         solved_text = (f"{solved} solved{share(solved)}" if self.trials <= 1 else
                        f"trial 0: {solved} solved{share(solved)}, within {self.trials} trials: {within}{share(within)}")
+        from lerobench.rollout.deadline import WAITING
+
+        notice = WAITING.notice()
         return (f"progress {self._suite}: {done}/{total} episodes ({100 * done / max(1, total):.0f}%), "
-                f"{solved_text}, {rate:,.0f} env-steps/s, elapsed {_clock(elapsed)}, ETA {eta}")
+                f"{solved_text}, {rate:,.0f} env-steps/s, elapsed {_clock(elapsed)}, ETA {eta}"
+                + (f"; {notice}" if notice else ""))
 
     def episode(self, task: Any, record: Any) -> None:  # noqa: D102
         super().episode(task, record)
@@ -298,6 +323,7 @@ def evaluate(
     render_quality: str | None = cli_option("render_quality"),
     resume: bool = cli_option("resume"),
     episode_timeout: float | None = cli_option("episode_timeout"),
+    policy_timeout: float | None = cli_option("policy_timeout"),
     replan_steps: int = cli_option("replan_steps"),
     delay_steps: str = cli_option("delay_steps"),
     parallel_tasks: int = cli_option("parallel_tasks"),

@@ -80,6 +80,8 @@ class TaskRun:
     """Render the policy's cameras at every step, also those whose observation the policy never reads."""
     n_init_states: int = 50
     step_timeout_s: float | None = None
+    policy_timeout_s: float | None = None
+    """``--policy-timeout``: seconds a policy call may take (None: derived, ``lerobench.rollout.deadline``)."""
     stop: threading.Event | None = None
     """Set by the vector executor to make a task thread stop at its next step (Ctrl-C, another task failed)."""
     wants: Callable[[int], bool] | None = None

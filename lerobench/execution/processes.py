@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import multiprocessing
 import signal
+import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
@@ -22,6 +24,7 @@ from lerobench.errors import LerobenchError, PolicyError, RunError
 from lerobench.execution.base import MAX_WORKER_REBUILDS, RunIO
 from lerobench.output.video_recorder import remove_partial_videos
 from lerobench.plan.planner import RunPlan, WorkUnit
+from lerobench.rollout.deadline import WAITING
 
 if TYPE_CHECKING:
     from lerobench.execution.base import ExecutionChoice
@@ -46,11 +49,18 @@ def _worker_main(conn: Connection, plan: RunPlan, budget: ComputeBudget, environ
 
     budget.enter_worker()  # its share of render threads and call cores, in its own process
     runner = None
+    sending = threading.Lock()  # the episodes (this thread) and the late-call notices (a daemon thread)
+
+    def send(message: tuple[str, Any]) -> None:
+        with sending:
+            conn.send(message)
+
+    threading.Thread(target=_relay_waiting_calls, args=(send,), name="lerobench-waiting-relay", daemon=True).start()
     try:
         runner = UnitRunner(plan)
         while (unit := conn.recv()) is not None:
-            runner.run(unit, lambda record: conn.send(("episode", record)))
-            conn.send(("done", None))
+            runner.run(unit, lambda record: send(("episode", record)))
+            send(("done", None))
     except (EOFError, BrokenPipeError):
         pass
     except BaseException as exc:  # noqa: BLE001 - reported to the driver, which stops the run
@@ -65,6 +75,22 @@ def _worker_main(conn: Connection, plan: RunPlan, budget: ComputeBudget, environ
     finally:
         if runner is not None:
             runner.close()
+
+
+def _relay_waiting_calls(send: Any) -> None:
+    """Tell the driver when a policy call here is late (and when none is): its progress line names it."""
+    from lerobench.rollout.deadline import WAITING
+
+    said: str | None = None
+    while True:
+        time.sleep(1.0)
+        notice = WAITING.notice()
+        if notice != said:
+            try:
+                send(("waiting", notice))
+            except OSError:
+                return
+            said = notice
 
 
 def _exit_on_sigterm(signum: int, frame: Any) -> None:
@@ -170,6 +196,8 @@ class ProcessExecutor:
                             pool[pool.index(w)] = self._replace(plan, w, pending, deaths, io, spawn)
         finally:
             _stop_all(pool)
+            for w in pool:
+                WAITING.relay(id(w), None)
             remove_partial_videos(plan.output)  # of workers that were killed (OOM) and could not unwind
 
     def _drain(self, w: _Worker, io: RunIO) -> bool:
@@ -183,6 +211,8 @@ class ProcessExecutor:
                     if payload.error is not None or payload.trial + 1 == io.sink.plan.settings.trials_per_episode:
                         w.reported.add(payload.episode)
                     io.episode(w.unit.task, payload, count_steps=True)
+                elif kind == "waiting":
+                    WAITING.relay(id(w), payload)
                 elif kind == "done":
                     w.unit = None
                     return True
@@ -190,6 +220,7 @@ class ProcessExecutor:
                     error, message, failure, text = payload
                     raise PolicyError(message, failure, text) if error == "policy" else RunError(message)
         except (EOFError, OSError):
+            WAITING.relay(id(w), None)
             return False
         return w.process.is_alive()
 

@@ -67,6 +67,9 @@ SETTINGS: dict[str, Setting] = {
                               "LEROBENCH_RENDER_QUALITY, else the suite's, else published (docs/suites.md)."),
     "episode_timeout": Setting(("--episode-timeout",), None,
                                "Seconds one env step may take before its worker counts as hung."),
+    "policy_timeout": Setting(("--policy-timeout",), None,
+                              "Seconds one policy call may take before the run ends naming it (finished episodes "
+                              "kept). Default: 20x the task's slowest call, at least 120 s; 600 s for a first call."),
     "replan_steps": Setting(("--replan-steps",), 1, "Actions executed per returned action chunk."),
     "delay_steps": Setting(("--delay-steps",), "0",
                            "Inference delay in control steps: each chunk is asked for d steps early and executed "

@@ -75,6 +75,7 @@ class RunSettings:
     render_quality: str | None = default("render_quality")
     """``published`` or ``draft`` (``envs/base.RENDER_QUALITIES``); None: the environment's, else the suite's."""
     episode_timeout: float | None = default("episode_timeout")
+    policy_timeout: float | None = default("policy_timeout")
     """Seconds one vector step may take before its worker is declared hung."""
     replan_steps: int = default("replan_steps")
     """Actions executed from each returned action chunk before asking the policy again."""
@@ -281,7 +282,8 @@ class RunPlan:
         return TaskRun(suite=s.suite.name, task=task, seed=s.seed, action_dim=self.action_dim,
                        replan_steps=needs.executed_steps(s.replan_steps), every_frame=needs.every_frame,
                        trials=s.trials_per_episode, n_init_states=self.n_init_states,
-                       step_timeout_s=s.episode_timeout, stop=stop, wants=wants, delay=self.delay,
+                       step_timeout_s=s.episode_timeout, policy_timeout_s=s.policy_timeout, stop=stop, wants=wants,
+                       delay=self.delay,
                        schedule=s.schedule, checked=self.checked, seeds=self.protocol.seeds)
 
     @property
@@ -367,7 +369,8 @@ class RunPlan:
             "parallel_tasks": s.parallel_tasks, "videos": s.videos, "video_fps": self.video_fps,
             "video_size": list(self.video_size or self.protocol.image_size), "executor": s.executor,
             "workers": s.workers, "ray_address": s.ray_address, "ray_gpus_per_worker": s.ray_gpus_per_worker,
-            "episode_timeout": s.episode_timeout, "device": s.device, "call_width_requested": s.call_width,
+            "episode_timeout": s.episode_timeout, "policy_timeout": s.policy_timeout,
+            "device": s.device, "call_width_requested": s.call_width,
             "output": str(s.output),
             "shard": str(s.shard) if s.shard else None, "allow_sim_drift": s.allow_sim_drift,
             "simulator": self.simulator, **(self.policy_facts or {}),
@@ -468,6 +471,8 @@ def make_plan(settings: RunSettings) -> RunPlan:
         raise ConfigError(f"--video-size must be 0 (the protocol's image size) or at least 16, got {s.video_size}")
     if s.episode_timeout is not None and s.episode_timeout <= 0:
         raise ConfigError(f"--episode-timeout must be > 0 seconds, got {s.episode_timeout}")
+    if s.policy_timeout is not None and s.policy_timeout <= 0:
+        raise ConfigError(f"--policy-timeout must be > 0 seconds, got {s.policy_timeout}")
     _check_stopping(s)
     _check_perturbations(s, backend)
     s = replace(s, delay_steps=parse_delay(s.delay_steps), render_quality=_render_quality(s))

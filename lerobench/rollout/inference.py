@@ -12,11 +12,15 @@ once the task is decided.
 
 from __future__ import annotations
 
+import queue
+import sys
 import threading
 import time
+import traceback
 from collections import deque
 from collections.abc import Callable, Iterable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -25,6 +29,7 @@ from lerobench.core.call_stats import CallStats
 from lerobench.policies.base import Policy, policy_numerics, policy_traits
 from lerobench.policies.batch import as_batch
 from lerobench.policies.invariance import PendingCheck, checked_call
+from lerobench.rollout.deadline import WAITING, CallDeadline, WaitingCall
 
 
 @runtime_checkable
@@ -108,16 +113,85 @@ Answer = Callable[[np.ndarray, Any, BaseException | None], None]
 """Receives a finished call: its rows, the policy's output (None on error) and the exception (None if fine)."""
 
 
-class PolicyCaller:
-    """Runs ``select_action`` for sub-batches on helper threads (at most ``concurrency`` in flight) or inline.
+class CallOverdue(Exception):  # noqa: N818 - a state, raised once
+    """A policy call passed its deadline (``lerobench.rollout.deadline``); the rollout names the episode."""
 
-    A call runs inline (no thread hop) when the rollout has nothing else to do and no call is in flight;
-    otherwise on a helper thread while the rollout keeps stepping. ``concurrency`` > 1 only for policies
-    that declare ``PolicyTraits.concurrent_calls`` (their calls on disjoint rows may overlap: a remote
-    server, a latency-bound model). ``close`` waits for calls in flight, so none outlives the rollout.
+    def __init__(self, rows: np.ndarray, number: int, waited_s: float, limit_s: float, source: str,
+                 stack: str | None = None):
+        super().__init__(f"policy call {number} has not returned after {waited_s:.0f} s (deadline {limit_s:g} s, "
+                         f"{source})")
+        self.rows, self.number, self.waited_s, self.limit_s = rows, number, waited_s, limit_s
+        self.stack = stack
+        """Where the call's thread was when the deadline passed (for traceback.txt): where the policy hangs."""
+
+
+def thread_stack(ident: int | None) -> str | None:
+    """The current stack of thread ``ident``, formatted like a traceback; None if it is gone."""
+    frame = sys._current_frames().get(ident) if ident is not None else None
+    return None if frame is None else "".join(traceback.format_stack(frame))
+
+
+class CallThreads:
+    """Daemon threads that run policy calls: a call that never returns cannot keep the process from exiting.
+
+    Why not ``ThreadPoolExecutor``: its threads are joined at interpreter exit, so one hung call would hang
+    the run after it had reported the hang. A hand-off costs ~25 us (measured on this 2-core box).
     """
 
-    def __init__(self, policy: Policy, stats: CallStats | None = None, concurrency: int = 1, check: bool = False):
+    def __init__(self, count: int):
+        self._jobs: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None] = \
+            queue.SimpleQueue()
+        self._threads = [threading.Thread(target=self._serve, name=f"lerobench-policy-{i}", daemon=True)
+                         for i in range(count)]
+        for thread in self._threads:
+            thread.start()
+
+    def _serve(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            future, fn, args = job
+            future.thread_ident = threading.get_ident()  # type: ignore[attr-defined]  # named if the call hangs
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn(*args))
+                except BaseException as exc:  # noqa: BLE001 - handed to whoever collects the call
+                    future.set_exception(exc)
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        """Run ``fn(*args)`` on a free thread."""
+        future: Future[Any] = Future()
+        self._jobs.put((future, fn, args))
+        return future
+
+    def stop(self) -> None:
+        """Let the threads end once their calls return (a hung one is abandoned: it is a daemon)."""
+        for _ in self._threads:
+            self._jobs.put(None)
+
+
+@dataclass
+class _Flight:
+    """One call in flight."""
+
+    rows: np.ndarray
+    future: Future[Any]
+    number: int
+    started: float
+    limit_s: float
+    waiting_key: int
+
+
+class PolicyCaller:
+    """Runs ``select_action`` for sub-batches on helper threads (at most ``concurrency`` in flight).
+
+    Every call runs on a helper thread, so the rollout can give up on one that passes its deadline
+    (``deadline``; ``CallOverdue``); the rollout keeps stepping other rows meanwhile where it can.
+    ``concurrency`` > 1 only for policies that declare ``PolicyTraits.concurrent_calls`` (their calls on
+    disjoint rows may overlap: a remote server, a latency-bound model). ``close`` waits for calls in flight
+    that are still within their deadline, so none outlives the rollout unless it hung.
+    """
+
+    def __init__(self, policy: Policy, stats: CallStats | None = None, concurrency: int = 1, check: bool = False,
+                 deadline: CallDeadline | None = None, describe: Callable[[np.ndarray], str] | None = None):
         self.policy = policy
         self._check_next = check and policy_traits(policy).checkable
         self.check: PendingCheck | None = None
@@ -127,8 +201,14 @@ class PolicyCaller:
         self.concurrency = max(1, concurrency)
         self.call_s = Average()
         """Time of one call (measured here, on whichever thread runs it); the step timings are ``Schedule``'s."""
-        self._pool: ThreadPoolExecutor | None = None
-        self._flights: list[tuple[np.ndarray, Future[Any]]] = []
+        self.slowest_s: float | None = None
+        """The slowest call so far: what the derived deadline scales."""
+        self.deadline = deadline or CallDeadline()
+        self._describe = describe or (lambda rows: f"rows {rows.tolist()}")
+        self._threads: CallThreads | None = None
+        self._flights: list[_Flight] = []
+        self._calls = 0
+        self._hung = False
         self._width = (policy_numerics(policy) or {}).get("call_width")
         """The torch policy's call width (None for other policies): what ``CallStats`` prices."""
 
@@ -159,6 +239,7 @@ class PolicyCaller:
         finally:
             took = time.perf_counter() - started
             self.call_s.add(took)
+            self.slowest_s = took if self.slowest_s is None else max(self.slowest_s, took)
             self.stats.add(len(batch["state"]), took, self._width)
 
     def take_check(self) -> dict[str, Any] | None:
@@ -175,42 +256,63 @@ class PolicyCaller:
         return check
 
     def call(self, rows: np.ndarray, batch: dict[str, Any], descriptions: list[str], answer: Answer) -> None:
-        """Run one call now, in this thread, and hand its result to ``answer``."""
+        """Run one call now (nothing else can step meanwhile) and hand its result to ``answer``.
+
+        It still runs on a helper thread (~25 us a call), so a call past its deadline raises ``CallOverdue``.
+        """
         assert not self._flights, "PolicyCaller.call with a call in flight"
-        try:
-            out = self._timed(batch, descriptions)
-        except Exception as exc:  # noqa: BLE001 - handed to the rollout, which names the episode
-            answer(rows, None, exc)
-            return
-        answer(rows, out, None)
+        self.submit(rows, batch, descriptions)
+        while self._flights:
+            self.collect(answer, block=True)
 
     def submit(self, rows: np.ndarray, batch: dict[str, Any], descriptions: list[str]) -> None:
         """Start one call on a helper thread; ``collect`` hands its result over once it is done."""
         assert self.slots_free(self.concurrency), "PolicyCaller.submit with every call slot in flight"
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="lerobench-policy")
-        self._flights.append((rows, self._pool.submit(self._timed, batch, descriptions)))
+        if self._threads is None:
+            self._threads = CallThreads(self.concurrency)
+        self._calls += 1
+        now = time.perf_counter()
+        limit = self.deadline.limit_s(self.slowest_s)
+        key = WAITING.add(WaitingCall(f"call {self._calls}, {self._describe(rows)}", now,
+                                      self.deadline.notice_s(self.slowest_s), limit))
+        self._flights.append(_Flight(rows, self._threads.submit(self._timed, batch, descriptions), self._calls, now,
+                                     limit, key))
 
     def collect(self, answer: Answer, block: bool = False, also: Iterable[Future[Any]] = ()) -> None:
         """Hand finished calls to ``answer`` in the order they were made; ``block`` waits for one first.
 
-        ``also``: other futures that end the wait too (the rollout's background resets).
+        ``also``: other futures that end the wait too (the rollout's background resets). A call past its
+        deadline raises ``CallOverdue``.
         """
-        waits = [f for _, f in self._flights] + list(also) if block else []
-        if waits:
-            wait(waits, return_when=FIRST_COMPLETED)
+        if block and self._flights:
+            due = min(f.started + f.limit_s for f in self._flights)
+            wait([f.future for f in self._flights] + list(also), return_when=FIRST_COMPLETED,
+                 timeout=max(0.0, due - time.perf_counter()))
+        elif block:
+            wait(list(also), return_when=FIRST_COMPLETED)
         if not self._flights:
             return
-        done = [f for f in self._flights if f[1].done()]
-        taken = {id(f) for f in done}  # by identity: comparing the (rows, future) tuples compares arrays
-        self._flights = [f for f in self._flights if id(f) not in taken]
-        for rows, future in done:
-            exc = future.exception()
-            answer(rows, None if exc is not None else future.result(), exc)
+        done = [f for f in self._flights if f.future.done()]
+        self._flights = [f for f in self._flights if not f.future.done()]
+        for flight in done:
+            WAITING.remove(flight.waiting_key)
+            exc = flight.future.exception()
+            answer(flight.rows, None if exc is not None else flight.future.result(), exc)
+        now = time.perf_counter()
+        for flight in self._flights:
+            if now - flight.started >= flight.limit_s:
+                self._hung = True
+                raise CallOverdue(flight.rows, flight.number, now - flight.started, flight.limit_s,
+                                  self.deadline.source(), thread_stack(getattr(flight.future, "thread_ident", None)))
 
     def close(self) -> None:
-        """Wait for calls in flight (their results are dropped) and stop the helper threads (idempotent)."""
-        self.take_check()  # probes may still run on twins of the policy: done (and counted) before it closes
-        pool, self._pool, self._flights = self._pool, None, []
-        if pool is not None:
-            pool.shutdown(wait=True)
+        """Wait for calls in flight within their deadline (results dropped); abandon a hung one (idempotent)."""
+        if not self._hung:
+            self.take_check()  # probes may still run on twins of the policy: done (and counted) before it closes
+            for flight in self._flights:
+                wait([flight.future], timeout=max(0.0, flight.started + flight.limit_s - time.perf_counter()))
+        for flight in self._flights:
+            WAITING.remove(flight.waiting_key)
+        threads, self._threads, self._flights = self._threads, None, []
+        if threads is not None:
+            threads.stop()

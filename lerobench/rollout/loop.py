@@ -51,9 +51,18 @@ from lerobench.errors import STOP_REQUESTED, PolicyError
 from lerobench.output.trajectories import NULL_TRAJECTORIES, Trajectories
 from lerobench.policies.actions import ActionError, action_chunk
 from lerobench.policies.base import Policy, policy_traits
+from lerobench.rollout.deadline import CallDeadline
 from lerobench.rollout.delay import chunk_too_short, committed_fields
 from lerobench.rollout.episode_book import EpisodeBook, NoVideos, Recording, VideoCapture
-from lerobench.rollout.inference import Average, EpisodeQueue, EpisodeSource, PolicyCaller, should_call, worth_spreading
+from lerobench.rollout.inference import (
+    Average,
+    CallOverdue,
+    EpisodeQueue,
+    EpisodeSource,
+    PolicyCaller,
+    should_call,
+    worth_spreading,
+)
 from lerobench.rollout.slots import Slots, SlotState
 
 __all__ = ["STOP_GRACE_S", "Cancelled", "NoVideos", "VideoCapture", "Recording", "Rollout",
@@ -161,7 +170,8 @@ class Rollout:
         n = venv.num_envs
         self.venv, self.task_run, self.on_steps = venv, run, on_steps
         self.caller = PolicyCaller(policy, stats, concurrency=policy_traits(policy).concurrent_calls,
-                                   check=run.checked.first(policy))
+                                   check=run.checked.first(policy), deadline=CallDeadline(run.policy_timeout_s),
+                                   describe=self._call_place)
         self.delay = run.delay
         self.slots = Slots(n, due=self.delay.due)
         self.epoch = np.zeros(n, dtype=np.int64)
@@ -190,6 +200,9 @@ class Rollout:
         except WorkerFailure as failure:
             self._lost_workers(failure)
             raise
+        except CallOverdue as overdue:
+            self._abandon()
+            raise self._overdue(overdue) from None
         except BaseException:
             self._abandon()
             raise
@@ -348,6 +361,23 @@ class Rollout:
         self.on_steps(len(rows))
         self.book.stepped(stepping, self.actions, rewards, infos)
         self.ended = self.book.observe(self.obs, infos, rows)
+
+    def _call_place(self, rows: np.ndarray) -> str:
+        """Which episodes a call is for, in words (the progress line's note on a waiting call)."""
+        episodes = sorted({int(e) for e in self.book.episode[rows].tolist()})
+        more = f" and {len(episodes) - 1} more" if len(episodes) > 1 else ""
+        return f"task {self.task_run.task.name!r}, episode {episodes[0]}{more}"
+
+    def _overdue(self, overdue: CallOverdue) -> PolicyError:
+        """The run-ending error for a call past its deadline: it names the call; finished episodes are kept."""
+        run, first = self.task_run, int(self.book.episode[int(overdue.rows[0])])
+        message = f"{overdue}; the run stops, finished episodes are kept (--resume runs the rest)"
+        return PolicyError(run.where(first, message),
+                           failure={"type": "PolicyTimeout", "message": str(overdue), "task": run.task.name,
+                                    "episode": first, "call": overdue.number, "waited_s": round(overdue.waited_s, 1),
+                                    "deadline_s": overdue.limit_s},
+                           traceback_text=(f"The policy call's thread, when its deadline passed:\n{overdue.stack}"
+                                           if overdue.stack else None))
 
     def _descriptions(self, rows: np.ndarray) -> list[str]:
         return [self.task_run.task.description] * len(rows)
