@@ -16,7 +16,7 @@ from fixture_policies import NoisyExpertChunk
 from typer.testing import CliRunner
 
 from lerobench.cli import app
-from lerobench.policies.base import PolicyTraits, policy_traits, row_generators
+from lerobench.policies.base import ObservationNeeds, PolicyTraits, policy_traits, row_generators
 from lerobench.rollout.inference import EpisodeQueue, should_call
 
 pytestmark = pytest.mark.sim  # every test here drives a real simulator
@@ -121,7 +121,7 @@ def test_inline_steps_only_the_envs_not_held(tmp_path):
     from lerobench.suite.registry import load_suite
 
     plan = make_plan(RunSettings(suite=load_suite("smoke"), policy="zero", output=tmp_path, videos=0))
-    venv = make_vector_env(plan.env_spec(plan.suite.tasks[0], (), None), 3, in_process=True)
+    venv = make_vector_env(plan.env_spec(plan.suite.tasks[0], ObservationNeeds(), None), 3, in_process=True)
     try:
         assert venv.concurrent_steps == 1
         obs, _ = venv.reset(seed=[0, 1, 2], options={"episodes": [0, 1, 2], "trials": [0, 0, 0],
@@ -252,7 +252,7 @@ def test_a_worker_resets_one_env_while_the_others_step(tmp_path):
     from lerobench.suite.registry import load_suite
 
     plan = make_plan(RunSettings(suite=load_suite("smoke"), policy="zero", output=tmp_path, videos=0))
-    spec = plan.env_spec(plan.suite.tasks[0], (), None)
+    spec = plan.env_spec(plan.suite.tasks[0], ObservationNeeds(), None)
     options = {"episodes": [0, 1], "trials": [0, 0], "record": [False, False]}
     venv = make_vector_env(spec, 2, in_process=False)
     reference = make_vector_env(spec, 1, in_process=True)

@@ -29,10 +29,11 @@ EPISODE_FIELDS = ("suite", "backend", "backend_options", "tasks", "protocol", "p
 """Config keys that fix the episodes' start states (``simulator``: ``simulator_identity`` of the fingerprint)."""
 
 TREATMENT_FIELDS = ("policy", "replan_steps", "trials", "stop_on_success", "device", "perturb", "call_width",
-                    "delay_steps")
+                    "delay_steps", "image_size")
 """Config keys that fix what is done from those starts (``replan_steps``: the executed value; ``perturb``: the
 ``--perturb`` wrappers, which never move a start; ``call_width``: the rows per call of a torch policy, which
-fixes its numerics; None for policies that do not pad; ``delay_steps``: the inference delay, d or ``measured``)."""
+fixes its numerics; None for policies that do not pad; ``delay_steps``: the inference delay, d or ``measured``;
+``image_size``: the size the policy's cameras were rendered at, its declared size or the protocol's)."""
 
 DEFAULTS: dict[str, Any] = {"trials": 1, "backend_options": {}, "device": "cpu", "perturb": None,
                             "call_width": None, "delay_steps": 0}
@@ -78,6 +79,8 @@ def identity_of(config: Mapping[str, Any]) -> RunIdentity:
             return simulator_identity(found)
         if key == "replan_steps":  # what ran: a policy's own chunking wins over --replan-steps (older files: as given)
             return config.get("replan_steps_executed", found)
+        if key == "image_size" and found is None:  # older files: every camera at the protocol's size
+            return (config.get("protocol_settings") or {}).get("image_size")
         return found
 
     return RunIdentity(episodes={k: value(k) for k in EPISODE_FIELDS},

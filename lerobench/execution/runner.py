@@ -29,7 +29,7 @@ from lerobench.plan.stopping import Ledger, NoStopping
 from lerobench.plan.versus import BaselineRun
 from lerobench.policies.base import Policy, PolicyContext, close_policy, policy_traits
 from lerobench.policies.builtin import BUILTIN
-from lerobench.policies.loading import load_policy, observation_needs, prepare_policy
+from lerobench.policies.loading import expected_needs, load_policy, observation_needs, prepare_policy
 from lerobench.policies.width import call_cores_for_run
 from lerobench.suite.registry import get_backend
 from lerobench.system import usable_cores
@@ -60,6 +60,8 @@ class Evaluation:
         # output directory is made only once all of it passed (a failed launch leaves no empty directory).
         check_writable(settings.output)
         if not self.in_memory:
+            if (guess := expected_needs(settings.policy, plan.context())) is not None:
+                plan.image_size_for(guess)  # a size its config.json declares and the run cannot render: refused now
             self._prewarm(plan)
         backend = get_backend(settings.suite.backend)
         simulator = checked_fingerprint(settings.suite.backend, backend.packages, settings.allow_sim_drift)
@@ -70,9 +72,12 @@ class Evaluation:
             # what the policy makes of the run (executed chunk length, traits) is part of its identity: known
             # before a --resume compares it; a --replan-steps conflict fails here, before any work
             facts = policy_config(self.policy, settings.replan_steps)
-            check_horizon(int(plan.delay.steps), facts["replan_steps_executed"],
-                          observation_needs(self.policy).chunk_length, settings.policy)
-            why = rendering_need(plan, observation_needs(self.policy).cameras)
+            needs = observation_needs(self.policy)
+            facts["image_size"] = list(plan.image_size_for(needs))  # the size its cameras declare, or refused here
+            if plan.video_camera in needs.cameras:  # the video's frames are the policy's images
+                facts["video_size"] = facts["image_size"]
+            check_horizon(int(plan.delay.steps), facts["replan_steps_executed"], needs.chunk_length, settings.policy)
+            why = rendering_need(plan, needs.cameras)
             if why:  # before any worker starts: no GL means one line, not a FatalError halfway (fingerprint.py)
                 require_renderer(simulator, why)
             self.plan: RunPlan = replace(plan, simulator=simulator, policy_facts=facts)
@@ -130,7 +135,6 @@ class Evaluation:
         from lerobench.envs.vector import prewarm_template
         from lerobench.execution.auto import batched_choice
         from lerobench.execution.compute import budget_for
-        from lerobench.policies.loading import expected_needs
         from lerobench.system import usable_cores
 
         s = plan.settings
@@ -142,8 +146,7 @@ class Evaluation:
         if choice.executor != "vector":
             return  # one env in this process: no worker forks from a template
         threads = budget_for("vector", choice.batch_size, 0, False, usable_cores()).render_threads
-        prewarm_template(plan.env_spec(units[0].task, needs.cameras, plan.video_camera, needs.privileged),
-                         s.share_task, threads or 1)
+        prewarm_template(plan.env_spec(units[0].task, needs, plan.video_camera), s.share_task, threads or 1)
 
     def _release(self, failed: bool) -> None:
         """Unlock the output directory; a failed run that made it and wrote nothing of value removes it."""

@@ -101,8 +101,7 @@ class VectorExecutor:
         task = unit.task
         io.task_started(task)
         recorder = io.media.recorder(task)
-        cameras = observation_needs(policy).cameras
-        spec = plan.env_spec(task, cameras, recorder.camera, observation_needs(policy).privileged)
+        spec = plan.env_spec(task, observation_needs(policy), recorder.camera)
         run = plan.task_run(task, observation_needs(policy), stop=self._stop,
                             wants=lambda episode: io.wants(task.name, episode))
         trajectories = io.media.trajectories()

@@ -27,8 +27,7 @@ class UnitRunner:
         self.plan = plan
         self.policy = load_policy(plan.settings.policy, plan.context())
         self.policy.reset()
-        self.cameras = observation_needs(self.policy).cameras
-        self.privileged = observation_needs(self.policy).privileged
+        self.needs = observation_needs(self.policy)
         self._task: str | None = None
         self._venv: Any = None
 
@@ -37,8 +36,7 @@ class UnitRunner:
 
         if self._task != unit.task.name:
             self._close_env()
-            self._venv = make_vector_env(self.plan.env_spec(unit.task, self.cameras, record_camera,
-                                                             self.privileged), 1,
+            self._venv = make_vector_env(self.plan.env_spec(unit.task, self.needs, record_camera), 1,
                                          in_process=True)
             self._venv.call("prepare")  # the simulator is start-up, not part of the first episode's elapsed_s
             self._task = unit.task.name

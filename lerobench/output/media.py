@@ -12,6 +12,7 @@ from lerobench.output.trajectories import TrajectoryFilter, TrajectorySink
 from lerobench.output.video_recorder import TaskVideos
 from lerobench.output.videos import NullVideoEncoder, VideoEncoder
 from lerobench.plan.planner import RunPlan
+from lerobench.policies.base import ObservationNeeds
 from lerobench.suite.config import TaskSpec
 
 
@@ -51,7 +52,7 @@ class RunMedia:
 
     def trajectories(self) -> TrajectoryFilter | RrdTrajectories:
         """``--record`` HDF5 rollouts, written by the sink's writer (and, ``--rerun``, the recordings' steps)."""
-        saved = TrajectoryFilter(self.plan.settings.record, self._put_trajectory, self.plan.settings.trials_per_episode,
+        saved = TrajectoryFilter(self.plan.settings.record, self._put_trajectory,
                                  self.dataset_attrs if self.plan.dataset_size else None)
         videos = self.plan.settings.videos
         return saved if self.rrd is None else RrdTrajectories(saved, self.rrd, lambda episode: episode < videos)
@@ -61,6 +62,7 @@ class RunMedia:
         if task not in self._file_attrs:
             from lerobench.suite.registry import get_backend
 
-            spec = self.plan.env_spec(next(t for t in self.plan.suite.tasks if t.name == task), (), None)
+            spec = self.plan.env_spec(next(t for t in self.plan.suite.tasks if t.name == task), ObservationNeeds(),
+                                      None)
             self._file_attrs[task] = get_backend(self.plan.suite.backend).dataset_attrs(spec)
         return self._file_attrs[task]

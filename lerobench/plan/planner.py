@@ -27,7 +27,7 @@ from lerobench.errors import ConfigError, LerobenchError, MissingDependencyError
 from lerobench.plan.options import DEFAULT_VIDEO_SIZE, check_record_mode, default
 from lerobench.plan.stopping import Until, parse_until
 from lerobench.policies.base import ObservationNeeds, PolicyContext
-from lerobench.suite.config import Protocol, Suite, TaskSpec
+from lerobench.suite.config import DEFAULT_PROTOCOL, Protocol, Suite, TaskSpec
 
 FORMATS = ("lerobot",)
 """Result formats written besides lerobench's own files."""
@@ -248,20 +248,35 @@ class RunPlan:
             camera_aliases=self.camera_aliases, partial_states=self.partial_states,
         )
 
-    def env_spec(self, task: TaskSpec, cameras: tuple[str, ...], record_camera: str | None,
-                 privileged: bool = False) -> EnvSpec:
-        """The lazy env of one task, rendering only ``cameras`` (and ``record_camera`` when recording).
+    def env_spec(self, task: TaskSpec, needs: ObservationNeeds, record_camera: str | None) -> EnvSpec:
+        """The lazy env of one task for a policy with ``needs``: only its cameras rendered, at ``image_size_for``.
 
-        ``privileged``: its observations carry the simulator's privileged state (a policy that declared it).
+        ``record_camera``: rendered too when recording, for the video alone at ``video_size`` (the protocol's
+        image size scaled to ``--video-size``), whatever size the policy's cameras are. Its observations carry
+        the simulator's privileged state when the policy declared it.
         """
         s = self.settings
+        size = self.image_size_for(needs)
+        protocol = self.protocol if size == self.protocol.image_size else replace(self.protocol, image_size=size)
+        video = self.video_size or (self.protocol.image_size if protocol is not self.protocol else None)
         return EnvSpec(
-            suite=s.suite.name, backend=s.suite.backend, task=task, protocol=self.protocol, seed=s.seed,
-            state_dim=self.state_dim, action_dim=self.action_dim, cameras=cameras, record_camera=record_camera,
+            suite=s.suite.name, backend=s.suite.backend, task=task, protocol=protocol, seed=s.seed,
+            state_dim=self.state_dim, action_dim=self.action_dim, cameras=needs.cameras, record_camera=record_camera,
             stop_on_success=s.stop_on_success, backend_options=self.backend_options, perturb=s.perturb,
-            video_every=self.video_every, video_size=self.video_size, privileged=privileged,
+            video_every=self.video_every, video_size=video, privileged=needs.privileged,
             dataset_size=self.dataset_size, action_bounds=self.action_bounds,
         )
+
+    def image_size_for(self, needs: ObservationNeeds) -> tuple[int, int]:
+        """(height, width) the policy's cameras are rendered at (``config.image_size``); ``ConfigError`` if none fits.
+
+        The size its cameras declare (``ObservationNeeds.image_sizes``: what a LeRobot policy was trained on) under
+        the suite's default protocol; the protocol's under a protocol picked with ``--protocol`` (its size is its
+        point: ``lerobot`` is lerobot-eval's 360x360 on LIBERO), and wherever the cameras declare no size or several.
+        A policy that fails on any other size (``exact_image_sizes``) is refused, before the run, where the size
+        it gets would not be its own: naming the suite, both sizes and the flag.
+        """
+        return image_size_for(self.protocol.image_size, needs, self.settings.suite.name, self.settings.protocol)
 
     @property
     def dataset_size(self) -> tuple[int, int] | None:
@@ -379,6 +394,34 @@ class RunPlan:
             "versus": str(s.versus) if s.versus else None, "alpha": s.alpha, "margin": s.margin,
             "effect": s.effect, "power": s.power if s.effect is not None else None,
         }
+
+
+def image_size_for(protocol_size: tuple[int, int], needs: ObservationNeeds, suite: str,
+                   protocol: str) -> tuple[int, int]:
+    """``RunPlan.image_size_for``: the render size of a policy's cameras under ``protocol`` of ``suite``.
+
+    Why one size for all: every camera of a run is rendered at one size (LIBERO builds its cameras at it), so a
+    policy declaring different sizes per camera gets the protocol's, unless it needs each exactly (refused).
+    """
+    declared = {camera: tuple(needs.image_sizes[camera]) for camera in needs.cameras if camera in needs.image_sizes}
+    sizes = set(declared.values())
+    fixed = protocol != DEFAULT_PROTOCOL
+    if len(sizes) == 1 and not fixed:
+        (size,) = sizes
+        return int(size[0]), int(size[1])
+    if not needs.exact_image_sizes or sizes <= {tuple(protocol_size)}:
+        return protocol_size
+    said = " and ".join(f"{camera} at {_size(size)}" for camera, size in declared.items())
+    if len(sizes) > 1:
+        raise ConfigError(f"the policy reads {said} and takes no other sizes, but suite {suite!r} renders every "
+                          f"camera of a run at one size")
+    raise ConfigError(f"suite {suite!r} protocol {protocol!r} renders images at {_size(protocol_size)}, but the "
+                      f"policy reads {said} (its declared input shape) and takes no other size: leave out "
+                      f"--protocol {protocol} to render at {_size(next(iter(sizes)))}")
+
+
+def _size(size: tuple[int, ...]) -> str:
+    return f"{size[0]}x{size[1]}"
 
 
 def protocol_label(name: str, changes: dict[str, list[Any]] | None) -> str:

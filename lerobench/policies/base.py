@@ -8,7 +8,8 @@ row is in exactly one call per chunk executed. Rows of one call may come from an
 - ``slot``: int64 (B,) the row's stable id: its env index in a local run, or a per-(client, env) id
   under ``lerobench serve --max-batch``. Key per-env state by ``row_ids(observation)``, never by position.
 - ``state``: float32 (B, state_dim) — always present, never costs a render.
-- ``images``: {camera: uint8 (B, H, W, 3)} — only the cameras in ``observation_needs.cameras``.
+- ``images``: {camera: uint8 (B, H, W, 3)} — only the cameras in ``observation_needs.cameras``; (H, W) is the size
+  the policy declares (``observation_needs.image_sizes``), else the protocol's ``image_size``.
 - ``privileged``: float64 (B, P) — only with ``observation_needs.privileged``: the simulator's state that no robot
   sees (a scripted expert's input; LIBERO's layout: ``lerobench.envs.libero_state``).
 - ``task``: list[str] of task names; ``episode``: int64 (B,) episode index; ``episode_seed``: int64 (B,);
@@ -78,6 +79,17 @@ class ObservationNeeds:
     """The policy reads the simulator's privileged state (``observation['privileged']``: object poses, joints,
     goal conditions; a backend that offers it documents its layout, LIBERO's is ``lerobench.envs.libero_state``).
     Workers send it only when declared; a privileged policy is an expert, never a learned one, and results say so."""
+
+    image_sizes: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    """(height, width) each camera is declared at, where the policy declares it (a LeRobot policy: the shapes in
+    its ``config.json``, the size it was trained on). The run renders the policy's cameras at it, unless a protocol
+    picked with ``--protocol`` fixes its own size (``RunPlan.image_size_for``); cameras not named here, and every
+    camera without a declaration, get the protocol's ``image_size``."""
+
+    exact_image_sizes: bool = False
+    """The policy fails on any other size than ``image_sizes`` (a layer sized for it: the spatial softmax of a
+    LeRobot diffusion policy without ``crop_shape``): a run that cannot render its size is refused before it starts,
+    naming both sizes."""
 
     def executed_steps(self, requested: int) -> int:
         """Actions executed per chunk given ``--replan-steps requested`` (1 = the CLI default)."""

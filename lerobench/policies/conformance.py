@@ -86,7 +86,7 @@ def first_rows(plan: Any, policy: Policy, task: Any, episodes: int, steps: int) 
     from lerobench.envs.vector import make_vector_env
 
     needs = observation_needs(policy)
-    venv = make_vector_env(plan.env_spec(task, needs.cameras, None, needs.privileged), 1, in_process=True)
+    venv = make_vector_env(plan.env_spec(task, needs, None), 1, in_process=True)
     rows: list[dict[str, Any]] = []
     try:
         for episode in range(episodes):

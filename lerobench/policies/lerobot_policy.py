@@ -11,8 +11,10 @@ Observation mapping (lerobench -> LeRobot keys), decided by the policy config's 
   ``state[:, :4]`` (LeRobot's Meta-World env exposes ``agent_pos = obs[:4]``); a 39-D one the full state.
 - ``state`` -> ``observation.environment_state`` when its size matches the suite's state.
 - ``images[cam]`` -> ``observation.images.<name>`` / ``observation.image`` (float32 (B, 3, H, W) in
-  [0, 1]); see ``camera_for_feature`` for the names understood. Images are passed at the suite's
-  resolution, as lerobot-eval does (policies that need another size resize them themselves).
+  [0, 1]); see ``camera_for_feature`` for the names understood. Each camera is declared at the (H, W) of its
+  feature's shape (``ObservationNeeds.image_sizes``): the run renders it at that size, except under a protocol
+  picked with ``--protocol`` (lerobot-eval's LIBERO 360x360), which keeps its own size for the policies that take
+  any (``_exact_image_sizes``) and refuses the others before the run (``RunPlan.image_size_for``).
 - the task's language description -> ``task`` (a list of strings, one per env).
 
 Episode boundaries and chunks. LeRobot policies keep one action queue for the whole batch; lerobench
@@ -183,6 +185,33 @@ def camera_for_feature(key: str, aliases: Mapping[str, str], cameras: tuple[str,
     return None
 
 
+def _exact_image_sizes(kind: Any, setting: Any) -> bool:
+    """Whether a policy of type ``kind`` fails on images of another size than its features declare.
+
+    Diffusion and VQ-BeT size their spatial-softmax head from the declared shape unless they crop (``crop_shape``)
+    or resize (``resize_shape``, diffusion) first: another size is a shape error at the first call (480x480 for a
+    64x64 head: "shape '[-1, 32, 2]' is invalid for input of size 7200"). TD-MPC's image encoder ends in a linear
+    layer sized the same way. ACT (2-D sine embeddings over any feature map), pi0, pi0.5 and SmolVLA (which resize
+    with padding) take any size. ``setting(name)`` reads a config field (None when absent).
+    """
+    if kind == "tdmpc":
+        return True
+    return kind in ("diffusion", "vqbet") and setting("crop_shape") is None and setting("resize_shape") is None
+
+
+def _image_sizes(shapes: Mapping[str, Any], cameras: Mapping[str, str]) -> dict[str, tuple[int, int]]:
+    """Camera -> (height, width) of the (C, H, W) ``shapes`` of the image features ``cameras`` maps (key -> camera).
+
+    Two features on one camera keep the first one's size (``RunPlan.image_size_for`` renders one size per camera).
+    """
+    sizes: dict[str, tuple[int, int]] = {}
+    for key, camera in cameras.items():
+        shape = tuple(int(x) for x in shapes[key])
+        if len(shape) == 3:
+            sizes.setdefault(camera, (shape[1], shape[2]))
+    return sizes
+
+
 def declared_needs(spec: str, context: PolicyContext) -> ObservationNeeds | None:
     """The cameras a saved LeRobot policy will read, from its ``config.json`` alone (LeRobot not imported).
 
@@ -195,13 +224,17 @@ def declared_needs(spec: str, context: PolicyContext) -> ObservationNeeds | None
         return None
     try:
         features = config.get("input_features") or {}
-        visual = [key for key, feature in features.items() if feature.get("type") == "VISUAL"]
-    except AttributeError:  # not the objects LeRobot writes
+        visual = {key: feature.get("shape") or () for key, feature in features.items()
+                  if feature.get("type") == "VISUAL"}
+        cameras = {key: camera_for_feature(key, context.camera_aliases, context.cameras) for key in visual}
+        found = {key: camera for key, camera in cameras.items() if camera is not None}
+        if len(found) < len(cameras):
+            return None
+        sizes = _image_sizes(visual, found)
+    except (AttributeError, TypeError, ValueError):  # not the objects LeRobot writes
         return None
-    cameras = [camera_for_feature(key, context.camera_aliases, context.cameras) for key in visual]
-    if any(camera is None for camera in cameras):
-        return None
-    return ObservationNeeds(cameras=tuple(dict.fromkeys(c for c in cameras if c is not None)))
+    return ObservationNeeds(cameras=tuple(dict.fromkeys(found.values())), image_sizes=sizes,
+                            exact_image_sizes=_exact_image_sizes(config.get("type"), config.get))
 
 
 class LeRobotPolicy:
@@ -348,9 +381,11 @@ class LeRobotPolicy:
         self.rtc = self.chunked and self.type in _FLOW_TYPES and rtc_enabled(config) and _fixed_delay(context) > 0
         """Hand RTC the committed prefix (``lerobot_rtc``): a flow policy with ``rtc_config`` under a fixed delay."""
         self.committed_prefix = RTC_PREFIX if self.rtc else None
-        self.observation_needs = ObservationNeeds(cameras=tuple(dict.fromkeys(self.image_keys.values())),
-                                                  replan_steps=executed if self.chunked else None,
-                                                  chunk_length=self.returned if self.chunked else None)
+        shapes = {key: tuple(feature.shape) for key, feature in (config.input_features or {}).items()}
+        self.observation_needs = ObservationNeeds(
+            cameras=tuple(dict.fromkeys(self.image_keys.values())), replan_steps=executed if self.chunked else None,
+            chunk_length=self.returned if self.chunked else None, image_sizes=_image_sizes(shapes, self.image_keys),
+            exact_image_sizes=_exact_image_sizes(config.type, lambda name: getattr(config, name, None)))
 
     def _horizon(self, config: Any, context: PolicyContext) -> tuple[int, int]:
         """(actions returned per chunk, actions executed of each) for a chunk policy in this run.
