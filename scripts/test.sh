@@ -3,7 +3,8 @@
 # The README's test command and .ci/run call exactly this. torch comes first, pinned, so nothing later replaces it
 # (TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu picks the CPU-only build; default: pip's index).
 # openpi-client and lerobot come last without their stale numpy<2 / torch<2.11 pins (their real needs are in
-# requirements-lerobot.txt), so pip's resolver never sees those pins.
+# requirements-lerobot.txt), so pip's resolver never sees those pins; robomimic (tests/test_libero_recording.py
+# loads recordings with it) likewise, without egl_probe and imageio-ffmpeg (its real needs are in the dev extra).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -z "${VIRTUAL_ENV:-}" ] && [ -z "${CONDA_PREFIX:-}" ]; then
@@ -14,7 +15,7 @@ python -m pip install -q --upgrade pip
 pip install -q torch==2.13.0 torchvision==0.28.0 ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"}
 pip install -q -e ".[metaworld,libero,pusht,dev]"
 pip install -q -r requirements-lerobot.txt
-pip install -q --no-deps openpi-client==0.1.2 lerobot==0.4.4
+pip install -q --no-deps openpi-client==0.1.2 lerobot==0.4.4 robomimic==0.3.0
 ruff check lerobench tests benchmarks examples
 mypy
 # Two pytest workers (pytest-xdist; LEROBENCH_TEST_WORKERS=1 runs them in one process): a test keeps ~0.8 of a

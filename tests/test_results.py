@@ -64,3 +64,40 @@ def test_unwritable_output_is_refused_before_any_env(tmp_path):
     blocker.write_text("")
     result = CliRunner().invoke(app, ["eval", "--suite", "smoke", "--output", str(blocker / "out")])
     assert result.exit_code == 2 and "not writable" in result.output and "Traceback" not in result.output
+
+
+def test_demo_files_number_demos_in_save_order_replace_a_rerun_in_place_and_keep_filter_keys(tmp_path):
+    """LIBERO's layout (``write_demo``): ``demo_0 ... demo_{n-1}`` whatever the episodes and trials saved (a loader
+    iterates ``range(num_demos)``), an (episode, trial) written again keeps its name (``--resume``), and robomimic's
+    ``mask/successful`` / ``mask/failed`` name exactly the demos of each outcome after every write."""
+    h5py = pytest.importorskip("h5py")
+    import numpy as np
+
+    from lerobench.core.results import write_demo
+
+    def save(episode, trial, success, steps):
+        arrays = {"actions": np.full((steps, 7), episode + trial / 10),
+                  "obs/agentview_rgb": np.zeros((steps, 8, 8, 3), np.uint8)}
+        attrs = {"trial": trial, "success": success, "num_samples": steps}
+        write_demo(tmp_path, "t", episode, attrs, arrays, {"env_name": "e"})
+
+    def read():
+        with h5py.File(tmp_path / "recordings" / "t_demo.hdf5", "r") as f:
+            data = f["data"]
+            demos = {name: (int(d.attrs["episode"]), int(d.attrs["trial"]), int(d.attrs["num_samples"]))
+                     for name, d in data.items()}
+            masks = {key: [name.decode() for name in f["mask"][key][()]] for key in f["mask"]}
+            return demos, masks, int(data.attrs["num_demos"]), int(data.attrs["total"]), data.attrs["env_name"]
+
+    save(3, 1, False, 4)  # as a shard or a batch finishes them: out of order, a later trial first
+    save(0, 0, True, 2)
+    save(3, 0, True, 5)
+    demos, masks, n, total, name = read()
+    assert demos == {"demo_0": (3, 1, 4), "demo_1": (0, 0, 2), "demo_2": (3, 0, 5)} and (n, total) == (3, 11)
+    assert masks == {"successful": ["demo_1", "demo_2"], "failed": ["demo_0"]} and name == "e"
+    save(3, 1, True, 6)  # episode 3's trial 1 run again: its own demo, replaced, now a success
+    demos, masks, n, total, _ = read()
+    assert demos == {"demo_0": (3, 1, 6), "demo_1": (0, 0, 2), "demo_2": (3, 0, 5)} and (n, total) == (3, 13)
+    assert masks == {"successful": ["demo_0", "demo_1", "demo_2"], "failed": []}
+    with h5py.File(tmp_path / "recordings" / "t_demo.hdf5", "r") as f:
+        np.testing.assert_array_equal(f["data/demo_0/actions"][()], np.full((6, 7), 3.1))

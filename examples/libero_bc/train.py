@@ -1,8 +1,9 @@
 """Train the LIBERO visuomotor BC policy on demo files ``lerobench eval --record`` wrote, evaluating as it goes.
 
 One file, top to bottom: read LIBERO demo files (``recordings/<task>_demo.hdf5``, LIBERO's own layout: the way
-LIBERO's loader reads them, ``data/demo_<i>`` sorted by i, ``obs/agentview_rgb``, ``obs/eye_in_hand_rgb``,
-``obs/ee_states`` + ``obs/gripper_states`` as the 8-D state), fit ``VisuomotorBC`` to the recorded action chunks
+LIBERO's loader reads them, ``data/demo_<i>`` sorted by i, ``obs/agentview_rgb``, ``obs/eye_in_hand_rgb`` turned
+as the file's ``lerobench_policy_image_rotation`` says the evaluated policy sees them, ``obs/ee_states`` +
+``obs/gripper_states`` as the 8-D state), fit ``VisuomotorBC`` to the recorded action chunks
 (mean squared error, Adam, torch on the CPU, random-shift augmentation of the images), and every ``--eval-every``
 updates evaluate the model in memory through ``lerobench.evaluate`` (its success curve to TensorBoard by
 lerobench, the training loss by tensorboardX, both into ``OUT/tensorboard``). Writes ``OUT/early.pt`` (after
@@ -104,6 +105,8 @@ def load_demos(files: list[Path], chunk: int) -> dict[str, np.ndarray | list[str
         with h5py.File(path, "r") as f:
             data = f["data"]
             task = str(data.attrs["lerobench_task"])
+            # stored as LIBERO's files hold them; the policy is evaluated on what lerobench gave it: turned so
+            turn = 2 if data.attrs.get("lerobench_policy_image_rotation", "0") == "180" else 0
             for name in sorted(data.keys(), key=lambda n: int(n[5:])):  # robomimic's order: demo_<i> by i
                 demo = data[name]
                 if not bool(demo.attrs.get("success", True)):
@@ -111,8 +114,8 @@ def load_demos(files: list[Path], chunk: int) -> dict[str, np.ndarray | list[str
                 actions = demo["actions"][()].astype(np.float32)
                 steps = len(actions)
                 index = np.minimum(np.arange(steps)[:, None] + np.arange(chunk)[None, :], steps - 1)
-                agent.append(demo["obs/agentview_rgb"][()])
-                wrist.append(demo["obs/eye_in_hand_rgb"][()])
+                agent.append(np.rot90(demo["obs/agentview_rgb"][()], turn, axes=(1, 2)))
+                wrist.append(np.rot90(demo["obs/eye_in_hand_rgb"][()], turn, axes=(1, 2)))
                 states.append(np.hstack([demo["obs/ee_states"][()], demo["obs/gripper_states"][()]]))
                 targets.append(actions[index])
                 tasks += [task] * steps

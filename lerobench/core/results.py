@@ -224,14 +224,18 @@ DEMO_FILE = "{task}_demo.hdf5"
 """A backend-layout recording's file in ``recordings/`` (LIBERO names its demo files so)."""
 
 
-def write_demo(output: Path, task: str, index: int, attrs: dict[str, Any], arrays: dict[str, Any],
+def write_demo(output: Path, task: str, episode: int, attrs: dict[str, Any], arrays: dict[str, Any],
                file_attrs: dict[str, str]) -> None:
-    """Write one episode as ``data/demo_<index>`` of ``recordings/<task>_demo.hdf5`` (replaced if present).
+    """Write one episode (trial ``attrs["trial"]``) as a demo of ``recordings/<task>_demo.hdf5``.
 
-    The robomimic layout LIBERO's demo files use: ``file_attrs`` on the ``data`` group, whose ``num_demos`` and
-    ``total`` (rows of all demos) are kept current after every demo; ``arrays`` by their paths in the demo.
+    The robomimic layout LIBERO's demo files use: ``file_attrs`` on the ``data`` group; ``arrays`` by their paths
+    in the demo. Demos are ``demo_0 ... demo_{n-1}`` in the order they were saved (a loader may iterate
+    ``range(num_demos)``); the episode and trial are the demo's attributes, and an episode run again (``--resume``)
+    replaces its own demo under the same name. ``num_demos``, ``total`` (rows of all demos) and robomimic's filter
+    keys ``mask/successful`` and ``mask/failed`` (the demos' names as bytes) are kept current after every demo.
     """
     import h5py
+    import numpy as np
 
     folder = output / "recordings"
     folder.mkdir(exist_ok=True)
@@ -239,9 +243,20 @@ def write_demo(output: Path, task: str, index: int, attrs: dict[str, Any], array
         data = f.require_group("data")
         for key, value in file_attrs.items():
             data.attrs[key] = value
-        _replace_group(data, f"demo_{index}", attrs, arrays)
-        data.attrs["num_demos"] = len(data)
-        data.attrs["total"] = int(sum(int(d.attrs["num_samples"]) for d in data.values()))
+        trial = int(attrs.get("trial", 0))
+        name = next((name for name, demo in data.items()
+                     if int(demo.attrs["episode"]) == episode and int(demo.attrs.get("trial", 0)) == trial),
+                    f"demo_{len(data)}")
+        _replace_group(data, name, {"episode": episode, **attrs}, arrays)
+        names = sorted(data, key=lambda name: int(name[5:]))
+        data.attrs["num_demos"] = len(names)
+        data.attrs["total"] = int(sum(int(data[name].attrs["num_samples"]) for name in names))
+        masks = f.require_group("mask")
+        for key, success in (("successful", True), ("failed", False)):
+            if key in masks:
+                del masks[key]
+            kept = [name for name in names if bool(data[name].attrs["success"]) == success]
+            masks.create_dataset(key, data=np.array(kept, dtype="S"))
         f.flush()
 
 

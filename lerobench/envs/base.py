@@ -56,7 +56,8 @@ class Simulator(Protocol):
 # executes before the first action arrives.
 # ``dataset_row(render)`` (a backend with ``dataset_layout``): the current step's row of the backend's own dataset
 # files, as HDF5 paths relative to a demo group -> arrays (``obs/agentview_rgb``, ``states``...); ``render(camera)``
-# gives a camera's image as the protocol delivers it, at the recording's size (``EnvSpec.dataset_size``).
+# gives a camera's image in the simulator's native orientation, as the benchmark's own files hold it (never turned by
+# ``flip_images``: the file says how the policy's view relates), at the recording's size (``EnvSpec.dataset_size``).
 
 
 def announce_reads(sim: Simulator, cameras: Sequence[str]) -> None:
@@ -417,11 +418,12 @@ class LazyTaskEnv(gym.Env):
                 self._sim = perturb(self._raw, self.spec_.perturb, self.spec_.action_bounds)
         return self._sim
 
-    def _render(self, camera: str, size: tuple[int, int] | None = None) -> np.ndarray:
+    def _render(self, camera: str, size: tuple[int, int] | None = None, native: bool = False) -> np.ndarray:
+        """``camera`` as the protocol delivers it (turned where it says ``flip_images``); ``native``: unturned."""
         h, w = size or self.spec_.protocol.image_size
         img = self._simulator().render(camera, h, w)
         self._renders += 1
-        if self.spec_.protocol.flip_images:
+        if self.spec_.protocol.flip_images and not native:
             img = img[::-1, ::-1]
         return np.ascontiguousarray(img, dtype=np.uint8)
 
@@ -470,7 +472,7 @@ class LazyTaskEnv(gym.Env):
         """
         size = self.spec_.dataset_size
         row = getattr(self._simulator(), "dataset_row", None) if size is not None else None
-        return None if row is None else row(lambda camera: self._render(camera, size))
+        return None if row is None else row(lambda camera: self._render(camera, size, native=True))
 
     def _summary(self, error: str | None) -> dict[str, Any]:
         return {

@@ -37,6 +37,7 @@ import contextlib
 import importlib.util
 import io
 import math
+import os
 import sys
 import warnings
 from collections.abc import Callable
@@ -63,6 +64,24 @@ STANDARD_SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_10"
 
 DATASET_CAMERAS = {"agentview_rgb": "agentview", "eye_in_hand_rgb": "robot0_eye_in_hand"}
 """LIBERO demo files' image keys (under ``obs/``) and the robosuite cameras they are rendered from."""
+
+BDDL_PREFIX = "libero/libero/bddl_files/"
+"""Where LIBERO's published demo files say a task's BDDL file is: relative to LIBERO's source tree."""
+
+
+def resolve_bddl(name: str) -> str:
+    """The installed LIBERO's file for a demo file's ``bddl_file_name`` (lerobench's or LIBERO's published ones).
+
+    As LIBERO's own loaders do: the part after ``bddl_files/`` under ``get_libero_path("bddl_files")`` (published
+    files' ``env_args`` say ``chiliocosm/bddl_files/...``, LIBERO's pre-release name; their libero_10 and libero_90
+    tasks are under ``libero_100/`` there, a folder no installed LIBERO has).
+    """
+    from libero.libero import get_libero_path
+
+    if "bddl_files/" not in name:
+        raise ValueError(f"{name!r} is not a LIBERO BDDL path (no 'bddl_files/' in it)")
+    return os.path.join(get_libero_path("bddl_files"), name.rsplit("bddl_files/", 1)[1])
+
 
 CAMERAS = ("agentview", "robot0_eye_in_hand", "frontview", "birdview", "sideview", "galleryview", "paperview",
            "canonical_agentview", "robot0_robotview")
@@ -622,28 +641,34 @@ class LiberoBackend(BackendDefaults):
     def dataset_attrs(self, spec: EnvSpec) -> dict[str, str]:
         """The ``data`` group's attributes of a LIBERO demo file, as LIBERO's ``create_dataset.py`` writes them.
 
-        ``env_args.env_kwargs`` are ``OffScreenRenderEnv``'s arguments for this scene at the recording's size,
-        so LIBERO's own env class rebuilds it; ``macros_image_convention`` is robosuite's, and
-        ``lerobench_image_rotation`` says whether the protocol turned the images (LIBERO's files: 0).
+        ``bddl_file_name`` (also ``env_args``' ``bddl_file`` and ``env_kwargs.bddl_file_name``) is the path
+        LIBERO's published files give, relative to LIBERO's source tree (``libero/libero/bddl_files/<suite>/<task>
+        .bddl``), never this machine's: ``resolve_bddl`` finds it in an installed LIBERO. ``env_args.env_kwargs``
+        are ``OffScreenRenderEnv``'s arguments for this scene at the recording's size. The images are robosuite's
+        renders as LIBERO's files hold them (``macros_image_convention``: ``opengl``, upside down; lerobench runs
+        robosuite on its pristine macros); ``lerobench_policy_image_rotation`` says how the policy's images were
+        turned from them (``180``: ``img[::-1, ::-1]``, the shipped protocols; ``0``: as stored).
         """
         import json
 
+        _configure_robosuite_logging()  # bddl_utils imports robosuite: without its warnings, also in the driver
         from libero.libero.envs.bddl_utils import get_problem_info
 
         bench, task_id = _find_task(spec.backend_options.get("suite"), spec.task.name)
-        bddl = bench.get_task_bddl_file_path(task_id)
-        info = get_problem_info(bddl)
+        task = bench.get_task(task_id)
+        bddl = f"{BDDL_PREFIX}{task.problem_folder}/{task.bddl_file}"
+        info = get_problem_info(bench.get_task_bddl_file_path(task_id))
         height, width = spec.dataset_size or (128, 128)
         kwargs = {"bddl_file_name": bddl, "camera_names": list(DATASET_CAMERAS.values()),
                   "camera_heights": height, "camera_widths": width, "control_freq": int(self.control_fps)}
-        with open(bddl, encoding="utf-8") as f:
+        with open(bench.get_task_bddl_file_path(task_id), encoding="utf-8") as f:
             content = f.read()
         return {
             "env_name": info["problem_name"], "problem_info": json.dumps(info),
             "macros_image_convention": "opengl", "bddl_file_name": bddl, "bddl_file_content": content,
             "env_args": json.dumps({"type": 1, "env_name": info["problem_name"],
                                     "problem_name": info["problem_name"], "bddl_file": bddl, "env_kwargs": kwargs}),
-            "lerobench_image_rotation": "180" if spec.protocol.flip_images else "0",
+            "lerobench_policy_image_rotation": "180" if spec.protocol.flip_images else "0",
             "lerobench_suite": spec.suite, "lerobench_task": spec.task.name,
         }
 

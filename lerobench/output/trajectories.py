@@ -97,20 +97,18 @@ class Trajectories(Protocol):
 
 
 TrajectorySink = Callable[[str, int, dict[str, Any], dict[str, np.ndarray], "dict[str, str] | None"], None]
-"""``(task, index, attrs, arrays, file_attrs)``: the writer of one saved episode; ``file_attrs`` None: lerobench's
-layout (``index`` the episode), else a demo of the backend's layout (``index`` the demo's) with its file's
-attributes."""
+"""``(task, episode, attrs, arrays, file_attrs)``: the writer of one saved episode (its trial in ``attrs``);
+``file_attrs`` None: lerobench's layout, else a demo of the backend's layout with its file's attributes (the
+writer numbers the demos: ``core.results.write_demo``)."""
 
 
 class TrajectoryFilter:
     """Decides which episodes' trajectories reach the writer (``TrajectorySink``), in which layout."""
 
-    def __init__(self, mode: str, sink: TrajectorySink, trials: int = 1,
-                 file_attrs: Callable[[str], dict[str, str]] | None = None):
-        """``trials`` per episode (demo numbers); ``file_attrs(task)``: the backend's dataset file attributes."""
+    def __init__(self, mode: str, sink: TrajectorySink, file_attrs: Callable[[str], dict[str, str]] | None = None):
+        """``file_attrs(task)``: the backend's dataset file attributes (None: lerobench's layout)."""
         self.mode = check_record_mode(mode)
         self._sink = sink
-        self._trials = trials
         self._file_attrs = file_attrs
 
     @property
@@ -135,7 +133,7 @@ class TrajectoryFilter:
             arrays = trajectory.demo_arrays()  # its rows are missing only if the env made none: an error, said
             attrs = {"episode": record.episode, **attrs, "init_state_index": attrs.pop("init_state"),
                      "num_samples": len(arrays["actions"]), "init_state": arrays["states"][0]}
-            self._sink(task, record.episode * self._trials + record.trial, attrs, arrays, self._file_attrs(task))
+            self._sink(task, record.episode, attrs, arrays, self._file_attrs(task))
 
 
 NULL_TRAJECTORIES = TrajectoryFilter("none", lambda *args: None)

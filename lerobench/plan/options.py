@@ -77,7 +77,7 @@ SETTINGS: dict[str, Setting] = {
                            "(not reproducible). docs/latency.md"),
     "record": Setting(("--record",), "none",
                       "Save rollouts: none|success|all; LIBERO in LIBERO's demo files (recordings/<task>_demo.hdf5), "
-                      "others in recordings/<task>.h5 (docs/results.md)."),
+                      "others in recordings/<task>.h5 (docs/results.md). Needs h5py: pip install 'lerobench[record]'."),
     "record_size": Setting(("--record-size",), 128,
                            "Side of the camera images in LIBERO's demo files (--record; LIBERO's own: 128).",
                            minimum=8),

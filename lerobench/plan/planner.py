@@ -552,7 +552,8 @@ def _check_record(s: RunSettings, entry: Any) -> None:
     if check_record_mode(s.record) == "none":
         return
     if importlib.util.find_spec("h5py") is None:
-        raise MissingDependencyError("--record needs h5py: pip install h5py")
+        raise MissingDependencyError("--record needs h5py, which the README's set-up does not install: "
+                                     "pip install 'lerobench[record]'")
     if entry is not None and entry.own_policy:
         raise ConfigError(f"--record is written by the driver's writer: use --executor vector or inline, "
                           f"not {s.executor}")
