@@ -12,11 +12,20 @@ os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 os.environ["LEROBENCH_RENDER_QUALITY"] = "draft"  # also over a developer's own setting: the same runs everywhere
 
 
-# -- real runs shared by the compare and report tests -----------------------------------------------------
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
+# Under CI (CI=true) a skipped test fails the run, unless LEROBENCH_CI_ALLOW_SKIPS says why (tests/ci_skips.py).
+from ci_skips import (  # noqa: E402,F401 - hooks: pytest registers them from this module's namespace
+    pytest_configure,
+    pytest_make_collect_report,
+    pytest_report_header,
+    pytest_runtest_makereport,
+    pytest_terminal_summary,
+)
+
+# -- real runs shared by the compare and report tests -----------------------------------------------------
 _MT10 = Path(__file__).resolve().parent.parent / "suites" / "metaworld_mt10.toml"
 
 

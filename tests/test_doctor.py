@@ -38,6 +38,7 @@ def test_doctor_passes_here_and_reports_every_check(tmp_path):
 
 
 @pytest.mark.skipif(ctypes.util.find_library("OSMesa") is not None, reason="OSMesa works on this machine")
+@pytest.mark.may_skip("OSMesa works on this machine")  # the machine decides, not what CI installs
 def test_doctor_fails_in_one_line_when_mujoco_gl_names_a_renderer_that_does_not_work(tmp_path):
     done = _doctor(tmp_path, "osmesa")
     assert done.returncode == 1

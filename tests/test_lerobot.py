@@ -26,8 +26,11 @@ runner = CliRunner()
 METAWORLD_CAMERAS = ("corner2", "corner", "corner3", "topview", "behindGripper", "gripperPOV")
 
 
-def save_tiny_act(directory, state_dim=39, action_dim=4, image_key=None, image_hw=(64, 64), **overrides):
-    """An ACT policy with random weights (no pretrained backbone) plus its pre/post-processors."""
+def save_tiny_act(directory, state_dim=39, action_dim=4, image_key=None, image_hw=(64, 64), constant_action=None,
+                  **overrides):
+    """An ACT policy with random weights (no pretrained backbone) plus its pre/post-processors; with
+    ``constant_action``, its action head answers that action whatever it sees (its weights zero, its bias the
+    action normalised), so a run of it can succeed (drawer-close-v3 under ``(0, 1, -1, 0)``: test_startup.py)."""
     from lerobench.policies.lerobot_policy import _import_lerobot
 
     _import_lerobot()  # torchvision as lerobench imports it (tolerates a CUDA build beside a CPU torch)
@@ -54,6 +57,12 @@ def save_tiny_act(directory, state_dim=39, action_dim=4, image_key=None, image_h
                        output_features={"action": PolicyFeature(type=FeatureType.ACTION, shape=(action_dim,))},
                        **settings)
     policy = ACTPolicy(config)
+    if constant_action is not None:
+        head = policy.model.action_head
+        with torch.no_grad():
+            head.weight.zero_()
+            head.bias.copy_((torch.tensor(constant_action, dtype=torch.float32) - stats["action"]["mean"])
+                            / stats["action"]["std"])
     pre, post = make_pre_post_processors(config, dataset_stats=stats)
     for part in (policy, pre, post):
         part.save_pretrained(str(directory))

@@ -111,7 +111,8 @@ def test_evaluate_keeps_the_last_template_and_a_kept_one_gives_a_fresh_ones_epis
 def test_a_template_prewarmed_while_a_lerobot_policy_loads_is_the_one_its_workers_fork_from(tmp_path):
     """A LeRobot policy says from its config.json which cameras it reads: the run starts the task's template
     before loading it, the vector env then forks from that one, and the episodes are those of workers that
-    built their own task (``--no-share-task``)."""
+    built their own task (``--no-share-task``). The ACT always answers one action, which closes the drawer in 15
+    steps on episodes 0 and 1 and in 16 on episode 2: at 15 steps a run holds successes and a failure."""
     pytest.importorskip("metaworld")
     pytest.importorskip("lerobot")
     from test_lerobot import save_tiny_act
@@ -119,10 +120,11 @@ def test_a_template_prewarmed_while_a_lerobot_policy_loads_is_the_one_its_worker
     from lerobench.envs import template
 
     directory = tmp_path / "act"
-    save_tiny_act(directory, image_key="observation.images.corner2", image_hw=(64, 64))
+    save_tiny_act(directory, image_key="observation.images.corner2", image_hw=(64, 64),
+                  constant_action=(0.0, 1.0, -1.0, 0.0))
     suite = str(_small_suite(tmp_path))
-    args = ["eval", "--suite", suite, "--policy", f"lerobot:{directory}", "--tasks", "reach-v3", "--episodes", "3",
-            "--max-steps", "8", "--batch-size", "2", "--videos", "0"]
+    args = ["eval", "--suite", suite, "--policy", f"lerobot:{directory}", "--tasks", "drawer-close-v3",
+            "--episodes", "3", "--max-steps", "15", "--batch-size", "2", "--videos", "0"]
     before = dict(template.counts)
     result = CliRunner().invoke(app, [*args, "--output", str(tmp_path / "prewarmed")])
     assert result.exit_code == 0, result.output
@@ -133,3 +135,5 @@ def test_a_template_prewarmed_while_a_lerobot_policy_loads_is_the_one_its_worker
     assert result.exit_code == 0, result.output
     assert _episodes(tmp_path / "prewarmed") == _episodes(tmp_path / "own")
     assert all(r["obs_digest"] for r in _episodes(tmp_path / "own"))
+    outcomes = [(r["success"], r["steps"]) for r in _episodes(tmp_path / "own")]
+    assert outcomes == [(True, 15), (True, 15), (False, 15)], "the check needs episodes that succeed and fail"

@@ -102,6 +102,7 @@ def _gl_run(spec: EnvSpec, render_threads: int) -> tuple[list, bool, bool, float
     return images, "swrast_dri" in template_maps, "swrast_dri" in worker_maps, private
 
 
+@pytest.mark.may_skip("GL here may be a GPU's", "not Mesa's software GL")  # the machine's GL decides
 def test_the_template_makes_the_gl_context_only_for_workers_that_share_it(monkeypatch):
     """Mesa's driver (swrast_dri.so) is loaded when a GL context is made. Workers rendering with several threads
     make their own (the template never loads it); with one thread each they draw with the template's, the same
