@@ -10,10 +10,13 @@ worker is terminated and joined before ``run`` returns.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import signal
+import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from traceback import format_exception
@@ -45,6 +48,7 @@ def _worker_main(conn: Connection, plan: RunPlan, budget: ComputeBudget, environ
     environment.adopt(environ)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver handles Ctrl-C and terminates us
     signal.signal(signal.SIGTERM, _exit_on_sigterm)  # ... with SIGTERM: unwind, so videos in progress are deleted
+    sys.unraisablehook = _stop_in_a_finalizer(sys.unraisablehook)
     from lerobench.execution.worker import UnitRunner
 
     budget.enter_worker()  # its share of render threads and call cores, in its own process
@@ -101,6 +105,23 @@ def _exit_on_sigterm(signum: int, frame: Any) -> None:
     """
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise SystemExit(128 + signum)
+
+
+def _stop_in_a_finalizer(previous: Callable[[Any], Any]) -> Callable[[Any], None]:
+    """``sys.unraisablehook`` for a worker: a stop that landed inside a finalizer ends the process, quietly.
+
+    Why: the SIGTERM above raises wherever the worker is; inside a ``__del__`` (robosuite's
+    ``MjRenderContext.__del__``) Python cannot raise it, prints "Exception ignored in ... SystemExit: 143" into
+    the failed run's log and goes on, until the driver kills the worker. The driver removes partial videos of
+    killed workers, so exiting at once loses nothing. Any other unraisable exception is reported as before.
+    """
+
+    def hook(unraisable: Any) -> None:
+        if isinstance(unraisable.exc_value, SystemExit):
+            os._exit(unraisable.exc_value.code if isinstance(unraisable.exc_value.code, int) else 1)
+        previous(unraisable)
+
+    return hook
 
 
 @dataclass
