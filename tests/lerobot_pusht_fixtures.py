@@ -3,7 +3,8 @@
 ``observation.image`` 3x96x96 and a 2-D ``observation.state``, actions in gym-pusht's workspace (the saved
 normalisation statistics are PushT's scale, so actions land inside [0, 512]). The same code runs under LeRobot 0.4.4
 (Python 3.11) and 0.6.1 (Python 3.12): ``python tests/lerobot_pusht_fixtures.py DIR`` saves both into DIR, which the
-other version's tests then load (``scripts/test-lerobot-current.sh``).
+other version's tests then load (``scripts/test-lerobot-current.sh``), with the ACT of tests/test_lerobot.py's per-env
+queue test (``act-corner3``).
 """
 
 import sys
@@ -74,3 +75,6 @@ if __name__ == "__main__":
     root = Path(sys.argv[1])
     for name, save in SAVERS.items():
         print(save(root / name))
+    from test_lerobot import QUEUE_ACT, save_tiny_act  # and the ACT of test_lerobot.py's per-env queue test
+
+    print(save_tiny_act(root / "act-corner3", **QUEUE_ACT))

@@ -2,6 +2,8 @@
 
 import copy
 import json
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,6 +24,11 @@ pytestmark = pytest.mark.sim  # every test here drives a real simulator
 torch = pytest.importorskip("torch")
 pytest.importorskip("lerobot")
 runner = CliRunner()
+ELSEWHERE = os.environ.get("LEROBENCH_LEROBOT_SAVED")
+"""Policies another LeRobot saved (scripts/test-lerobot-current.sh: 0.4.4's, for the tests under 0.6.1)."""
+SAVED_BY = ["installed"] + (["elsewhere"] if ELSEWHERE else [])
+QUEUE_ACT = dict(image_key="observation.images.corner3")
+"""The ACT of the per-env queue test: saved here, or by another LeRobot as ``act-corner3`` (lerobot_pusht_fixtures)."""
 
 METAWORLD_CAMERAS = ("corner2", "corner", "corner3", "topview", "behindGripper", "gripperPOV")
 
@@ -143,9 +150,15 @@ def rollout_actions(policy, lengths):
     return {e: np.stack([a for (_, episode, _, _, a) in env.log.steps if episode == e]) for e in range(len(lengths))}
 
 
-def test_per_env_queues_match_lerobot_select_action(tmp_path):
-    """Env 0 starts a new episode while env 1 is mid-chunk: each gets what LeRobot gives a fresh episode."""
-    policy_dir = save_tiny_act(tmp_path / "act", image_key="observation.images.corner3")  # imports lerobot first
+@pytest.mark.parametrize("saved_by", SAVED_BY)
+def test_per_env_queues_match_lerobot_select_action(tmp_path, saved_by):
+    """Env 0 starts a new episode while env 1 is mid-chunk: each gets what LeRobot gives a fresh episode; also
+    for an ACT another LeRobot saved, against this LeRobot's own ``select_action``."""
+    from lerobench.policies.lerobot_policy import _import_lerobot
+
+    _import_lerobot()  # torchvision as lerobench imports it, before LeRobot's own modules
+    policy_dir = (save_tiny_act(tmp_path / "act", **QUEUE_ACT) if saved_by == "installed"
+                  else Path(ELSEWHERE) / "act-corner3")
     from lerobot.policies.act.modeling_act import ACTPolicy
     from lerobot.policies.factory import make_pre_post_processors
 
@@ -260,7 +273,12 @@ def actions():
     return policy, policy.select_action(observation(2, [True, True]), ["t"] * 2)
 
 policy, slim = actions()
-loaded = {m: m in sys.modules for m in ("lerobot.policies.act.modeling_act", "lerobot.policies.groot", "diffusers")}
+loaded = {m: m in sys.modules for m in ("lerobot.policies.act.modeling_act", "lerobot.policies.groot",
+                                        "diffusers.models", "diffusers")}
+# LeRobot's core itself (lerobot.configs.policies -> lerobot.optim.schedulers) imports diffusers.optimization at
+# module level in 0.6.1 when diffusers is installed; 0.4.4 imports it inside get_scheduler
+scheduler = getattr(sys.modules["lerobot.optim.schedulers"], "get_scheduler", None)
+core_imports_diffusers = getattr(scheduler, "__module__", "").startswith("diffusers")
 from lerobot.policies import ACTConfig  # the package's own names: its __init__ runs now, in place
 from lerobot.policies.factory import get_policy_class
 same_class = get_policy_class("act") is type(policy.module) and ACTConfig is type(policy.config)
@@ -269,16 +287,22 @@ from lerobench.policies import lerobot_policy
 lerobot_policy.release_kept()  # else the second load reuses the first's model
 again, factory = actions()
 same_class = same_class and again.module is not policy.module
-print(json.dumps({"loaded": loaded, "same_class": same_class, "equal": bool(np.array_equal(slim, factory))}))
+print(json.dumps({"loaded": loaded, "core_imports_diffusers": core_imports_diffusers, "same_class": same_class,
+                  "equal": bool(np.array_equal(slim, factory))}))
 """
+CORE_IMPORTS_DIFFUSERS = {"0.4.4": False, "0.6.1": True}
+"""Whether LeRobot's core imports ``diffusers`` for any policy, per tested LeRobot (with diffusers installed)."""
 
 
 def test_a_saved_policy_imports_only_its_own_type(tmp_path):
     """A fresh process loading a saved ACT imports ACT's modules, not every policy's (GR00T's model pulls in
-    diffusers); ``lerobot.policies`` still answers its names afterwards, and the actions equal those of the
-    policy loaded through LeRobot's factory."""
+    diffusers' models); ``lerobot.policies`` still answers its names afterwards, and the actions equal those of
+    the policy loaded through LeRobot's factory. ``diffusers`` itself stays out where LeRobot's core does not
+    import it (0.4.4); LeRobot 0.6.1's core imports ``diffusers.optimization`` for every policy, which lerobench
+    cannot avoid, but never diffusers' models (the factory's path imports both)."""
     import subprocess
     import sys
+    from importlib.metadata import PackageNotFoundError, version
     from pathlib import Path
 
     policy_dir = save_tiny_act(tmp_path / "act")
@@ -286,8 +310,16 @@ def test_a_saved_policy_imports_only_its_own_type(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
+    core = result["core_imports_diffusers"]
     assert result["loaded"] == {"lerobot.policies.act.modeling_act": True, "lerobot.policies.groot": False,
-                                "diffusers": False}
+                                "diffusers.models": False, "diffusers": core}
+    try:
+        diffusers_installed = bool(version("diffusers"))
+    except PackageNotFoundError:
+        diffusers_installed = False
+    expected = CORE_IMPORTS_DIFFUSERS.get(version("lerobot"))
+    if expected is not None:  # a tested LeRobot: its core does what the table says
+        assert core == (expected and diffusers_installed), (version("lerobot"), core)
     assert result["same_class"] and result["equal"]
 
 
