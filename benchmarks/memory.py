@@ -24,7 +24,8 @@ from dataclasses import replace
 from pathlib import Path
 
 SUITES = {"libero": ("libero_spatial", ("agentview", "robot0_eye_in_hand")),
-          "metaworld": ("metaworld_mt10", ("corner2",))}
+          "metaworld": ("metaworld_mt10", ("corner2",)),
+          "aloha": ("aloha_transfer_cube", ("top",))}
 
 
 def pss_mb(pid: int) -> float:
@@ -68,7 +69,8 @@ def one(backend: str, workers: int, image: int, steps: int, n_cameras: int | Non
     cameras = cameras[:n_cameras] if n_cameras is not None else cameras
     suite = load_suite(suite_name)
     be = get_backend(suite.backend)
-    protocol = replace(suite.protocol(), image_size=(image, image), max_steps=steps + 5)
+    size = (image, image) if image > 0 else suite.protocol().image_size  # 0: the suite's own (ALOHA's 480x640)
+    protocol = replace(suite.protocol(), image_size=size, max_steps=steps + 5)
     spec = EnvSpec(suite=suite.name, backend=suite.backend, task=suite.tasks[0], protocol=protocol, seed=3,
                    state_dim=be.state_dim, action_dim=be.action_dim, cameras=cameras,
                    backend_options=suite.backend_options)
@@ -84,7 +86,7 @@ def one(backend: str, workers: int, image: int, steps: int, n_cameras: int | Non
     digest = [float(np.asarray(obs["state"]).sum())]
     env.close()
     per_worker = [pss[p] for p in worker_pids]
-    return {"backend": backend, "workers": workers, "cameras": list(cameras), "image": image,
+    return {"backend": backend, "workers": workers, "cameras": list(cameras), "image": list(size),
             "sharing": os.environ.get("LEROBENCH_SHARE_TASK", "1") != "0",
             "total_pss_mb": round(sum(pss.values())), "driver_pss_mb": round(pss[os.getpid()]),
             "per_worker_pss_mb": [round(x) for x in per_worker],
@@ -96,9 +98,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backends", nargs="+", default=["libero"], choices=sorted(SUITES))
     parser.add_argument("--workers", nargs="+", type=int, default=[1, 2, 4])
-    parser.add_argument("--image", type=int, default=256)
+    parser.add_argument("--image", type=int, default=256, help="square side; 0: the suite's own image size")
     parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--cameras", type=int, help="rendered cameras (LIBERO: 0-2, Meta-World: 0-1; default all)")
+    parser.add_argument("--cameras", type=int,
+                        help="rendered cameras (LIBERO: 0-2, Meta-World and ALOHA: 0-1; default all)")
     parser.add_argument("--sharing", choices=("on", "off", "both"), default="on")
     parser.add_argument("--json", help="append each result as a JSON line to this file")
     parser.add_argument("--one", nargs=2, metavar=("BACKEND", "WORKERS"), help=argparse.SUPPRESS)

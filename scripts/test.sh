@@ -13,7 +13,7 @@ if [ -z "${VIRTUAL_ENV:-}" ] && [ -z "${CONDA_PREFIX:-}" ]; then
 fi
 python -m pip install -q --upgrade pip
 pip install -q torch==2.13.0 torchvision==0.28.0 ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"}
-pip install -q -e ".[metaworld,libero,pusht,dev]"
+pip install -q -e ".[metaworld,libero,pusht,aloha,dev]"
 pip install -q -r requirements-lerobot.txt
 pip install -q --no-deps openpi-client==0.1.2 lerobot==0.4.4 robomimic==0.3.0
 ruff check lerobench tests benchmarks examples

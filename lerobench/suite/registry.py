@@ -17,6 +17,7 @@ _BUILTIN_BACKENDS = {
     "metaworld": "lerobench.envs.metaworld:BACKEND",
     "libero": "lerobench.envs.libero:BACKEND",
     "pusht": "lerobench.envs.pusht:BACKEND",
+    "aloha": "lerobench.envs.aloha:BACKEND",
 }
 
 
