@@ -16,11 +16,12 @@ from typing import Any
 from lerobench.analysis import charts
 from lerobench.analysis.compare import Run, compare_runs, differences, load_run, suite_indices
 from lerobench.core.files import write_text_atomic
+from lerobench.core.progress import PROGRESS_NOTE
 from lerobench.errors import CompareError, ConfigError, MissingDependencyError
 from lerobench.output.rerun import rrd_path
 from lerobench.plan.planner import protocol_label
 from lerobench.plan.stopping import FIXED_N_NOTE, stopping_line
-from lerobench.stats.intervals import percent_interval, points_interval
+from lerobench.stats.intervals import percent_interval, points_interval, unit_interval
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px auto;max-width:1200px;
@@ -95,26 +96,39 @@ started {_e(prov.get('started'))}<br>run: <code>{_e(run.path)}</code><br>
 command: <code>{_e(' '.join(prov.get('command') or []))}</code></div></div>"""
 
 
+def _progress_cells(block: dict[str, Any], shown: bool) -> str:
+    """Mean task progress and its 95% interval (only for a run whose backend defines progress)."""
+    if not shown:
+        return ""
+    progress = block.get("progress")
+    if not progress or progress.get("mean") is None:
+        return "<td>–</td><td>–</td>"
+    return f"<td>{progress['mean']:.2f}</td><td>{unit_interval(progress['ci95'])}</td>"
+
+
 def _task_table(run: Run) -> str:
     position = {name: i for i, name in enumerate(run.config.get("tasks") or [])}
+    o = run.results.get("overall", {})
+    shown = bool(o.get("progress"))
     rows = "".join(
         f"<tr><td>{_e(t.get('index', position.get(t['task'], '')))}</td><td>{_e(t['task'])}</td>"
         f"<td>{_e(t.get('group') or '')}</td><td>{t['n_episodes']}</td>"
-        f"<td>{_pct(t['success_rate'])}</td><td>{_ci(t['ci95'])}</td><td>{t['n_errors']}</td>"
-        f"<td>{_steps(t.get('mean_steps'))}</td></tr>"
+        f"<td>{_pct(t['success_rate'])}</td><td>{_ci(t['ci95'])}</td>{_progress_cells(t, shown)}"
+        f"<td>{t['n_errors']}</td><td>{_steps(t.get('mean_steps'))}</td></tr>"
         for t in run.results.get("tasks", []))
     groups = "".join(
         f"<tr><td></td><td><i>group {_e(g)}</i></td><td></td><td>{b['n_episodes']}</td>"
         f"<td>{_pct(b['success_rate'])}</td>"
-        f"<td>{_ci(b['ci95'])}</td><td>{b['n_errors']}</td><td></td></tr>"
+        f"<td>{_ci(b['ci95'])}</td>{_progress_cells(b, shown)}<td>{b['n_errors']}</td><td></td></tr>"
         for g, b in run.results.get("groups", {}).items())
-    o = run.results.get("overall", {})
     overall = (f"<tr><td></td><td><b>overall</b></td><td></td><td>{o.get('n_episodes', 0)}</td>"
                f"<td><b>{_pct(o.get('success_rate'))}</b></td><td>{_ci(o.get('ci95', [0, 1]))}</td>"
-               f"<td>{o.get('n_errors', 0)}</td><td></td></tr>")
+               f"{_progress_cells(o, shown)}<td>{o.get('n_errors', 0)}</td><td></td></tr>")
+    head = "<th>progress</th><th>progress 95% CI</th>" if shown else ""
+    note = (f"<div class='dim'>{_e(PROGRESS_NOTE)}</div>" if shown else "")
     return ("<table class='tasks'><tr><th>#</th><th>task</th><th>group</th><th>episodes</th><th>success</th>"
-            "<th>95% CI</th>"
-            f"<th>errors</th><th>mean steps</th></tr>{rows}{groups}{overall}</table>")
+            f"<th>95% CI</th>{head}"
+            f"<th>errors</th><th>mean steps</th></tr>{rows}{groups}{overall}</table>{note}")
 
 
 def _floor_mark(block: dict[str, Any]) -> str:

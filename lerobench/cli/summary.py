@@ -8,8 +8,9 @@ from typing import Any
 from rich.table import Table
 
 from lerobench.cli.common import console, headline_rates, plural, print_names_table, rate_text
+from lerobench.core.progress import PROGRESS_NOTE
 from lerobench.plan.stopping import FIXED_N_NOTE, stopping_line
-from lerobench.stats.intervals import percent_interval
+from lerobench.stats.intervals import percent_interval, unit_interval
 
 
 def _trial_cells(block: dict[str, Any], trials: int) -> list[str]:
@@ -23,6 +24,16 @@ def _trial_cells(block: dict[str, Any], trials: int) -> list[str]:
     return rates + deltas + (passes or ["-"] * (trials - 1))
 
 
+def _progress_cells(block: dict[str, Any], shown: bool) -> list[str]:
+    """Mean task progress (highest per episode) and its 95% interval, where the run's backend defines progress."""
+    if not shown:
+        return []
+    progress = block.get("progress")
+    if not progress or progress.get("mean") is None:
+        return ["-", "-"]
+    return [f"{progress['mean']:.2f}", unit_interval(progress["ci95"])]
+
+
 PRIVILEGED_NOTE = ("privileged expert: a scripted policy that reads the simulator's state (object poses, joints, "
                    "goal conditions), not a learned policy; its rate measures the tasks' solvability, not a model")
 
@@ -33,23 +44,29 @@ def print_summary(results: dict[str, Any], output: Path, merged_from: int = 0) -
     table = Table(title=f"{results['suite']} — {results['policy']}")
     extra = ([f"trial {k}" for k in range(trials)] + [f"Δ{k} pp" for k in range(1, trials)]
              + [f"pass@{k}" for k in range(2, trials + 1)]) if trials > 1 else []
+    o = results["overall"]
+    progress = bool(o.get("progress"))  # only where the backend defines progress
     table.add_column("task", no_wrap=True)  # whole names, as in `list` and `show`
-    for col in ("episodes", "success", "95% CI", "errors", "mean steps", *extra):
+    for col in ("episodes", "success", "95% CI", *(("progress", "progress 95% CI") if progress else ()),
+                "errors", "mean steps", *extra):
         table.add_column(col, justify="right", overflow="fold")
     for t in results["tasks"]:
         lo, hi = t["ci95"]
         steps = "-" if t["mean_steps"] is None else f"{t['mean_steps']:.0f}"
-        table.add_row(t["task"], str(t["n_episodes"]), rate_text(t["success_rate"]),
-                      percent_interval((lo, hi)), str(t["n_errors"]), steps, *_trial_cells(t, trials))
+        table.add_row(t["task"], str(t["n_episodes"]), rate_text(t["success_rate"]), percent_interval((lo, hi)),
+                      *_progress_cells(t, progress), str(t["n_errors"]), steps, *_trial_cells(t, trials))
     for name, g in results.get("groups", {}).items():
         lo, hi = g["ci95"]
         table.add_row(f"[italic]group {name}[/]", str(g["n_episodes"]), rate_text(g["success_rate"]),
-                      percent_interval((lo, hi)), str(g["n_errors"]), "", *_trial_cells(g, trials))
-    o = results["overall"]
+                      percent_interval((lo, hi)), *_progress_cells(g, progress), str(g["n_errors"]), "",
+                      *_trial_cells(g, trials))
     lo, hi = o["ci95"]
     table.add_row("[bold]overall[/]", str(o["n_episodes"]), f"[bold]{rate_text(o['success_rate'])}[/]",
-                  percent_interval((lo, hi)), str(o["n_errors"]), "", *_trial_cells(o, trials))
+                  percent_interval((lo, hi)), *_progress_cells(o, progress), str(o["n_errors"]), "",
+                  *_trial_cells(o, trials))
     print_names_table(table)
+    if progress:
+        console.print(PROGRESS_NOTE, highlight=False, markup=False, soft_wrap=True)
     if results.get("config", {}).get("privileged_state"):
         console.print(f"{results['policy']} is a {PRIVILEGED_NOTE}", highlight=False, soft_wrap=True)
     if trials > 1:

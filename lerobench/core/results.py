@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lerobench.core.files import json_text, write_json_atomic, write_text_atomic
+from lerobench.core.progress import progress_block
 from lerobench.core.records import EpisodeRecord
 from lerobench.errors import ConfigError, RunError
 from lerobench.stats.binomial import CI_METHOD, STRATIFIED_CI_METHOD, exact_interval, file_interval, wilson_interval
@@ -78,6 +79,8 @@ class Aggregate:
     clipped_action_fraction: float | None
     measured_delays: dict[str, Any] = field(default_factory=dict)
     """``--delay-steps measured`` only: the calls' delays and stale-action fraction (``core/delay.py``)."""
+    progress: dict[str, Any] | None = None
+    """Mean task progress with its interval (``core/progress.py``); None (the key left out) where no line has it."""
 
     @classmethod
     def of(cls, records: Iterable[EpisodeRecord]) -> Aggregate:
@@ -92,11 +95,14 @@ class Aggregate:
                    success_at_end_rate=sum(r.success_at_end for r in records) / n if n else None,
                    n_errors=sum(r.error is not None for r in records), mean_steps=_mean([r.steps for r in records]),
                    mean_return=_mean([r.return_ for r in records]),
-                   clipped_action_fraction=_clipped_fraction(records), measured_delays=_measured_delays(records))
+                   clipped_action_fraction=_clipped_fraction(records), measured_delays=_measured_delays(records),
+                   progress=progress_block(records))
 
     def to_dict(self) -> dict[str, Any]:
-        """The block as results.json writes it (the measured delays' keys at its top level)."""
-        block = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "measured_delays"}
+        """The block as results.json writes it (the measured delays' keys at its top level; no progress: no key)."""
+        block = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("measured_delays", "progress")}
+        if self.progress is not None:
+            block["progress"] = self.progress
         return {**block, **self.measured_delays}
 
 

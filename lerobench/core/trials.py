@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from lerobench.core.progress import trial_progress
 from lerobench.core.records import EpisodeRecord
 from lerobench.stats.binomial import CI_METHOD, compare_paired, exact_interval, rate_block
 
@@ -104,7 +105,8 @@ def pass_at_k(table: Sequence[Sequence[bool]]) -> list[dict[str, Any]]:
 
 def trial_summary(records: Iterable[EpisodeRecord], trials: int) -> dict[str, Any]:
     """The keys a block of results.json gains when K > 1: per_trial, success_within_k, pass_at_k, adaptation."""
-    table = [outcomes(rs, trials) for rs in group_episodes(records).values()]
+    episodes = list(group_episodes(records).values())
+    table = [outcomes(rs, trials) for rs in episodes]
     n = len(table)
     per_trial = [_rate_row(k, sum(o[k] for o in table), n) for k in range(trials)]
     within = [_rate_row(k, sum(any(o[: k + 1]) for o in table), n) for k in range(trials)]
@@ -113,5 +115,8 @@ def trial_summary(records: Iterable[EpisodeRecord], trials: int) -> dict[str, An
         c = compare_paired([o[0] for o in table], [o[k] for o in table])
         adaptation.append({"trial": k, "delta": c.delta, "ci95": c.ci95, "p_value": c.p_value, "n": c.n,
                            "gained": c.gained, "lost": c.lost})
+    progress = trial_progress(episodes, trials)
+    if progress is not None:  # beside each trial's success rate, where the backend defines progress
+        per_trial = [{**row, "progress": p} for row, p in zip(per_trial, progress, strict=True)]
     return {"trials": trials, "per_trial": per_trial, "success_within_k": within, "pass_at_k": pass_at_k(table),
             "adaptation": adaptation}

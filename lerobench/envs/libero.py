@@ -330,6 +330,20 @@ class LiberoSimulator:
         self._fresh = self._reading
         return float(reward), bool(done)
 
+    def progress(self) -> float:
+        """The fraction of the BDDL goal's conditions that hold now, each evaluated as LIBERO's success is.
+
+        LIBERO's ``_check_success`` is the conjunction of ``_eval_predicate(state)`` over
+        ``parsed_problem["goal_state"]`` (every problem class: ``libero/libero/envs/problems``); this counts the
+        same evaluations instead of and-ing them, so progress is 1 exactly when LIBERO reports success. A goal
+        of one condition gives 0 or 1: progress then equals success.
+        """
+        env = self._live().env
+        goal = env.parsed_problem["goal_state"]
+        if not goal:
+            return 1.0  # an empty conjunction holds, as LIBERO's own check says
+        return sum(bool(env._eval_predicate(state)) for state in goal) / len(goal)
+
     def state(self) -> np.ndarray:
         """8-D state: eef position, eef axis-angle, gripper joint positions (LIBERO policies' layout)."""
         if not self._obs:

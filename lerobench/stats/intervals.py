@@ -37,3 +37,9 @@ def percent_interval(ci: Sequence[float], decimals: int = 0, sep: str = "–", s
 def points_interval(ci: Sequence[float], sep: str = "…", decimals: int = 0) -> str:
     """A difference of rates as signed percentage points, ``-1…+12``, rounded outward."""
     return percent_interval(ci, decimals, sep, signed=True, suffix="")
+
+
+def unit_interval(ci: Sequence[float], decimals: int = 2, sep: str = "–") -> str:
+    """An interval of a mean in [0, 1] (task progress) as ``0.85–0.97``, rounded outward."""
+    lo, hi = outward(float(ci[0]), float(ci[1]), decimals)
+    return f"{lo + 0.0:.{decimals}f}{sep}{hi + 0.0:.{decimals}f}"
