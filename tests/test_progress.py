@@ -206,6 +206,31 @@ def test_metaworld_progress_is_its_reward_scale_and_the_expert_beats_zero(tmp_pa
                                            abs=1e-6)
     assert zero_results["overall"]["progress"]["ci95_method"] == HB_METHOD
     assert " ".join(PROGRESS_NOTE.split()) in shown  # the table's progress columns, explained under it
+    _report_shows_progress(tmp_path, tmp_path / "zero", zero_results)
+
+
+def _report_shows_progress(tmp_path, run, results):
+    """The HTML report's task table has the progress columns with the run's numbers, and none without progress."""
+    import shutil
+
+    from lerobench.stats.intervals import unit_interval
+
+    html = tmp_path / "report.html"
+    result = runner.invoke(app, ["report", str(run), "--output", str(html)])
+    assert result.exit_code == 0, result.output
+    page = html.read_text()
+    assert "<th>progress</th><th>progress 95% CI</th>" in page
+    for task in results["tasks"]:
+        p = task["progress"]
+        assert f"<td>{p['mean']:.2f}</td><td>{unit_interval(p['ci95'])}</td>" in page
+    bare = tmp_path / "bare"
+    shutil.copytree(run, bare)
+    for block in (*results["tasks"], *results["groups"].values(), results["overall"]):
+        block.pop("progress")
+    (bare / "results.json").write_text(json.dumps(results))
+    result = runner.invoke(app, ["report", str(bare), "--output", str(tmp_path / "bare.html")])
+    assert result.exit_code == 0, result.output
+    assert "progress 95% CI" not in (tmp_path / "bare.html").read_text()
 
 
 @pytest.mark.sim
