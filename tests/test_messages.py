@@ -54,3 +54,23 @@ def test_check_policy_names_task_as_given():
     result = _cli("check-policy", "--policy", "zero", "--suite", "smoke", "--task", "5")
     assert result.exit_code == 2
     assert "--task 5: suite 'smoke' has tasks 0-1" in result.output and "--tasks" not in result.output
+
+
+def test_a_policy_needing_an_extra_the_set_up_did_not_install_names_the_extra(tmp_path):
+    """torch missing (the README's set-up installs only the simulators): the error says which extra installs it."""
+    import subprocess
+    import sys
+
+    from helpers import subprocess_env
+
+    fake = tmp_path / "without" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'torch'\", name='torch')\n")
+    env = subprocess_env()
+    env["PYTHONPATH"] = f"{tmp_path / 'without'}:{env['PYTHONPATH']}"
+    done = subprocess.run([sys.executable, "-m", "lerobench", "eval", "--suite", "smoke", "--policy",
+                           "fixture_policies:make_mlp", "--episodes", "1", "--max-steps", "2", "--videos", "0",
+                           "--output", str(tmp_path / "o")], env=env, capture_output=True, text=True, timeout=300)
+    text = done.stdout + done.stderr
+    assert done.returncode != 0 and "No module named 'torch'" in text, text
+    assert "pip install 'lerobench[torch]' installs it" in text and "Traceback" not in text, text

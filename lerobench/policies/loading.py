@@ -162,7 +162,7 @@ def _from_factory(spec: str, context: PolicyContext) -> Any:
         if top and not is_file_spec(spec):
             raise ConfigError(f"policy {spec!r}: cannot import module {module_name!r} ({exc})") from exc
         raise ConfigError(f"policy {spec!r}: importing {module_name!r} failed at {_where(exc)}: "
-                          f"{type(exc).__name__}: {exc}") from exc
+                          f"{type(exc).__name__}: {exc}{extra_hint(exc)}") from exc
     except SyntaxError as exc:
         raise ConfigError(f"policy {spec!r}: {type(exc).__name__} at {_where(exc)}: {exc.msg}") from exc
     except Exception as exc:  # noqa: BLE001 - a module raising at import: where, in one line
@@ -176,7 +176,28 @@ def _from_factory(spec: str, context: PolicyContext) -> Any:
     try:
         return factory(context)
     except Exception as exc:  # noqa: BLE001 - a user factory may raise anything; name it
-        raise PolicyError(f"policy {spec!r}: factory raised {type(exc).__name__}: {exc}") from exc
+        raise PolicyError(f"policy {spec!r}: factory raised {type(exc).__name__}: {exc}{extra_hint(exc)}") from exc
+
+
+EXTRAS = {"torch": "torch", "h5py": "record", "matplotlib": "report", "ray": "ray", "websockets": "serve",
+          "msgpack": "serve", "metaworld": "metaworld", "libero": "libero", "gym_pusht": "pusht",
+          "gym_aloha": "aloha"}
+"""A missing top-level module and the lerobench extra that installs it (pyproject.toml)."""
+
+
+def extra_hint(exc: BaseException) -> str:
+    """``"; pip install 'lerobench[torch]' installs it"`` when ``exc`` is a module an extra installs, else ``""``.
+
+    Why: the README's set-up command installs the simulators only; a torch policy or ``--record`` then fails on a
+    bare ``No module named 'torch'``.
+    """
+    name = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
+    extra = EXTRAS.get((name or "").partition(".")[0])
+    if extra is not None:
+        return f"; pip install 'lerobench[{extra}]' installs it"
+    if (name or "").partition(".")[0] == "lerobot":
+        return "; install LeRobot beside lerobench (docs/lerobot.md: the tested versions)"
+    return ""
 
 
 def _validated(spec: str, policy: Any, context: PolicyContext) -> Any:
