@@ -166,6 +166,15 @@ def test_the_block_counts_an_error_as_zero_and_does_not_depend_on_finish_order()
     assert two["ci95_method"] == HB_METHOD
 
 
+def test_lines_written_before_progress_existed_are_left_out_not_counted_zero():
+    """A resumed or merged older run: its lines without progress (and without an error) are not zeros."""
+    old = [_record("a", i, success=True) for i in range(4)]
+    new = [_record("a", i, 1.0, 1.0, success=True) for i in range(4, 8)]
+    block = progress_block([*old, *new])
+    assert block["n_episodes"] == 4 and block["mean"] == 1.0
+    assert progress_by_episode([*old, *new]) == {("a", i): 1.0 for i in range(4, 8)}
+
+
 def test_a_backend_without_progress_gets_no_block_and_no_key():
     from lerobench.core.results import aggregate
 

@@ -7,8 +7,8 @@ the last step (``progress``, the analogue of ``success_at_end``). The headline i
 
 An episode that ended in an error has no progress on its line; here it counts as 0, as an error counts as a
 failure for the success rate, so every episode of a block is counted and runs stay paired. A block in which no
-line carries progress (a backend without a definition, files from before it) has no progress block: nothing is
-invented.
+line carries progress (a backend without a definition, files from before it) has no progress block, and a line
+written before its backend defined progress (a resumed older run) is left out of the means: nothing is invented.
 
 ``progress_by_episode`` and ``progress_differences`` are what a paired analysis reads (one value per
 (task, episode) in index order, never in finish order).
@@ -40,10 +40,19 @@ def episode_progress(record: EpisodeRecord, at_end: bool = False) -> float:
     return 0.0 if record.error is not None or value is None else float(value)
 
 
+def counted(record: EpisodeRecord) -> bool:
+    """Whether a line counts towards progress: it carries progress, or ended in an error (which counts 0).
+
+    A line without either was written before its backend defined progress (a resumed or merged older run):
+    left out, never counted as 0.
+    """
+    return record.error is not None or record.max_progress is not None
+
+
 def progress_by_episode(records: Iterable[EpisodeRecord], trial: int = 0,
                         at_end: bool = False) -> dict[EpisodeKey, float]:
     """(task, episode) -> that episode's progress at ``trial``, in (task, episode) order; errors count 0."""
-    chosen = sorted((r for r in records if r.trial == trial), key=lambda r: (r.task, r.episode))
+    chosen = sorted((r for r in records if r.trial == trial and counted(r)), key=lambda r: (r.task, r.episode))
     out: dict[EpisodeKey, float] = {}
     for r in chosen:
         out.setdefault((r.task, r.episode), episode_progress(r, at_end))
@@ -69,7 +78,7 @@ def progress_block(records: Sequence[EpisodeRecord]) -> dict[str, Any] | None:
         return None
     from lerobench.stats.bounded import BETTING_METHOD, HB_METHOD, betting_interval, hoeffding_bentkus_interval
 
-    ordered = sorted(records, key=lambda r: (r.task, r.episode, r.trial))
+    ordered = sorted((r for r in records if counted(r)), key=lambda r: (r.task, r.episode, r.trial))
     one_task = len({r.task for r in ordered}) <= 1
     interval = betting_interval if one_task else hoeffding_bentkus_interval
     highest = [episode_progress(r) for r in ordered]
@@ -99,7 +108,10 @@ def trial_progress(episodes: Sequence[Sequence[EpisodeRecord]], trials: int) -> 
             by_trial = {r.trial: r for r in rs}
             broken = any(r.error is not None for r in rs if r.trial < k)
             line = by_trial.get(k)
-            values.append(0.0 if broken or line is None else episode_progress(line))
+            if broken or line is None:
+                values.append(0.0)
+            elif counted(line):
+                values.append(episode_progress(line))
         out.append({"mean": _mean(values), "ci95": _rounded(interval(values)),
                     "ci95_method": BETTING_METHOD if one_task else HB_METHOD})
     return out
