@@ -11,7 +11,8 @@ in ``tests/test_bounded.py``:
   rejected once either's capital (each holding half) reaches 1/α. Under the true mean both capitals are
   nonnegative martingales, so by Ville's inequality the chance that either ever gets there is at most α: the
   interval (the m never rejected, at any prefix of the episodes) covers with probability ≥ 1 − α whatever the
-  distribution on [0, 1]. It adapts to the variance: episodes that all reach 1.0 give a short interval.
+  distribution on [0, 1]. It adapts to the variance, which makes it up to half as wide as Hoeffding–Bentkus
+  on spread values (on values all at 1.0 it is the wider: n = 10 gives [0.53, 1], HB [0.69, 1]).
   The bets depend on the order of the values, so the caller passes them in episode order (never finish order).
 - **Several tasks: Hoeffding–Bentkus** (Bates, Angelopoulos, Lei, Malik, Jordan, "Distribution-free,
   risk-controlling prediction sets", JACM 2021, §3.1): the smaller of Hoeffding's (1963, Theorem 1) and
