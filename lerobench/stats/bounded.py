@@ -41,7 +41,7 @@ _TRUNCATION = 0.5
 def betting_interval(values: Sequence[float], alpha: float = 0.05) -> tuple[float, float]:
     """The (1 - alpha) betting interval for the mean of ``values`` (each in [0, 1], in episode order).
 
-    The paper's Theorem 3 interval with its predictable plug-in bets for a fixed n:
+    The paper's hedged-capital interval with its predictable plug-in bets for a fixed n:
     λ_t = sqrt(2 log(2/α) / (n σ̂²_{t-1})), σ̂² the running variance around the running mean (both with one
     pseudo-observation, 1/4 and 1/2), capped at c/m (the bet above m) and c/(1 - m) (below); the capital
     process of each side starts at 1/2 (hedged, θ = 1/2), and m is rejected where either reaches 1/α at any
