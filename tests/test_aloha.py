@@ -141,3 +141,31 @@ def test_a_setting_aloha_cannot_honour_is_refused_before_the_run(tmp_path):
     assert other.exit_code == 2 and "only runs on pusht suites" in other.output
     default = runner.invoke(app, ["eval", "--suite", "aloha_insertion", "--output", str(tmp_path / "c")])
     assert default.exit_code == 2 and "has no default policy" in default.output
+    expert = runner.invoke(app, ["eval", "--suite", "aloha", "--policy", "aloha-expert",
+                                 "--output", str(tmp_path / "d")])
+    assert expert.exit_code == 2 and "no scripted plan for tasks ['AlohaInsertion-v0']" in expert.output
+
+
+def test_the_default_policy_is_the_privileged_expert_and_it_transfers_the_cube(tmp_path):
+    result = runner.invoke(app, ["eval", "--suite", "aloha_transfer_cube", "--episodes", "3", "--videos", "0",
+                                 "--output", str(tmp_path / "o")])
+    assert result.exit_code == 0, result.output
+    assert "Evaluating aloha-expert" in result.output and "privileged expert" in result.output
+    eps = sorted(episodes(tmp_path / "o"), key=lambda e: e["episode"])
+    assert [e["seed"] for e in eps] == [0, 1, 2]  # LeRobot's seeds
+    assert all(e["success"] and e["max_progress"] == 1.0 and e["steps"] < 400 for e in eps), eps  # 47/50 measured
+    assert all(e["clipped"] == 0.0 for e in eps)  # joint targets inside the action space
+
+
+def test_the_expert_never_writes_the_simulator_it_reads():
+    from lerobench.policies.experts.aloha import plan_action
+
+    env = make_env(privileged=True)
+    obs, _ = env.reset(options={"episodes": [0]})
+    physics = env._raw._physics
+    before = (physics.data.qpos.copy(), physics.data.qvel.copy(), physics.data.ctrl.copy())
+    action = plan_action(50, obs["privileged"])  # mid-approach: the solve moves both arms
+    assert action.shape == (14,) and not np.allclose(action, obs["state"])
+    assert all(np.array_equal(a, b) for a, b in zip(before, (physics.data.qpos, physics.data.qvel,
+                                                                physics.data.ctrl), strict=True))
+    env.close()
