@@ -94,8 +94,13 @@ def test_a_state_only_episode_renders_nothing_and_records_the_stage_as_progress(
     env.close()
 
 
-def test_random_runs_both_tasks_end_to_end_with_480x640_videos_and_the_golden_check(tmp_path):
+def test_random_runs_both_tasks_end_to_end_with_480x640_videos_thumbnails_and_the_golden_check(tmp_path):
+    import base64
+    import io
+    import re
+
     import av
+    from matplotlib.image import imread
 
     result = runner.invoke(app, ["eval", "--suite", "aloha", "--policy", "random", "--episodes", "1",
                                  "--max-steps", "4", "--videos", "1", "--output", str(tmp_path / "o")])
@@ -112,6 +117,11 @@ def test_random_runs_both_tasks_end_to_end_with_480x640_videos_and_the_golden_ch
         assert frame.shape == (480, 640, 3)  # height x width, as the camera renders it: not squashed
         first = gym_aloha(e["task"]).reset(seed=0)[0]["pixels"]["top"]
         assert np.abs(frame.astype(float) - first).mean() < 4.0  # the episode's first frame, through the codec
+    report = runner.invoke(app, ["report", str(tmp_path / "o"), "-o", str(tmp_path / "r.html")])
+    assert report.exit_code == 0, report.output
+    thumbnails = re.findall(r"data:image/png;base64,([A-Za-z0-9+/=]+)", (tmp_path / "r.html").read_text())
+    assert len(thumbnails) == 2 and all(imread(io.BytesIO(base64.b64decode(t))).shape[:2] == (120, 160)
+                                        for t in thumbnails)  # 4:3 as the video, not squashed
     smaller = runner.invoke(app, ["eval", "--suite", "aloha_transfer_cube", "--policy", "random", "--episodes", "1",
                                   "--max-steps", "2", "--videos", "1", "--video-size", "320",
                                   "--output", str(tmp_path / "s")])
