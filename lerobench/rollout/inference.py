@@ -162,10 +162,13 @@ class CallThreads:
         self._jobs.put((future, fn, args))
         return future
 
-    def stop(self) -> None:
-        """Let the threads end once their calls return (a hung one is abandoned: it is a daemon)."""
+    def stop(self, join: bool = True) -> None:
+        """End the threads once their calls return; ``join=False`` abandons them (a hung call: they are daemons)."""
         for _ in self._threads:
             self._jobs.put(None)
+        if join:
+            for thread in self._threads:
+                thread.join()
 
 
 @dataclass
@@ -311,8 +314,9 @@ class PolicyCaller:
             self.take_check()  # probes may still run on twins of the policy: done (and counted) before it closes
             for flight in self._flights:
                 wait([flight.future], timeout=max(0.0, flight.started + flight.limit_s - time.perf_counter()))
+        settled = all(flight.future.done() for flight in self._flights)
         for flight in self._flights:
             WAITING.remove(flight.waiting_key)
         threads, self._threads, self._flights = self._threads, None, []
         if threads is not None:
-            threads.stop()
+            threads.stop(join=settled)  # every call returned: the threads end at once; else one hangs: abandoned
