@@ -112,7 +112,7 @@ class CompareError(LerobenchError):
     """Two runs cannot be compared (missing files, different suites, protocols or step limits)."""
 
 
-def did_you_mean(name: str, valid: Iterable[str]) -> str:
+def did_you_mean(name: str, valid: Iterable[str], limit: int = 20) -> str:
     """Return a ' Did you mean ...?' hint (or a list of valid names) for an unknown ``name``.
 
     Candidates are ranked by similarity, best first: a name containing what was typed ("bowl", "drawer")
@@ -131,13 +131,16 @@ def did_you_mean(name: str, valid: Iterable[str]) -> str:
     close = [c for c in ranked[:3] if score(c) >= 0.5]
     if close:
         return " Did you mean " + " or ".join(repr(c) for c in close) + "?"
-    limit = 20  # a complete list up to here; beyond it, say how many are not shown rather than "..."
+    # a complete list up to ``limit``; beyond it, say how many are not shown rather than "..."
     shown = ", ".join(valid[:limit])  # in the order given (a suite's task order), as `lerobench show` lists them
     more = f", and {len(valid) - limit} more" if len(valid) > limit else ""
     return f" Valid names: {shown}{more}."
 
 
-def unknown(kind: str, name: str, valid: Iterable[str], where: str = "") -> UnknownNameError:
-    """Build the standard 'unknown X' error with a did-you-mean hint; ``where`` follows the name ("in suite 'x'")."""
+def unknown(kind: str, name: str, valid: Iterable[str], where: str = "", limit: int = 20) -> UnknownNameError:
+    """Build the standard 'unknown X' error with a did-you-mean hint; ``where`` follows the name ("in suite 'x'").
+
+    ``limit``: the most valid names listed when none is close (the main suites are all listed: 50).
+    """
     place = f" {where}" if where else ""
-    return UnknownNameError(f"unknown {kind} {name!r}{place}.{did_you_mean(name, valid)}")
+    return UnknownNameError(f"unknown {kind} {name!r}{place}.{did_you_mean(name, valid, limit)}")

@@ -75,7 +75,7 @@ def load_suite(name_or_path: str) -> Suite:
     close = unknown("suite", name_or_path, shipped)
     if "Did you mean" in str(close):
         raise close
-    error = unknown("suite", name_or_path, main_suite_names())
+    error = unknown("suite", name_or_path, main_suite_names(), limit=50)
     raise type(error)(f"{error} Suite families: lerobench list --family libero-pro.")
 
 
