@@ -37,8 +37,9 @@ GRASP_Z = 0.02
 CUBE_REST_Z = 0.02
 """Height of the cube's centre resting on the table (gym-aloha drops it from 0.05 at reset; measured 0.020)."""
 """The right fingers' point above the cube's centre at the grasp (lower presses the fingertips into the table)."""
-LEFT_IN = -0.01
-"""The left fingers' point relative to the held cube's centre along x: its left half between the pads."""
+LEFT_IN = -0.025
+"""The left fingers' point relative to the held cube's centre along x: the cube's left edge between the open pads.
+Deeper (-0.01) the left gripper's palm met the cube and shoved it out of the right gripper (3 of seeds 0-49)."""
 ROLL_LIMIT = 2.0
 """The IK keeps each arm's two roll joints (forearm and wrist) within this many radians: the joints allow +-pi, where
 a roll of pi on both with the wrist bent the other way reaches the same pose; a solve that drifts there flips by
