@@ -304,7 +304,7 @@ def evaluate(
         None, "--policy", "-p",
         help="random | zero | a benchmark's own (metaworld-expert, metaworld-expert-chunks, metaworld-expert-blend, "
              "metaworld-adaptive-reach, libero-expert, libero-expert-chunks, libero-expert-blend, pusht-expert, "
-             "pusht-expert-noisy, pusht-expert-chunks; `lerobench show SUITE` lists a suite's) | "
+             "pusht-expert-noisy, pusht-expert-chunks, aloha-expert; `lerobench show SUITE` lists a suite's) | "
              "module.path:factory | ws://host:port | lerobot:<dir>. Default: the suite's default policy."),
     episodes: int | None = cli_option("episodes"),
     tasks: str | None = typer.Option(
@@ -350,6 +350,7 @@ def evaluate(
     margin: float = cli_option("margin"),
     effect: float | None = cli_option("effect"),
     power: float = cli_option("power"),
+    metric: str = cli_option("metric"),
     progress_interval: float = typer.Option(
         PROGRESS_INTERVAL_S, "--progress-interval", min=0.1,
         help="Seconds between plain progress lines when stdout is not a terminal (log files, CI)."),
