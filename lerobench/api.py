@@ -125,6 +125,8 @@ _ARGUMENTS_HELP = """
         versus: Run A's directory: pair this run with its episodes; with ``until="decided"`` (and ``effect``,
             ``power`` for the designed test) stop once B better / A better / equivalent is decided. The decision
             is ``Results.decision``, the whole stopping block ``Results.stopping``.
+        metric: What ``until="decided"`` decides about: ``"success"`` (default) or ``"progress"`` (the mean of
+            each pair's highest-progress difference, a betting e-process; the backend must define progress).
         output: The run directory to write (as ``--output``); None: a temporary directory removed on return.
         max_errors: Raise ``EpisodeErrors`` (with the ``Results``) if more than this many episodes end in an
             error. Whatever the limit, a run in which *every* episode ended in an error raises (there is no rate
@@ -194,6 +196,7 @@ def evaluate(  # noqa: D417 - the shared settings' help is appended from plan/op
     margin: float = default("margin"),
     effect: float | None = default("effect"),
     power: float = default("power"),
+    metric: str = default("metric"),
     resume: bool = default("resume"),
     output: str | Path | None = None,
     max_errors: int | None = default("max_errors"),

@@ -94,3 +94,95 @@ def test_p_value_and_e_values_are_the_decisions():
     assert flipped == ("A better", at)
     with pytest.raises(ValueError, match=r"\[-1, 1\]"):
         pp.decision([1.5])
+
+
+def test_the_ledger_decides_on_progress_in_round_order_and_says_what_it_decided_about():
+    """The rule reads pairs round by round whatever order they finish in; the block names the metric and puts
+    success beside it, descriptive; a run where B is better on progress but never on success is decided."""
+    from lerobench.plan.stopping import Ledger, Until, stopping_line
+
+    tasks, cap = ["t1", "t2"], 30
+    recorded = {(t, i): False for t in tasks for i in range(cap)}
+    progress_a = {(t, i): 0.3 for t in tasks for i in range(cap)}
+    ledger = Ledger(Until("decided"), tasks, cap, 0.05, 0.1, recorded, "runs/A", metric="progress",
+                    recorded_progress=progress_a)
+    for i in reversed(range(cap)):  # finish order: last first; the ledger waits for index order
+        for t in tasks:
+            ledger.add(t, i, False, 0.7)
+    block = ledger.block()
+    v = block["versus"]
+    assert v["metric"] == "progress" and v["decision"] == "B better" and v["gained"] == v["lost"] == 0
+    assert v["pairs"] < 2 * cap and v["decision_interval"]["mean_difference"][0] > 0
+    assert v["success_descriptive"]["descriptive"] and v["success_descriptive"]["rate_b"] == 0.0
+    assert "fixed_n_at_observed_rates" not in v and "difference_cs" not in v
+    line = stopping_line(block)
+    assert line.startswith("B better on mean progress") and "descriptive only (not what was decided)" in line
+    assert not ledger.wants("t1", v["pairs"])
+
+
+def test_success_metric_is_unchanged_by_default():
+    """Without --metric the block has no metric field and decides on the discordant pairs, as before."""
+    from lerobench.plan.stopping import Ledger, Until
+
+    recorded = {("t", i): False for i in range(20)}
+    ledger = Ledger(Until("decided"), ["t"], 20, 0.05, 0.1, recorded, "A")
+    for i in range(20):
+        ledger.add("t", i, True, 0.0)
+    v = ledger.block()["versus"]
+    assert "metric" not in v and v["decision"] == "B better" and v["gained"] == v["pairs"] < 20
+
+
+@pytest.mark.sim
+def test_pusht_expert_against_its_noisy_variant_on_progress_end_to_end(tmp_path):
+    """Real gym-pusht: B = pusht-expert decides better than A = pusht-expert-noisy on mean progress within A's 40
+    episodes; compare and report say what was decided about; a run A without progress is refused before B runs."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from lerobench.cli import app
+
+    runner = CliRunner()
+
+    def run(*args):
+        return runner.invoke(app, ["eval", "--suite", "pusht", "--videos", "0", "--max-steps", "50", *map(str, args)])
+
+    noisy = run("--policy", "pusht-expert-noisy", "--episodes", "40", "--output", tmp_path / "a")
+    assert noisy.exit_code == 0, noisy.output
+    versus = run("--policy", "pusht-expert", "--versus", tmp_path / "a", "--until", "decided", "--metric", "progress",
+                 "--output", tmp_path / "b")
+    assert versus.exit_code == 0, versus.output
+    assert "B better on mean progress" in versus.output
+    v = json.loads((tmp_path / "b" / "results.json").read_text())["stopping"]["versus"]
+    assert v["metric"] == "progress" and v["decision"] == "B better" and v["pairs"] < 40
+    assert v["decision_interval"]["p_value"] <= 0.05 and v["decision_interval"]["mean_difference"][0] > 0
+    assert v["success_descriptive"]["descriptive"] is True
+    compared = runner.invoke(app, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--json"])
+    assert compared.exit_code == 0, compared.output
+    c = json.loads(compared.output)
+    assert c["verdict"].endswith("on mean progress (max_progress), not success")
+    assert c["sequential"]["metric"] == "progress" and "not what was decided" in c["sequential"]["line"]
+    report = runner.invoke(app, ["report", str(tmp_path / "a"), str(tmp_path / "b"), "-o", str(tmp_path / "r.html")])
+    assert report.exit_code == 0 and "on mean progress" in (tmp_path / "r.html").read_text()
+    # Run A's lines without progress (recorded before its backend defined it): refused before B runs.
+    lines = [json.loads(x) for x in (tmp_path / "a" / "episodes.jsonl").read_text().splitlines()]
+    (tmp_path / "a" / "episodes.jsonl").write_text(
+        "".join(json.dumps({k: e[k] for k in e if k not in ("progress", "max_progress")}) + "\n" for e in lines))
+    refused = run("--policy", "pusht-expert", "--versus", tmp_path / "a", "--until", "decided", "--metric",
+                  "progress", "--output", tmp_path / "c")
+    assert refused.exit_code == 2 and "has no task progress" in refused.output, refused.output
+    assert not (tmp_path / "c" / "episodes.jsonl").exists()
+
+
+@pytest.mark.parametrize("args, said", [
+    (("--metric", "progress"), "needs --versus"),
+    (("--metric", "reward"), "--metric"),
+])
+def test_a_metric_without_a_paired_decision_or_unknown_is_refused(tmp_path, args, said):
+    from typer.testing import CliRunner
+
+    from lerobench.cli import app
+
+    out = CliRunner().invoke(app, ["eval", "--suite", "pusht", "--policy", "pusht-expert", "--episodes", "2",
+                                   "--output", str(tmp_path / "x"), *args])
+    assert out.exit_code == 2 and said in out.output, out.output

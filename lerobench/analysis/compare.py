@@ -250,8 +250,8 @@ def recorded_rule_interval(stopping: dict[str, Any]) -> dict[str, Any] | None:
     from lerobench.plan.stopping import rule_interval
 
     versus = stopping["versus"]
-    if versus.get("decision_interval"):
-        return versus["decision_interval"]
+    if versus.get("decision_interval") or versus.get("metric") == "progress":
+        return versus.get("decision_interval")  # progress: the differences are in the episodes, not the block
     design = versus.get("design")
     if design and not design.get("table"):
         return None  # recorded before the design's table was kept
@@ -283,6 +283,7 @@ def sequential_analysis(a: Run, b: Run) -> dict[str, Any] | None:
             same = bool(against) and Path(against).resolve() == Path(a.path).resolve()
             interval = recorded_rule_interval(stopping)
             return {"run": "B", "rule": rule, "designed": bool(versus.get("design")), "decision": versus["decision"],
+                    "metric": versus.get("metric", "success"),
                     "pairs": versus["pairs"], "gained": versus["gained"], "lost": versus["lost"],
                     "interval": interval, "p_value": (interval or {}).get("p_value"), "versus": against,
                     "against_this_a": same, "line": stopping_line(stopping)}
@@ -386,6 +387,8 @@ def _verdict(result: dict[str, Any], a: Run, b: Run) -> None:
     decision = sequential["decision"]
     if decision is not None:  # the rule that stopped B decides the headline, not the fixed-n test
         result["verdict"] = VERDICTS.get(decision, decision)
+        if sequential["metric"] == "progress" and decision in VERDICTS:
+            result["verdict"] += " on mean progress (max_progress), not success"
         result["verdict_by"] = f"the rule that stopped run B ({sequential['rule']})"
         result["b_worse"] = decision == "A better"
         if not sequential["against_this_a"]:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from lerobench.core.call_stats import CallStats
+from lerobench.core.progress import episode_progress
 from lerobench.core.records import EpisodeRecord
 from lerobench.execution.compute import ComputeBudget
 from lerobench.output.media import RunMedia
@@ -60,7 +61,7 @@ class RunIO:
         """Feed a resumed run's earlier records to the stopping rule, in episode-index order."""
         for r in sorted(records, key=lambda r: r.episode):
             if r.trial == 0:
-                self.stopping.add(r.task, r.episode, r.success)
+                self.stopping.add(r.task, r.episode, r.success, episode_progress(r))
 
     def wants(self, task: str, episode: int) -> bool:
         """Whether episode ``episode`` of ``task`` is still worth starting (False once ``--until`` decided it)."""
@@ -79,7 +80,7 @@ class RunIO:
         if record.trial == 0:
             with self._lock:
                 differs = self.stopping.same_inputs(record)
-                self.stopping.add(task.name, record.episode, record.success)
+                self.stopping.add(task.name, record.episode, record.success, episode_progress(record))
             if differs is not None:
                 self.reporter.message(f"warning: {differs}")
         self._warn_failed_check(task, record)

@@ -228,7 +228,10 @@ class Evaluation:
             return None
         from lerobench.plan.versus import load_recorded
 
-        return load_recorded(self.s.versus, self.plan.config())
+        recorded = load_recorded(self.s.versus, self.plan.config())
+        if self.s.metric == "progress":
+            recorded.progress()  # refused here, before B runs, when run A carries no progress
+        return recorded
 
     def _design(self) -> tuple[Any, dict[str, Any] | None]:
         """``--effect``: the designed sequential test, planned on run A's success rate over the pairs to run.
@@ -266,7 +269,8 @@ class Evaluation:
         return Ledger(until, [t.name for t in self.plan.suite.tasks], self.plan.episodes_per_task, self.s.alpha,
                       self.s.margin, recorded.outcomes if recorded else None,
                       str(recorded.path) if recorded else None, self.design, self.design_summary,
-                      recorded.records if recorded else None)
+                      recorded.records if recorded else None, self.s.metric,
+                      recorded.progress() if recorded and self.s.metric == "progress" else None)
 
     def _unit_size(self, choice: ExecutionChoice) -> int | None:
         """Episodes per work unit: one for episode workers, a batch per round when tasks are interleaved.

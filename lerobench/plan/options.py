@@ -120,6 +120,9 @@ SETTINGS: dict[str, Setting] = {
                       "--versus: the smallest rate(B) - rate(A) worth detecting (negative: B worse); runs the "
                       "designed sequential test, fewer pairs at --power than fixed-n (docs/statistics.md)."),
     "power": Setting(("--power",), 0.8, "--effect: the designed test's power at the effect."),
+    "metric": Setting(("--metric",), "success",
+                      "--versus --until decided: decide on success (pairs where one policy succeeded) or progress "
+                      "(each pair's highest progress, B - A: a betting e-process; docs/statistics.md)."),
 }
 """Keyed by ``RunSettings`` field name. The command line spells some values differently (``--shard 0/2``,
 ``--perturb light=0.5``, repeated ``--format``); ``lerobench eval`` parses those before building the settings."""

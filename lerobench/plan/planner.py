@@ -25,7 +25,7 @@ from lerobench.core.task_run import CheckedPolicies, ScheduleRules, TaskRun
 from lerobench.envs.base import PUBLISHED, RENDER_QUALITIES, RENDER_QUALITY_OPTION, EnvSpec, episode_seed
 from lerobench.errors import ConfigError, LerobenchError, MissingDependencyError, unknown
 from lerobench.plan.options import DEFAULT_VIDEO_SIZE, check_record_mode, default
-from lerobench.plan.stopping import Until, parse_until
+from lerobench.plan.stopping import METRICS, Until, parse_until
 from lerobench.policies.base import ObservationNeeds, PolicyContext
 from lerobench.suite.config import DEFAULT_PROTOCOL, Protocol, Suite, TaskSpec
 
@@ -126,6 +126,9 @@ class RunSettings:
     """``--effect``: the smallest rate(B) - rate(A) worth detecting; ``--versus`` then runs the designed test."""
     power: float = default("power")
     """``--power``: the designed test's power at ``effect``."""
+    metric: str = default("metric")
+    """``--metric``: what ``--versus --until decided`` decides about: ``success`` or ``progress`` (mean highest
+    progress, the paired betting e-process of ``stats/paired_progress.py``)."""
     command: tuple[str, ...] = field(default_factory=lambda: tuple(sys.argv))
 
     @property
@@ -393,6 +396,7 @@ class RunPlan:
             "until": str(self.until) if self.until else None,
             "versus": str(s.versus) if s.versus else None, "alpha": s.alpha, "margin": s.margin,
             "effect": s.effect, "power": s.power if s.effect is not None else None,
+            **({"metric": s.metric} if s.metric != "success" else {}),  # success: as every run before --metric
         }
 
 
@@ -594,3 +598,11 @@ def _check_stopping(s: RunSettings) -> None:
         raise ConfigError(f"--effect must be a non-zero difference of rates in (-1, 1), got {s.effect:g}")
     if not 0 < s.power < 1:
         raise ConfigError(f"--power must lie in (0, 1), got {s.power:g}")
+    if s.metric not in METRICS:
+        raise unknown("--metric", s.metric, METRICS)
+    if s.metric == "progress" and s.versus is None:  # --versus implies --until decided (refused otherwise above)
+        raise ConfigError("--metric progress is what a paired A/B decides about: it needs --versus RUN_DIR "
+                          "(--until decided)")
+    if s.metric == "progress" and s.effect is not None:
+        raise ConfigError("--effect plans the designed test on success; --metric progress runs the anytime-valid "
+                          "test (no --effect)")

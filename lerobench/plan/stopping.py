@@ -19,6 +19,9 @@ from typing import Any
 
 from lerobench.errors import ConfigError
 
+METRICS = ("success", "progress")
+"""``--metric``: what ``--until decided`` decides about: success (discordant pairs) or mean highest progress."""
+
 KINDS = ("halfwidth", "suite-halfwidth", "decided")
 """``--until`` rules: a task's interval half-width, the suite mean's, or a paired decision (``--versus``)."""
 
@@ -69,7 +72,7 @@ class NoStopping:
 
     active = False
 
-    def add(self, task: str, episode: int, success: bool) -> None:
+    def add(self, task: str, episode: int, success: bool, progress: float | None = None) -> None:
         """Nothing to update."""
 
     def same_inputs(self, record: Any) -> str | None:
@@ -91,6 +94,8 @@ class Ledger:
     ``recorded`` maps (task, episode) to run A's success for ``--versus`` (B is the run being evaluated).
     ``design`` (``analysis.design.Design``, from ``--effect``) replaces the e-process in the effect's direction
     and the equivalence margin; ``design_summary`` (its exact operating characteristics) goes to results.json.
+    ``metric="progress"`` decides on each pair's highest-progress difference instead (``recorded_progress``: run
+    A's per (task, episode); ``stats/paired_progress.py``); success is then counted for the record only.
     """
 
     active = True
@@ -98,8 +103,13 @@ class Ledger:
     def __init__(self, until: Until, tasks: list[str], cap: int, alpha: float = 0.05, margin: float = 0.1,
                  recorded: dict[tuple[str, int], bool] | None = None, versus: str | None = None,
                  design: Any = None, design_summary: dict[str, Any] | None = None,
-                 recorded_records: dict[tuple[str, int], Any] | None = None):
+                 recorded_records: dict[tuple[str, int], Any] | None = None, metric: str = "success",
+                 recorded_progress: dict[tuple[str, int], float] | None = None):
         self.until, self.tasks, self.cap, self.alpha, self.margin = until, list(tasks), cap, alpha, margin
+        self.metric, self.recorded_progress = metric, recorded_progress or {}
+        self._progress: dict[tuple[str, int], float] = {}
+        self._differences: list[float] = []
+        """``--metric progress``: progress(B) - progress(A) per pair, in the round-robin order."""
         self.recorded, self.versus = recorded or {}, versus
         self.recorded_records = recorded_records or {}
         """Run A's trial-0 records (``--versus``): each pair's first observation is compared (``same_inputs``)."""
@@ -152,12 +162,16 @@ class Ledger:
             return (f"{said}: same start as the --versus run, but the policy's first observation differs: the "
                     f"simulator does not show the same inputs (lerobench check-resets)")
 
-    def add(self, task: str, episode: int, success: bool) -> None:
-        """Take one episode's outcome (trial 0); update the rule over every outcome now in index order."""
+    def add(self, task: str, episode: int, success: bool, progress: float | None = None) -> None:
+        """Take one episode's outcome (trial 0) and highest progress; update the rule over everything in index order.
+
+        ``progress`` is read only with ``metric="progress"`` (None there counts 0, as an error does).
+        """
         with self._lock:
             if task not in self._received or (task, episode) in self._outcomes or episode >= self.cap:
                 return
             self._outcomes[(task, episode)] = bool(success)
+            self._progress[(task, episode)] = float(progress or 0.0)
             self._received[task] += 1
             if self.until.kind == "halfwidth":
                 self._advance_task(task)
@@ -196,6 +210,8 @@ class Ledger:
                 a = self.recorded[key]
                 self._totals["gained"] += success and not a
                 self._totals["lost"] += a and not success
+                if self.metric == "progress":
+                    self._differences.append(self._progress[key] - self.recorded_progress[key])
                 self._check_pair()
             elif self._position % len(self.tasks) == 0:  # the suite mean is defined at complete rounds only
                 self._check_suite()
@@ -213,6 +229,12 @@ class Ledger:
         from lerobench.stats.sequential import paired_decision, paired_difference_cs
 
         g, lost, n = self._totals["gained"], self._totals["lost"], self._position
+        if self.metric == "progress":
+            from lerobench.stats.paired_progress import decision
+
+            if decision(self._differences, self.alpha)[0] is not None:
+                self._run_stop = {"reason": "decided", **self._run_state()}
+            return
         if self.design is not None:
             self._designed = designed_decision(self.design, self.design_summary or {}, g, lost, n, self.alpha)
             if self._designed is not None:
@@ -239,6 +261,11 @@ class Ledger:
             from lerobench.stats.sequential import subgaussian_cs
 
             state["cs"] = _rounded(subgaussian_cs(self._totals["successes"], n, self.alpha, rho=self._rho))
+        elif self.metric == "progress":
+            from lerobench.stats.paired_progress import progress_state
+
+            state.update(progress_state(self._differences, self._totals["gained"], self._totals["lost"],
+                                        self._successes_a(), self.alpha, at_stop))
         else:
             from lerobench.stats.sequential import paired_decision, paired_difference_cs, paired_evalues
 
@@ -254,6 +281,10 @@ class Ledger:
             if at_stop:
                 state["decision_interval"] = self._interval(g, lost, n)
         return state
+
+    def _successes_a(self) -> int:
+        """Run A's successes over the pairs taken so far (the descriptive success rates of a progress decision)."""
+        return sum(self.recorded[self._order(i)] for i in range(self._position))
 
     def _interval(self, gained: int, lost: int, pairs: int) -> dict[str, Any]:
         """The stopping rule's own interval (``rule_interval``)."""
@@ -300,7 +331,11 @@ class Ledger:
                 stop = self._run_stop
                 state = dict(stop) if stop else {"reason": None, **self._run_state(at_stop=False)}
                 state.pop("per_task", None)
-                if self.until.kind == "decided":
+                if self.until.kind == "decided" and self.metric == "progress":
+                    out["method"] = _PROGRESS_METHOD
+                    state.update(margin=None, versus=self.versus, same_first_observation=dict(self._inputs))
+                    out["versus"] = state
+                elif self.until.kind == "decided":
                     state["margin"] = self.margin if self.design is None else None
                     if self.design_summary is not None:
                         out["method"] = _DESIGNED_METHOD
@@ -323,6 +358,10 @@ _METHODS = {
                "half), level alpha two-sided; beta-binomial confidence sequences for the gain and loss rates",
 }
 
+
+_PROGRESS_METHOD = ("--metric progress: two one-sided betting e-processes on each pair's highest-progress difference "
+                    "max_progress(B) - max_progress(A) (stats/paired_progress.py), level alpha two-sided; their "
+                    "confidence sequence for the mean difference; success counted beside it, descriptive only")
 
 _DESIGNED_METHOD = ("designed truncated sequential test on the discordant pairs (--effect; stats/design.py), "
                     "one-sided at alpha/2 in the effect's direction with exact operating characteristics; the "
@@ -443,6 +482,8 @@ def _decision(stopping: dict[str, Any]) -> str:
     """The decision or the per-task stops, in the rule's own episode counts."""
     from lerobench.stats.intervals import percent_interval, points_interval
 
+    if "versus" in stopping and stopping["versus"].get("metric") == "progress":
+        return progress_line(stopping)
     if "versus" in stopping:
         v = stopping["versus"]
         lo, hi = v["difference_cs"]
@@ -469,3 +510,28 @@ def _decision(stopping: dict[str, Any]) -> str:
                 f"(suite mean in {percent_interval((lo, hi), 1)}, anytime-valid)")
     parts = [f"{name} {t['episodes']} ({t['reason'] or 'running'})" for name, t in stopping["tasks"].items()]
     return f"until {stopping['rule']} (cap {stopping['cap']}): stopped at " + ", ".join(parts)
+
+
+def progress_line(stopping: dict[str, Any]) -> str:
+    """A ``--metric progress`` decision in words: what it decided about, its own interval, success beside it."""
+    from lerobench.stats.intervals import points_interval
+
+    v = stopping["versus"]
+    e = max(v["e_value_b_better"], v["e_value_a_better"])
+    mean = v.get("mean_difference")
+    head = (f"{v['decision']} on mean progress (each episode's highest, max_progress) after {v['pairs']} of "
+            f"{stopping['cap'] * len(stopping['tasks'])} pairs (mean progress(B) - progress(A) "
+            f"{'n/a' if mean is None else f'{mean:+.3f}'}; e-value {e:.3g}, decides at {2 / stopping['alpha']:g})")
+    own = v.get("decision_interval")
+    if own:
+        lo, hi = own["mean_difference"]
+        head += (f"; {100 * own['level']:g}% interval (anytime-valid): mean progress difference in "
+                 f"[{lo:+.3f}, {hi:+.3f}]; p {own['p_value']:.3g}")
+    else:
+        head += "; no interval recorded"
+    s = v.get("success_descriptive") or {}
+    if s.get("rate_a") is not None:
+        head += (f". Success, descriptive only (not what was decided): A {100 * s['rate_a']:.1f}%, B "
+                 f"{100 * s['rate_b']:.1f}% (B-only {v['gained']}, A-only {v['lost']}), rate(B) - rate(A) in "
+                 f"[{points_interval(tuple(s['difference_ci']), ', ', 1)}] pp (exact paired, fixed-n)")
+    return head

@@ -54,6 +54,25 @@ class BaselineRun:
     records: dict[tuple[str, int], EpisodeRecord] = field(default_factory=dict)
     """Run A's trial-0 records: B's first observation of each episode must be A's (``first_read_differs``)."""
 
+    def progress(self) -> dict[tuple[str, int], float]:
+        """Run A's highest progress per (task, episode) (an error counts 0), for ``--metric progress``.
+
+        Raises ``ConfigError`` (before B runs) when run A's episodes carry no progress: its backend defines none,
+        or A was recorded before it did; nothing is invented.
+        """
+        from lerobench.core.progress import counted, defines_progress, episode_progress
+
+        if not defines_progress(self.records.values()):
+            raise ConfigError(f"--metric progress: the --versus run {self.path} has no task progress on its episodes "
+                              f"(its backend defines none, or it was recorded before it did; docs/statistics.md): "
+                              f"use --metric success")
+        missing = [key for key, r in self.records.items() if not counted(r)]
+        if missing:
+            task, episode = min(missing)
+            raise ConfigError(f"--metric progress: the --versus run {self.path} has no progress for episode "
+                              f"{episode} of task {task!r} (recorded before its backend defined progress)")
+        return {key: episode_progress(r) for key, r in self.records.items()}
+
 
 def with_recorded_extent(settings: Any) -> Any:
     """``settings`` with run A's episode count as the cap: ``--episodes`` defaults to it and may not exceed it.

@@ -188,3 +188,41 @@ def simulate_stops(pairs: Any, alpha: float = 0.05) -> tuple[Any, Any]:
     decided = first < steps
     b_better[decided] = e_b[rows[decided], first[decided]] >= 2 / alpha
     return first + 1, b_better
+
+
+def progress_state(differences: Sequence[float], gained: int, lost: int, successes_a: int, alpha: float,
+                   at_stop: bool) -> dict[str, Any]:
+    """The ``--metric progress`` rule's figures now: results.json ``stopping.versus`` (docs/results.md).
+
+    ``e_value_*`` are each e-process's highest value so far (the decision is whether one ever reached 2/alpha).
+    At a stop: the rule's own interval (``decision_interval``) and, beside it, the success rates of the same
+    pairs with their exact paired interval, descriptive only: the rule decided about mean progress, not success.
+    """
+    import numpy as np
+
+    n = len(differences)
+    verdict, _ = decision(differences, alpha)
+    e_b, e_a = evalues(differences) if n else (np.ones(1), np.ones(1))
+    state: dict[str, Any] = {
+        "metric": "progress", "decided_about": "mean of max_progress(B) - max_progress(A) per pair",
+        "decision": verdict or "undecided", "pairs": n, "gained": gained, "lost": lost,
+        "e_value_b_better": round(float(np.max(e_b)), 6), "e_value_a_better": round(float(np.max(e_a)), 6),
+        "mean_difference": round(float(np.mean(differences)), 6) if n else None}
+    if at_stop:
+        state["decision_interval"] = decision_interval(differences, alpha)
+        state["success_descriptive"] = success_beside(gained, lost, successes_a, n, alpha)
+    return state
+
+
+def success_beside(gained: int, lost: int, successes_a: int, pairs: int, alpha: float) -> dict[str, Any]:
+    """Success rates of the same pairs and the exact paired interval for their difference, marked descriptive."""
+    from lerobench.stats.binomial import paired_difference_exact
+
+    if pairs == 0:
+        return {"rate_a": None, "rate_b": None, "ci95": None, "descriptive": True}
+    interval, p = paired_difference_exact(gained, lost, pairs, alpha)
+    return {"rate_a": round(successes_a / pairs, 6), "rate_b": round((successes_a + gained - lost) / pairs, 6),
+            "difference_ci": [round(float(v), 6) for v in interval], "p_value": round(float(p), 6),
+            "level": 1 - alpha, "descriptive": True,
+            "note": "exact paired interval (fixed-n) of rate(B) - rate(A) on the pairs the rule ran; descriptive "
+                    "only: the rule decided about mean progress, and it stopped on the data"}
