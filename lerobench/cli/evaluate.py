@@ -291,6 +291,9 @@ def _until_line(evaluation: Any) -> str:
             from lerobench.cli.plan import designed_line
 
             return f"{head}; {designed_line(evaluation.design_summary)}"
+        if s.metric == "progress":
+            return (f"{head}; deciding on mean progress (each pair's max_progress(B) - max_progress(A), betting "
+                    f"e-processes), not success; {cap}")
         return f"{head}, equivalence margin ±{s.margin:g}, {cap}"
     where = "each task" if until.kind == "halfwidth" else "the suite mean (tasks round by round)"
     return (f"until {until}: {where} stops once its {100 * (1 - s.alpha):g}% confidence sequence has half-width "
