@@ -40,7 +40,7 @@ FLOATS: dict[str, tuple[float, float, bool, bool]] = {
 """Real arguments: (low, high, low included, None allowed); high is never included (``effect``: 1 is, below)."""
 
 BOOLS = ("stop_on_success", "resume", "rerun", "allow_sim_drift", "share_task")
-STRS = ("protocol", "device", "executor", "record", "log_project")
+STRS = ("protocol", "device", "executor", "record", "log_project", "metric")
 OPTIONAL_STRS = ("policy_name", "shard", "until", "ray_address")
 PATHS = ("output", "log_dir", "versus")
 """Path-like arguments that may be None."""
