@@ -164,6 +164,11 @@ def test_pusht_expert_against_its_noisy_variant_on_progress_end_to_end(tmp_path)
     assert c["sequential"]["metric"] == "progress" and "not what was decided" in c["sequential"]["line"]
     report = runner.invoke(app, ["report", str(tmp_path / "a"), str(tmp_path / "b"), "-o", str(tmp_path / "r.html")])
     assert report.exit_code == 0 and "on mean progress" in (tmp_path / "r.html").read_text()
+    import lerobench  # the same decision from Python, on the same pairs
+
+    api = lerobench.evaluate(suite="pusht", policy="pusht-expert", versus=tmp_path / "a", until="decided",
+                             metric="progress", max_steps=50, videos=0, output=None)
+    assert api.decision == "B better" and api.stopping["versus"]["pairs"] == v["pairs"]
     # Run A's lines without progress (recorded before its backend defined it): refused before B runs.
     lines = [json.loads(x) for x in (tmp_path / "a" / "episodes.jsonl").read_text().splitlines()]
     (tmp_path / "a" / "episodes.jsonl").write_text(
