@@ -16,7 +16,7 @@ runner = CliRunner()
 
 EPISODE_FIELDS = {"task", "episode", "trial", "seed", "init_state", "success", "success_at_end", "steps",
                   "return", "elapsed_s", "error", "video", "renders", "max_reward", "start_digest", "clipped",
-                  "obs_digest", "obs_reads", "obs_read_digests", "obs_parts"}
+                  "obs_digest", "obs_reads", "obs_read_digests", "obs_parts", "progress", "max_progress"}
 TASK_FIELDS = {"task", "description", "n_episodes", "successes", "success_rate", "ci95", "ci95_method",
                "mean_steps",
                "mean_return", "n_errors"}
