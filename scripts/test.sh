@@ -18,8 +18,8 @@ pip install -q -r requirements-lerobot.txt
 pip install -q --no-deps openpi-client==0.1.2 lerobot==0.4.4 robomimic==0.3.0
 ruff check lerobench tests benchmarks examples
 mypy
-# Two pytest workers (pytest-xdist; LEROBENCH_TEST_WORKERS=1 runs them in one process): a test keeps ~0.8 of a
-# core busy on average (simulator start-up, one process at a time), so two side by side use the second core:
-# 19.7 min instead of 30.8 on a busy 2-core box; 12.5 min quiet (2026-11-27). Each worker holds LIBERO workers
-# of ~2 GB: more than 2 wants RAM.
-MUJOCO_GL=egl python -m pytest -q -n "${LEROBENCH_TEST_WORKERS:-2}" --durations=40 "$@"
+# Three pytest workers (pytest-xdist; LEROBENCH_TEST_WORKERS=1 runs them in one process): a test keeps ~0.8 of a
+# core busy on average (simulator start-up, one process at a time), so two side by side leave part of the second
+# core idle and three fill both (2026-11-27: 19.7 min at 2 workers against 30.8 at 1 on a busy 2-core box). Each
+# worker may hold LIBERO workers of ~2 GB: three fit in 24 GB (the suite passed at 3 under a load of 6, 2026-12-02).
+MUJOCO_GL=egl python -m pytest -q -n "${LEROBENCH_TEST_WORKERS:-3}" --durations=40 "$@"
