@@ -35,7 +35,9 @@ def test_until_halfwidth_stops_a_task_at_its_target_and_resume_tightens_it(tmp_p
     assert (1 - beta_binomial_cs(9, 9)[0]) / 2 > 0.2 >= (1 - beta_binomial_cs(10, 10)[0]) / 2
     assert stop["reason"] == "target" and stop["episodes"] == 10
     assert (stop["cs"][1] - stop["cs"][0]) / 2 <= 0.2 and stop["cs"][1] == 1.0
-    assert 10 <= len(lines(out)) < 13  # episodes running at the stop are finished and recorded
+    # episodes running at the stop are finished and recorded, and with worker processes those that ended before a
+    # slower, earlier one (the rule reads episodes in index order; 13 seen under load): never the cap (30)
+    assert 10 <= len(lines(out)) <= 15
     assert "reach-v3 10 (target)" in result.output and "descriptive only" in result.output
     again = run("--tasks", "reach-v3", "--policy", "metaworld-expert", "--episodes", "30", "--until",
                 "halfwidth=0.15", "--executor", executor, "--output", str(out), "--resume")
