@@ -78,26 +78,21 @@ def betting_interval(values: Sequence[float], alpha: float = 0.05) -> tuple[floa
 
 
 def _edge(rejected, rising: bool) -> float:  # type: ignore[no-untyped-def]
-    """Where a monotone rejection ends: the lowest kept m (``rising`` False) or the highest (True)."""
-    if rising:  # rejected above some point
-        if not rejected(1.0):
-            return 1.0
-        lo, hi = 0.0, 1.0
-        if rejected(0.0):
-            return 0.0
-        while hi - lo > 1e-9:
-            mid = (lo + hi) / 2
-            lo, hi = (lo, mid) if rejected(mid) else (mid, hi)
-        return hi
-    if not rejected(0.0):
-        return 0.0
-    lo, hi = 0.0, 1.0
-    if rejected(1.0):
-        return 1.0
-    while hi - lo > 1e-9:
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if rejected(mid) else (lo, mid)
-    return lo
+    """Where a monotone rejection ends: the lowest kept m (``rising`` False) or the highest (True).
+
+    One bisection for both sides: ``kept_end`` is the end of [0, 1] that is kept unless everything is rejected,
+    and the answer is the rejected side of the boundary, to 1e-9.
+    """
+    kept_end, rejected_end = (0.0, 1.0) if rising else (1.0, 0.0)
+    if not rejected(rejected_end):
+        return rejected_end
+    if rejected(kept_end):
+        return kept_end
+    kept, gone = kept_end, rejected_end
+    while abs(gone - kept) > 1e-9:
+        mid = (kept + gone) / 2
+        kept, gone = (kept, mid) if rejected(mid) else (mid, gone)
+    return gone
 
 
 def hoeffding_bentkus_interval(values: Sequence[float], alpha: float = 0.05) -> tuple[float, float]:
