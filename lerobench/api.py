@@ -466,11 +466,14 @@ def compare(run_a: str | Path, run_b: str | Path, *, alpha: float = 0.05,
 
 
 def plan_comparison(base: float, diff: float, *, discordance: float | None = None, alpha: float = 0.05,
-                    power: float = 0.8, sims: int = 2000) -> dict[str, Any]:
+                    power: float = 0.8, sims: int = 2000, progress_base: float | None = None,
+                    progress_diff: float | None = None) -> dict[str, Any]:
     """``lerobench plan --base --diff``: pairs an A/B comparison needs, fixed-n, designed and anytime-valid.
 
     Returns what ``lerobench plan --json`` prints; ``["designed"]`` is the test ``evaluate(versus=...,
-    until="decided", effect=diff, power=power)`` runs against a run A at rate ``base``.
+    until="decided", effect=diff, power=power)`` runs against a run A at rate ``base``. With ``progress_base``
+    and ``progress_diff`` (A's mean progress and B - A) ``["progress"]`` is the designed progress test's
+    (``metric="progress", effect=progress_diff``), simulated.
 
     Raises:
         ConfigError: a rate outside [0, 1] (``base`` or ``base + diff``), ``diff`` 0, alpha or power outside (0, 1).
@@ -484,7 +487,10 @@ def plan_comparison(base: float, diff: float, *, discordance: float | None = Non
     if not (0 <= base <= 1 and 0 <= base + diff <= 1):
         raise ConfigError(f"lerobench.plan_comparison: diff {diff:g} over base {base:g} gives rate(B) = "
                           f"{base + diff:g}: impossible (both rates must lie in [0, 1])")
+    if (progress_base is None) != (progress_diff is None):
+        raise ConfigError("lerobench.plan_comparison: progress_base and progress_diff go together")
     try:
-        return plan(base, diff, discordance, alpha, power, sims)
+        return plan(base, diff, discordance, alpha, power, sims, progress_base=progress_base,
+                    progress_diff=progress_diff)
     except ValueError as exc:
         raise ConfigError(f"lerobench.plan_comparison: {exc}") from None

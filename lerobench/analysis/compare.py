@@ -387,7 +387,7 @@ def _verdict(result: dict[str, Any], a: Run, b: Run) -> None:
     decision = sequential["decision"]
     if decision is not None:  # the rule that stopped B decides the headline, not the fixed-n test
         result["verdict"] = VERDICTS.get(decision, decision)
-        if sequential["metric"] == "progress" and decision in VERDICTS:
+        if sequential["metric"] == "progress" and decision != "undecided":
             result["verdict"] += " on mean progress (max_progress), not success"
         result["verdict_by"] = f"the rule that stopped run B ({sequential['rule']})"
         result["b_worse"] = decision == "A better"

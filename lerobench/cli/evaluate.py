@@ -287,6 +287,11 @@ def _until_line(evaluation: Any) -> str:
         recorded = evaluation.recorded
         head = (f"until decided: B = {s.policy} vs A = {recorded.policy} ({s.versus}), paired on the same episodes "
                 f"round by round, alpha {s.alpha:g}")
+        if evaluation.design_summary is not None and s.metric == "progress":
+            from lerobench.cli.plan import progress_designed_line
+
+            return (f"{head}; deciding on mean progress, not success; "
+                    f"{progress_designed_line(evaluation.design_summary)}")
         if evaluation.design_summary is not None:
             from lerobench.cli.plan import designed_line
 

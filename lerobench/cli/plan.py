@@ -27,6 +27,22 @@ def designed_line(d: dict[str, Any]) -> str:
             f"{100 * d['discordance']:.1f}% under both)")
 
 
+def progress_designed_line(d: dict[str, Any]) -> str:
+    """The designed progress test (``--metric progress --effect``) in one line: its simulated figures, its bound."""
+    command = f"eval --versus A --until decided --metric progress --effect {d['effect']:g}"
+    if d.get("reason"):
+        return f"designed on progress ({command}): none, {d['reason']}"
+    twice = d.get("expected_pairs_2effect")
+    return (f"designed on progress ({command}): expected [bold]{_n(d['expected_pairs_effect'])}[/] pairs at the "
+            f"effect, {_n(d['expected_pairs_h0'])} with no difference"
+            + (f", {_n(twice)} at twice the effect" if twice is not None else "")
+            + f"; at most {_n(d['max_pairs'])}; power {100 * d['power']:.1f}% and type-I "
+            f"{d['type_i_simulated']:.4f} simulated ({d['simulations']:,} runs of its planning model: B = A's "
+            f"progress lifted by the effect, independent given the episode); type-I <= {d['type_i_bound']:g} "
+            f"({d['decides']}, one side) for any distribution (Ville); a normal-theory fixed-n test needs "
+            f"{_n(d['fixed_n_normal'])}")
+
+
 @app.command("plan", short_help="Episodes a paired A/B comparison needs: fixed-n and sequential.")
 def plan(
     base: float = typer.Option(..., "--base", help="Success rate of A (the baseline), e.g. 0.8."),
@@ -37,6 +53,11 @@ def plan(
     alpha: float = typer.Option(0.05, "--alpha", help="Two-sided error level."),
     power: float = typer.Option(0.8, "--power", help="Power of the fixed-n test (and of the capped sequential one)."),
     sims: int = typer.Option(2000, "--sims", min=100, help="Simulated runs for the sequential figures."),
+    progress_base: float | None = typer.Option(
+        None, "--progress-base", help="Mean progress of A (with --progress-diff: also the designed test on "
+                                      "progress, --metric progress --effect)."),
+    progress_diff: float | None = typer.Option(
+        None, "--progress-diff", help="Mean progress difference to detect, B - A (the --effect of --metric progress)."),
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
 ) -> None:
     """Pairs (task, episode) needed to detect --diff over --base: exact McNemar at fixed n, and --until decided."""
@@ -48,7 +69,12 @@ def plan(
         if not (0 <= base <= 1 and 0 <= base + diff <= 1):
             raise ConfigError(f"--diff {diff:g} over --base {base:g} gives rate(B) = {base + diff:g}: impossible "
                               f"(both rates must lie in [0, 1])")
-        result = plan_comparison(base, diff, discordance, alpha, power, sims)
+        if (progress_base is None) != (progress_diff is None):
+            raise ConfigError("--progress-base and --progress-diff go together")
+        if progress_diff == 0:
+            raise ConfigError("--progress-diff must be non-zero: there is no difference to detect")
+        result = plan_comparison(base, diff, discordance, alpha, power, sims, progress_base=progress_base,
+                                 progress_diff=progress_diff)
     except ValueError as exc:
         fail(ConfigError(str(exc)))
     except ConfigError as exc:
@@ -68,5 +94,11 @@ def plan(
                   f"({seq['simulations']:,} simulated runs, {100 * seq['undecided']:.1f}% undecided)",
                   highlight=False, soft_wrap=True)
     console.print(designed_line(result["designed"]), highlight=False, soft_wrap=True)
+    if "progress" in result:
+        p = result["progress"]
+        console.print(f"on progress: A's mean progress {progress_base:g}, B's {progress_base + progress_diff:g} "
+                      f"({p['run_a_model']} before run A exists; eval plans on run A's own values)",
+                      highlight=False, soft_wrap=True)
+        console.print(progress_designed_line(p), highlight=False, soft_wrap=True)
     console.print("pairs are (task, episode) pairs over the whole comparison: divide by the number of tasks for "
                   "--episodes per task", highlight=False, soft_wrap=True)

@@ -247,6 +247,8 @@ class Evaluation:
 
         tasks = [t.name for t in self.plan.suite.tasks]
         episodes = self.plan.episodes_per_task
+        if self.s.metric == "progress":
+            return self._progress_design(recorded, tasks, episodes)
         outcomes = [recorded.outcomes[(task, i)] for task in tasks for i in range(episodes)]
         base = sum(outcomes) / len(outcomes)
         if not 0 <= base + self.s.effect <= 1:
@@ -258,6 +260,29 @@ class Evaluation:
                               f"(run A: {len(tasks)} tasks x {episodes} episodes, {100 * base:.1f}% success; the "
                               f"design needs up to {summary.get('fixed_n')} x 1.5 pairs): record more episodes "
                               f"of A or plan a larger effect")
+        return design, summary
+
+    def _progress_design(self, recorded: Any, tasks: list[str], episodes: int) -> tuple[Any, dict[str, Any]]:
+        """``--metric progress --effect``: the designed progress test, planned on run A's progress over the pairs.
+
+        Like the success design, it reads run A only (known before any pair runs, independent of B); its type-I
+        bound is Ville's whatever the plan, the plan sets the bets, the futility exit and the cap
+        (stats/progress_design.py).
+        """
+        from lerobench.stats.progress_design import design_progress_test
+
+        progress = recorded.progress()
+        values = [progress[(task, i)] for task in tasks for i in range(episodes)]
+        mean = sum(values) / len(values)
+        effect = self.s.effect
+        if not 0 <= mean + effect <= 1 or (effect > 0 and mean >= 1) or (effect < 0 and mean <= 0):
+            raise ConfigError(f"--metric progress --effect {effect:g}: run A's mean progress over the pairs to run "
+                              f"is {mean:.3f}, so a mean of {mean + effect:.3f} for B is impossible")
+        design, summary = design_progress_test(values, effect, self.s.alpha, self.s.power, len(values))
+        if design is None:
+            raise ConfigError(f"--metric progress --effect {effect:g} at --power {self.s.power:g}: "
+                              f"{summary['reason']} (run A: {len(tasks)} tasks x {episodes} episodes, mean progress "
+                              f"{mean:.3f}): record more episodes of A or plan a larger effect")
         return design, summary
 
     def _ledger(self) -> Ledger | None:

@@ -118,7 +118,8 @@ SETTINGS: dict[str, Setting] = {
     "margin": Setting(("--margin",), 0.1, "--versus: equivalent once rate(B) - rate(A) is inside +-margin."),
     "effect": Setting(("--effect",), None,
                       "--versus: the smallest rate(B) - rate(A) worth detecting (negative: B worse); runs the "
-                      "designed sequential test, fewer pairs at --power than fixed-n (docs/statistics.md)."),
+                      "designed sequential test, fewer pairs at --power than fixed-n (docs/statistics.md). With "
+                      "--metric progress: the smallest mean progress difference, B - A."),
     "power": Setting(("--power",), 0.8, "--effect: the designed test's power at the effect."),
     "metric": Setting(("--metric",), "success",
                       "--versus --until decided: decide on success (pairs where one policy succeeded) or progress "

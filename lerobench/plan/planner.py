@@ -595,7 +595,8 @@ def _check_stopping(s: RunSettings) -> None:
     if s.effect is not None and s.versus is None:
         raise ConfigError("--effect plans a paired comparison: it needs --versus RUN_DIR")
     if s.effect is not None and not 0 < abs(s.effect) < 1:
-        raise ConfigError(f"--effect must be a non-zero difference of rates in (-1, 1), got {s.effect:g}")
+        raise ConfigError(f"--effect must be a non-zero difference in (-1, 1) (of rates, or with --metric progress "
+                          f"of mean progress), got {s.effect:g}")
     if not 0 < s.power < 1:
         raise ConfigError(f"--power must lie in (0, 1), got {s.power:g}")
     if s.metric not in METRICS:
@@ -603,6 +604,3 @@ def _check_stopping(s: RunSettings) -> None:
     if s.metric == "progress" and s.versus is None:  # --versus implies --until decided (refused otherwise above)
         raise ConfigError("--metric progress is what a paired A/B decides about: it needs --versus RUN_DIR "
                           "(--until decided)")
-    if s.metric == "progress" and s.effect is not None:
-        raise ConfigError("--effect plans the designed test on success; --metric progress runs the anytime-valid "
-                          "test (no --effect)")

@@ -229,6 +229,14 @@ class Ledger:
         from lerobench.stats.sequential import paired_decision, paired_difference_cs
 
         g, lost, n = self._totals["gained"], self._totals["lost"], self._position
+        if self.metric == "progress" and self.design is not None:
+            from lerobench.stats.progress_design import decide
+
+            self._designed = decide(self._differences, self.design)
+            if self._designed is not None:
+                self._run_stop = {"reason": "max pairs" if self._designed == "undecided" else "decided",
+                                  **self._run_state()}
+            return
         if self.metric == "progress":
             from lerobench.stats.paired_progress import decision
 
@@ -265,7 +273,7 @@ class Ledger:
             from lerobench.stats.paired_progress import progress_state
 
             state.update(progress_state(self._differences, self._totals["gained"], self._totals["lost"],
-                                        self._successes_a(), self.alpha, at_stop))
+                                        self._successes_a(), self.alpha, at_stop, self.design))
         else:
             from lerobench.stats.sequential import paired_decision, paired_difference_cs, paired_evalues
 
@@ -332,8 +340,10 @@ class Ledger:
                 state = dict(stop) if stop else {"reason": None, **self._run_state(at_stop=False)}
                 state.pop("per_task", None)
                 if self.until.kind == "decided" and self.metric == "progress":
-                    out["method"] = _PROGRESS_METHOD
+                    out["method"] = _PROGRESS_METHOD if self.design is None else _PROGRESS_DESIGNED_METHOD
                     state.update(margin=None, versus=self.versus, same_first_observation=dict(self._inputs))
+                    if self.design_summary is not None:
+                        state["design"] = _rounded_figures(self.design_summary)
                     out["versus"] = state
                 elif self.until.kind == "decided":
                     state["margin"] = self.margin if self.design is None else None
@@ -362,6 +372,12 @@ _METHODS = {
 _PROGRESS_METHOD = ("--metric progress: two one-sided betting e-processes on each pair's highest-progress difference "
                     "max_progress(B) - max_progress(A) (stats/paired_progress.py), level alpha two-sided; their "
                     "confidence sequence for the mean difference; success counted beside it, descriptive only")
+
+_PROGRESS_DESIGNED_METHOD = ("--metric progress --effect: a designed betting e-process on each pair's highest-progress "
+                             "difference with bets planned for the effect, one-sided at alpha/2, a futility exit "
+                             "against the effect and a pair cap (stats/progress_design.py); the other direction by "
+                             "the anytime-valid betting e-process at alpha/2; success counted beside it, descriptive "
+                             "only")
 
 _DESIGNED_METHOD = ("designed truncated sequential test on the discordant pairs (--effect; stats/design.py), "
                     "one-sided at alpha/2 in the effect's direction with exact operating characteristics; the "
@@ -519,16 +535,23 @@ def progress_line(stopping: dict[str, Any]) -> str:
     v = stopping["versus"]
     e = max(v["e_value_b_better"], v["e_value_a_better"])
     mean = v.get("mean_difference")
+    d = v.get("design")
+    most = f"at most {d['max_pairs']}" if d else f"{stopping['cap'] * len(stopping['tasks'])}"
     head = (f"{v['decision']} on mean progress (each episode's highest, max_progress) after {v['pairs']} of "
-            f"{stopping['cap'] * len(stopping['tasks'])} pairs (mean progress(B) - progress(A) "
+            f"{most} pairs (mean progress(B) - progress(A) "
             f"{'n/a' if mean is None else f'{mean:+.3f}'}; e-value {e:.3g}, decides at {2 / stopping['alpha']:g})")
     own = v.get("decision_interval")
     if own:
         lo, hi = own["mean_difference"]
-        head += (f"; {100 * own['level']:g}% interval (anytime-valid): mean progress difference in "
+        kind = "the designed test's own, anytime-valid" if d else "anytime-valid"
+        head += (f"; {100 * own['level']:g}% interval ({kind}): mean progress difference in "
                  f"[{lo:+.3f}, {hi:+.3f}]; p {own['p_value']:.3g}")
     else:
         head += "; no interval recorded"
+    if d:
+        head += (f"; designed test for a mean progress difference of {d['effect']:+g}: expected "
+                 f"{d['expected_pairs_effect']:.0f} pairs at the effect, power {100 * d['power']:.1f}% (simulated "
+                 f"under its planning model), type-I <= {d['type_i_bound']:g} a side whatever the distribution")
     s = v.get("success_descriptive") or {}
     if s.get("rate_a") is not None:
         head += (f". Success, descriptive only (not what was decided): A {100 * s['rate_a']:.1f}%, B "

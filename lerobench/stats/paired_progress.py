@@ -191,16 +191,20 @@ def simulate_stops(pairs: Any, alpha: float = 0.05) -> tuple[Any, Any]:
 
 
 def progress_state(differences: Sequence[float], gained: int, lost: int, successes_a: int, alpha: float,
-                   at_stop: bool) -> dict[str, Any]:
+                   at_stop: bool, design: Any = None) -> dict[str, Any]:
     """The ``--metric progress`` rule's figures now: results.json ``stopping.versus`` (docs/results.md).
 
     ``e_value_*`` are each e-process's highest value so far (the decision is whether one ever reached 2/alpha).
     At a stop: the rule's own interval (``decision_interval``) and, beside it, the success rates of the same
     pairs with their exact paired interval, descriptive only: the rule decided about mean progress, not success.
+    ``design`` (``progress_design.ProgressDesign``, from ``--effect``): the designed rule's decision, e-values
+    and interval instead.
     """
     import numpy as np
 
     n = len(differences)
+    if design is not None:
+        return _designed_state(differences, gained, lost, successes_a, alpha, at_stop, design)
     verdict, _ = decision(differences, alpha)
     e_b, e_a = evalues(differences) if n else (np.ones(1), np.ones(1))
     state: dict[str, Any] = {
@@ -210,6 +214,32 @@ def progress_state(differences: Sequence[float], gained: int, lost: int, success
         "mean_difference": round(float(np.mean(differences)), 6) if n else None}
     if at_stop:
         state["decision_interval"] = decision_interval(differences, alpha)
+        state["success_descriptive"] = success_beside(gained, lost, successes_a, n, alpha)
+    return state
+
+
+def _designed_state(differences: Sequence[float], gained: int, lost: int, successes_a: int, alpha: float,
+                    at_stop: bool, design: Any) -> dict[str, Any]:
+    """``progress_state`` of the designed rule: its decision, its e-values (designed side, other side), interval."""
+    import numpy as np
+
+    from lerobench.stats.progress_design import decide, log_processes
+    from lerobench.stats.progress_design import decision_interval as designed_interval
+
+    n = len(differences)
+    verdict = decide(differences, design) if n else None
+    ahead = behind = 1.0
+    if n:
+        better, worse, _, _ = log_processes(np.asarray(differences, dtype=float)[None, :], design)
+        ahead, behind = math.exp(float(better.max())), math.exp(float(worse.max()))
+    e_b, e_a = (ahead, behind) if design.sign > 0 else (behind, ahead)
+    state: dict[str, Any] = {
+        "metric": "progress", "decided_about": "mean of max_progress(B) - max_progress(A) per pair",
+        "decision": verdict or "undecided", "pairs": n, "gained": gained, "lost": lost,
+        "e_value_b_better": round(e_b, 6), "e_value_a_better": round(e_a, 6),
+        "mean_difference": round(float(np.mean(differences)), 6) if n else None}
+    if at_stop:
+        state["decision_interval"] = designed_interval(differences, design)
         state["success_descriptive"] = success_beside(gained, lost, successes_a, n, alpha)
     return state
 

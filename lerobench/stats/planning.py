@@ -15,8 +15,13 @@ from lerobench.stats.validity import fixed_n_for_power, paired_rates
 
 
 def plan_comparison(base: float, diff: float, discordance: float | None = None, alpha: float = 0.05,
-                    power: float = 0.8, sims: int = 2000, seed: int = 0) -> dict[str, Any]:
-    """Pairs needed to tell rate(B) = base + diff from rate(A) = base, fixed-n and with ``--until decided``."""
+                    power: float = 0.8, sims: int = 2000, seed: int = 0, progress_base: float | None = None,
+                    progress_diff: float | None = None) -> dict[str, Any]:
+    """Pairs needed to tell rate(B) = base + diff from rate(A) = base, fixed-n and with ``--until decided``.
+
+    With ``progress_base`` and ``progress_diff`` (mean progress of A, and B - A) also the designed progress test's
+    pairs (``plan_progress``) under ``"progress"``.
+    """
     if diff == 0:
         raise ValueError("--diff must be non-zero: there is no difference to detect")
     p_gain, p_lost = paired_rates(base, diff, discordance)
@@ -35,7 +40,25 @@ def plan_comparison(base: float, diff: float, discordance: float | None = None, 
                        "b_better": float(sim["b_better"].mean()), "cap_at_power": sim["cap_at_power"],
                        "mean_capped": sim["mean_capped"], "simulations": sims, "max_discordant": horizon},
         "designed": plan_design(base, diff, discordance, alpha, power)[1],
+        **({"progress": plan_progress(progress_base, progress_diff, alpha, power, sims)}
+           if progress_base is not None and progress_diff is not None else {}),
     }
+
+
+def plan_progress(mean: float, diff: float, alpha: float = 0.05, power: float = 0.8,
+                  sims: int = 2000) -> dict[str, Any]:
+    """The designed progress test (``--metric progress --effect diff``) over a run A of mean progress ``mean``.
+
+    Run A's progress is not known before it runs: Beta(2 mean, 2 (1 - mean)) stands for it
+    (``progress_design.beta_values``), said in the summary's ``run_a_model``.
+    """
+    from lerobench.stats.progress_design import beta_values, design_progress_test
+
+    if not 0 <= mean <= 1 or not 0 <= mean + diff <= 1:
+        raise ValueError(f"a mean progress difference of {diff:g} over mean progress {mean:g} gives B a mean of "
+                         f"{mean + diff:g}: impossible (both must lie in [0, 1])")
+    _, summary = design_progress_test(beta_values(mean), diff, alpha, power, sims=max(50, sims // 2))
+    return {**summary, "run_a_model": f"progress of A ~ Beta({2 * mean:g}, {2 * (1 - mean):g})"}
 
 
 def plan_design(base: float, diff: float, discordance: float | None = None, alpha: float = 0.05,
