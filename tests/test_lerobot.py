@@ -201,15 +201,22 @@ def test_thread_copies_share_weights_not_queues(tmp_path):
                                   clone.select_action(observation(2, [True, True]), ["t"] * 2))
 
 
-def test_temporal_ensembling_uses_lerobot_select_action(tmp_path):
+def test_temporal_ensembling_keeps_one_ensemble_per_env(tmp_path):
+    """ACT with temporal ensembling is asked at every step, each env with its own ensemble: env 1's action when
+    env 0 starts a new episode beside it is what it gets beside an env mid-episode (tests/test_aloha_act.py
+    compares whole staggered episodes with LeRobot's own ``select_action``)."""
     policy_dir = save_tiny_act(tmp_path / "act", temporal_ensemble_coeff=0.01, n_action_steps=1)
     policy = load_policy(f"lerobot:{policy_dir}", context())
-    assert not policy.chunked and policy_traits(policy).copy_safe is False
+    assert not policy.chunked and policy.ensembling and policy_traits(policy).copy_safe
     assert policy.observation_needs.replan_steps is None  # asked at every step: reads every frame
     first = policy.select_action(observation(2, [True, True]), ["t"] * 2)
-    with pytest.warns(RuntimeWarning, match="--batch-size 1"):
-        again = policy.select_action(observation(2, [True, False]), ["t"] * 2)
+    twin = copy.copy(policy)
+    twin.select_action(observation(2, [True, True]), ["t"] * 2)
+    again = policy.select_action(observation(2, [True, False], seed=1), ["t"] * 2)
+    alone = twin.select_action(observation(2, [False, False], seed=1), ["t"] * 2)
     assert first.shape == again.shape == (2, 4) and np.isfinite(again).all()
+    np.testing.assert_array_equal(again[1], alone[1])  # env 0's restart left env 1's ensemble as it was
+    assert not np.array_equal(again[0], alone[0])  # env 0's own started afresh
 
 
 def test_mismatches_are_config_errors(tmp_path):

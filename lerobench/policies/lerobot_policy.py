@@ -25,9 +25,8 @@ lerobench's own per-env queues (emptied at each env's episode start, refilled wh
 execute them in order, which is exactly LeRobot's per-episode behaviour, and lerobench renders the
 cameras only at the steps where a queue runs dry. A run that needs more actions per call (``--delay-steps``, or
 ``--replan-steps`` above ``n_action_steps``) gets the whole predicted chunk instead (``_horizon``,
-docs/latency.md). Other policies (diffusion, VQ-BeT, TD-MPC, ACT with
-temporal ensembling, ...) run through their own ``select_action`` at every step (they keep an
-observation history, so they read every frame); ``policy.reset()`` is called whenever an env starts
+docs/latency.md). Other policies (VQ-BeT, TD-MPC, ...) run through their own ``select_action`` at every step
+(they keep an observation history, so they read every frame); ``policy.reset()`` is called whenever an env starts
 an episode, so a new episode never inherits actions or observation history from the previous one, but
 the envs of the batch still mid-episode lose their queue and history too (they re-plan early). With
 ``--batch-size 1`` the behaviour is exactly LeRobot's.
@@ -39,13 +38,20 @@ LeRobot's ``populate_queues`` does for a fresh episode), sends only the rows who
 and draws each row's initial noise and every DDPM step's noise from the row's own random stream
 (``row_seeds``). A row's actions are then those of a one-env LeRobot rollout with that noise, at any batch size.
 
+ACT with temporal ensembling (per-row ensemblers). ``temporal_ensemble_coeff`` set (LeRobot's ALOHA ACT can run so,
+with ``n_action_steps`` 1): the policy predicts a whole chunk at every step and averages, for the next step, every
+chunk's prediction of it. LeRobot keeps one running average for the whole batch; this adapter keeps one
+``ACTTemporalEnsembler`` per row (``row_ids``, dropped at the row's episode or trial start) and asks at every step
+(``replan_steps`` None: the camera is read every step), so a row's actions are those of LeRobot's ``select_action``
+on a one-env rollout, at any batch size (``_select_ensembled``).
+
 Batch invariance and noise. Every model call has the same shape (``--call-width``, ``lerobench.policies.width``):
 on the CPU one row by default (rows side by side on the call pool, one intra-op thread each; the
 pre/post-processors run under a lock, their steps keep state in ``self``), else the rows padded to the call width.
-Chunk mode (ACT, pi0, pi0.5, SmolVLA) and diffusion are then batch-invariant, and each run checks it on its first
-call (``results.json`` ``config.batch_invariant``): ACT is deterministic, and pi0, pi0.5 and SmolVLA get their
-initial flow-matching noise from each row's own random stream (``row_noise``). The remaining ``select_action``
-mode (VQ-BeT, TD-MPC, ACT with temporal ensembling) is not: LeRobot keeps one queue and one noise draw for the
+Chunk mode (ACT, pi0, pi0.5, SmolVLA), diffusion and ACT's temporal ensembling are then batch-invariant, and
+each run checks it on its first call (``results.json`` ``config.batch_invariant``): ACT is deterministic, and
+pi0, pi0.5 and SmolVLA get their initial flow-matching noise from each row's own random stream (``row_noise``).
+The remaining ``select_action`` mode (VQ-BeT, TD-MPC) is not: LeRobot keeps one queue and one noise draw for the
 whole batch.
 
 Trials (``--trials``). At a trial start (``observation["trial_start"]``) the env jumps back to the
@@ -326,8 +332,8 @@ class LeRobotPolicy:
         deterministic_torch()
         dtype = next((p.dtype for p in self.module.parameters()), torch.float32)
         self.numerics = numerics_record(self.device, dtype, self.call_width if self.per_row else 0)
-        # select_action mode shares the module's batch-wide state; chunk and history modes keep it per row and
-        # draw noise per row: the same episode gets the same actions at any batch size.
+        # select_action mode shares the module's batch-wide state; chunk, history and ensembling modes keep it per
+        # row and draw noise per row: the same episode gets the same actions at any batch size.
         self.traits = PolicyTraits(copy_safe=self.per_row, batchable=self.per_row,
                                    stochastic=self.type in _STOCHASTIC_TYPES, batch_invariant=self.per_row)
         self._warned_partial_reset = False
@@ -373,8 +379,10 @@ class LeRobotPolicy:
                                   "(it provides observation.state, observation.environment_state and images)")
         self.chunked = config.type in _CHUNK_TYPES and getattr(config, "temporal_ensemble_coeff", None) is None
         self.history = config.type in _HISTORY_TYPES
-        self.per_row = self.chunked or self.history
-        """Chunk or history mode: per-row state, fixed-width calls (the rest: LeRobot's batch-wide select_action)."""
+        self.ensembling = config.type == "act" and getattr(config, "temporal_ensemble_coeff", None) is not None
+        """ACT with temporal ensembling: one ensembler per row, asked at every step (``_select_ensembled``)."""
+        self.per_row = self.chunked or self.history or self.ensembling
+        """Per-row state, fixed-width calls (the rest: LeRobot's batch-wide select_action)."""
         self.n_action_steps = int(getattr(config, "n_action_steps", 1) or 1)
         self.returned, executed = self._horizon(config, context)
         self.executed = executed
@@ -444,6 +452,7 @@ class LeRobotPolicy:
         self.module.reset()
         self._obs_history: dict[int, dict[str, deque[Any]]] = {}
         self._action_queues: dict[int, deque[Any]] = {}
+        self._ensemblers: dict[int, Any] = {}
         self._prefixes = PrefixMemory(self.executed) if self.rtc else None
 
     def select_action(self, observation: PolicyBatch, task_descriptions: list[str]) -> np.ndarray:
@@ -465,6 +474,11 @@ class LeRobotPolicy:
                     self._action_queues.pop(slot, None)
                 return call_at_width(self._select_history, observation, task_descriptions, self.call_width, pool,
                                      parallel=True, key=self.call_key, twin=lambda: self._twin()._select_history)
+            if self.ensembling:
+                for slot in row_ids(observation)[starts].tolist():
+                    self._ensemblers.pop(slot, None)
+                return call_at_width(self._select_ensembled, observation, task_descriptions, self.call_width, pool,
+                                     parallel=True, key=self.call_key, twin=lambda: self._twin()._select_ensembled)
             return self._select_stateful(observation, task_descriptions, n, starts, active)
 
     def _select_history(self, observation: dict[str, Any], task_descriptions: list[str]) -> np.ndarray:
@@ -493,6 +507,33 @@ class LeRobotPolicy:
         for i in real:
             out[i] = self._action_queues[slots[i]].popleft()
         return out
+
+    def _select_ensembled(self, observation: dict[str, Any], task_descriptions: list[str]) -> np.ndarray:
+        """ACT with temporal ensembling, per row: each row's chunk goes into the row's own ``ACTTemporalEnsembler``.
+
+        LeRobot's ``select_action`` keeps one ensembler for the whole batch (one running average, one count), so an
+        env starting an episode beside others mid-episode would reset or mix theirs. Here each row (``row_ids``)
+        has its own, made as LeRobot's ``ACTPolicy`` makes it and updated with that row's chunk alone, in model
+        space, then post-processed: a row's actions are those of LeRobot's ``select_action`` on a one-env rollout.
+        """
+        import torch
+
+        batch = self._preprocess(observation, task_descriptions)
+        chunks = self.module.predict_action_chunk(batch)
+        ensembler_type = type(self.module.temporal_ensembler)
+        coeff, chunk_size = float(self.config.temporal_ensemble_coeff), int(self.config.chunk_size)
+        rows = []
+        for i, slot in enumerate(row_ids(observation).tolist()):
+            if slot == PADDING_SLOT:  # pads the call to its width: output discarded, no state kept
+                rows.append(chunks[i : i + 1, 0])
+                continue
+            ensembler = self._ensemblers.get(slot)
+            if ensembler is None:
+                ensembler = self._ensemblers[slot] = ensembler_type(coeff, chunk_size)
+            rows.append(ensembler.update(chunks[i : i + 1]))
+        with self._processing:
+            actions = self.postprocessor(torch.cat(rows))
+        return actions.detach().to("cpu", torch.float32).numpy()
 
     def _diffusion_chunks(self, observation: dict[str, Any], slots: list[int], keys: list[str]) -> np.ndarray:
         """Each row's next ``n_action_steps`` actions from its history, in one call of ``call_width`` rows."""
