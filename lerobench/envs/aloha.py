@@ -193,7 +193,7 @@ class AlohaBackend(BackendDefaults):
     camera_aliases = {"image": "top", "pixels": "top"}
     """gym-aloha's ``pixels/top``; LeRobot's ``observation.images.top`` finds ``top`` by name."""
     experts = {"aloha-expert": "lerobench.policies.experts.aloha:make_aloha_expert"}
-    """The privileged scripted expert (transfer cube; it reads ``privileged_state()``)."""
+    """The privileged scripted expert (both tasks; it reads ``privileged_state()``)."""
 
     def check_installed(self) -> None:
         """Fail early with the install hint instead of inside a worker."""
