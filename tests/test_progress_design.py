@@ -124,3 +124,43 @@ def test_plan_prints_both_metrics():
         lerobench.plan_comparison(0.5, 0.3, progress_base=0.5)
     refused = CliRunner().invoke(app, ["plan", "--base", "0.5", "--diff", "0.3", "--progress-diff", "0.3"])
     assert refused.exit_code == 2 and "go together" in refused.output
+
+
+@pytest.mark.sim
+def test_pusht_designed_progress_decision_end_to_end(tmp_path):
+    """Real gym-pusht at 50 steps: B = pusht-expert against A = pusht-expert-noisy with --metric progress --effect
+    0.25 prints its design before B runs and decides B better on mean progress within the design's cap; compare
+    and report name what was decided about and put success beside it, descriptive."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from lerobench.cli import app
+
+    runner = CliRunner()
+
+    def run(*args):
+        return runner.invoke(app, ["eval", "--suite", "pusht", "--videos", "0", "--max-steps", "50", *map(str, args)])
+
+    noisy = run("--policy", "pusht-expert-noisy", "--episodes", "40", "--output", tmp_path / "a")
+    assert noisy.exit_code == 0, noisy.output
+    versus = run("--policy", "pusht-expert", "--versus", tmp_path / "a", "--until", "decided", "--metric", "progress",
+                 "--effect", "0.25", "--output", tmp_path / "b")
+    assert versus.exit_code == 0, versus.output
+    assert "designed on progress (eval --versus A --until decided --metric progress --effect 0.25)" in versus.output
+    assert "B better on mean progress" in versus.output
+    stopping = json.loads((tmp_path / "b" / "results.json").read_text())["stopping"]
+    v = stopping["versus"]
+    assert v["decision"] == "B better" and v["pairs"] <= v["design"]["max_pairs"] <= 40
+    assert v["design"]["metric"] == "progress" and "designed" in stopping["method"]
+    assert v["decision_interval"]["mean_difference"][0] > 0 and v["success_descriptive"]["descriptive"]
+    compared = runner.invoke(app, ["compare", str(tmp_path / "a"), str(tmp_path / "b")])
+    assert compared.exit_code == 0, compared.output
+    text = " ".join(compared.output.split())
+    assert "B better on mean progress" in text and "designed test for a mean progress difference" in text
+    assert "Success, descriptive only (not what was decided)" in text
+    as_json = json.loads(runner.invoke(app, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--json"]).output)
+    assert as_json["verdict"] == "B better than A on mean progress (max_progress), not success"
+    report = runner.invoke(app, ["report", str(tmp_path / "a"), str(tmp_path / "b"), "-o", str(tmp_path / "r.html")])
+    html = (tmp_path / "r.html").read_text()
+    assert report.exit_code == 0 and "on mean progress" in html and "descriptive only (not what was decided)" in html

@@ -39,8 +39,7 @@ def progress_designed_line(d: dict[str, Any]) -> str:
             + f"; at most {_n(d['max_pairs'])}; power {100 * d['power']:.1f}% and type-I "
             f"{d['type_i_simulated']:.4f} simulated ({d['simulations']:,} runs of its planning model: B = A's "
             f"progress lifted by the effect, independent given the episode); type-I <= {d['type_i_bound']:g} "
-            f"({d['decides']}, one side) for any distribution (Ville); a normal-theory fixed-n test needs "
-            f"{_n(d['fixed_n_normal'])}")
+            f"({d['decides']}, one side) for any distribution (Ville)")
 
 
 @app.command("plan", short_help="Episodes a paired A/B comparison needs: fixed-n and sequential.")

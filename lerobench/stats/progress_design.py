@@ -10,8 +10,9 @@ pairs and the power depend on the planning model.
 The rule, with y = s d (s the effect's sign, so the planned direction is "up") and e = |effect|:
 
 - **Better** (the effect's direction, at alpha/2): K_t = prod (1 + lam_i y_i), lam_i = mean_i / second_i clipped to
-  [0, 3/4] (the growth-optimal bet to second order) from the pairs before i plus ``prior_weight`` pseudo-pairs at
-  the design's mean e and second moment v0 + e^2: the first pair is already bet on at the design's Kelly fraction.
+  [0, cap], cap 3/4 or 0.9 (the growth-optimal bet to second order) from the pairs before i plus ``prior_weight``
+  pseudo-pairs at the design's mean e and second moment v0 + e^2: the first pair is already bet on at the design's
+  Kelly fraction.
   Under any distribution with E[y] <= 0 each factor has mean <= 1, so K is a nonnegative supermartingale and
   reaches 2/alpha with probability <= alpha/2 (Ville).
 - **Worse** (the other direction, at alpha/2): the anytime-valid rule's aGRAPA e-process (``paired_progress``).
@@ -24,8 +25,8 @@ Planning model (the analogue of the binary design's independence model, planned 
 progress is run A's lifted by the effect, b = a + (1 - a) e / (1 - mean(a)) (a negative effect scales towards 0),
 and the two are independent given the episode: d = b_j - a_i with i, j drawn independently from run A's values.
 Under no difference d = a_j - a_i. Power and expected pairs are simulated under it (``SIMULATIONS`` streams);
-``prior_weight`` and ``futility`` are chosen on a grid for the fewest expected pairs (at the effect plus with no
-difference), and ``max_pairs`` is the fewest pairs at which the simulated power reaches the target plus two
+``prior_weight``, ``futility`` and ``cap`` are chosen on a grid for the fewest expected pairs (at the effect plus
+with no difference), and ``max_pairs`` is the fewest pairs at which the simulated power reaches the target plus two
 standard errors of the simulation; the figures reported are from fresh streams.
 """
 
@@ -36,7 +37,12 @@ from dataclasses import dataclass
 from typing import Any
 
 CAP = 0.75
-"""Bets at most 3/4 on the progress difference: a factor never falls below 1/4 (``paired_progress.TRUNCATION``)."""
+"""The other direction's and the futility bets' cap: a factor never falls below 1/4 (``paired_progress.TRUNCATION``)."""
+
+CAPS = (0.75, 0.9)
+"""Caps of the designed direction's bets tried: a pair at most +d multiplies the capital by 1 + cap d, so the cap
+bounds how fast a consistent difference decides (+0.25 a pair: 22 pairs at 3/4, 18 at 0.9); a pair at -1 keeps
+1 - cap of it."""
 
 PRIOR_WEIGHTS = (2.0, 8.0, 32.0)
 """Pseudo-pairs at the design's mean and variance tried: few adapt fast, many hold the design's bet."""
@@ -73,6 +79,8 @@ class ProgressDesign:
     """Level of the "not better by the effect" exit (0: none)."""
     max_pairs: int
     alpha: float = 0.05
+    cap: float = CAP
+    """The designed direction's largest bet (``CAPS``)."""
 
     @property
     def sign(self) -> int:
@@ -122,7 +130,7 @@ def log_processes(d: Any, design: ProgressDesign) -> tuple[Any, Any, Any, Any]:
     s2 = np.concatenate([zero, np.cumsum(y * y, axis=-1)[..., :-1]], axis=-1)
     mean = (w * e + s1) / (w + n)
     second = (w * (design.variance + e * e) + s2) / (w + n)
-    lam = np.clip(mean / np.maximum(second, 1e-12), 0, CAP)
+    lam = np.clip(mean / np.maximum(second, 1e-12), 0, design.cap)
     better = np.cumsum(np.log1p(lam * y), axis=-1)
     _, worse = _log_capitals(to_unit(y), 0.5)
     around = np.maximum(second - 2 * e * mean + e * e, 1e-12)  # running E[(y - e)^2]
@@ -205,18 +213,17 @@ def design_progress_test(a_values: Any, effect: float, alpha: float = 0.05, powe
         d0 = planning_differences(a, 0.0, sims, horizon, seed + 1)
         variance = float(np.var(d1))
         best, best_cost = None, math.inf
-        for w in PRIOR_WEIGHTS:
-            for share in FUTILITY_SHARES:
-                trial = ProgressDesign(effect, w, variance, share * (1 - power), horizon, alpha)
-                pairs, code = stops(d1, trial)
-                at = np.where(code == 1, pairs, horizon + 1)
-                n = int(np.sort(at)[min(sims, math.ceil(target * sims)) - 1])  # fewest pairs with the power
-                if n > horizon:
-                    continue
-                candidate = ProgressDesign(effect, w, variance, share * (1 - power), n, alpha)
-                cost = _figures(d1, candidate)["expected_pairs"] + _figures(d0, candidate)["expected_pairs"]
-                if cost < best_cost:
-                    best, best_cost = candidate, cost
+        for w, share, cap_ in ((w, s, c) for w in PRIOR_WEIGHTS for s in FUTILITY_SHARES for c in CAPS):
+            trial = ProgressDesign(effect, w, variance, share * (1 - power), horizon, alpha, cap_)
+            pairs, code = stops(d1, trial)
+            at = np.where(code == 1, pairs, horizon + 1)
+            n = int(np.sort(at)[min(sims, math.ceil(target * sims)) - 1])  # fewest pairs with the power
+            if n > horizon:
+                continue
+            candidate = ProgressDesign(effect, w, variance, share * (1 - power), n, alpha, cap_)
+            cost = _figures(d1, candidate)["expected_pairs"] + _figures(d0, candidate)["expected_pairs"]
+            if cost < best_cost:
+                best, best_cost = candidate, cost
         if best is not None or horizon >= limit:
             break
         horizon = min(limit, horizon * 4)
@@ -227,24 +234,17 @@ def design_progress_test(a_values: Any, effect: float, alpha: float = 0.05, powe
     check0 = planning_differences(a, 0.0, 2 * sims, best.max_pairs, seed + 3)
     at_effect, at_zero = _figures(check1, best), _figures(check0, best)
     summary.update(max_pairs=best.max_pairs, prior_weight=best.prior_weight, variance=round(best.variance, 6),
+                   cap=best.cap,
                    futility=round(best.futility, 6), power=at_effect["better"],
                    expected_pairs_effect=at_effect["expected_pairs"], expected_pairs_h0=at_zero["expected_pairs"],
                    type_i_simulated=at_zero["better"], expected_pairs_2effect=None,
-                   first_bet=round(float(log_processes(np.zeros((1, 1)), best)[3][0, 0]), 6),
-                   fixed_n_normal=_fixed_n_normal(effect, best.variance, alpha, power))
+                   first_bet=round(float(log_processes(np.zeros((1, 1)), best)[3][0, 0]), 6))
     try:
         twice = planning_differences(a, 2 * effect, 2 * sims, best.max_pairs, seed + 4)
         summary["expected_pairs_2effect"] = _figures(twice, best)["expected_pairs"]
     except ValueError:  # twice the effect is not possible over run A's mean
         pass
     return best, summary
-
-
-def _fixed_n_normal(effect: float, variance: float, alpha: float, power: float) -> int:
-    """A normal-theory fixed-n paired test's pairs at the effect (a reference only: not exact for bounded d)."""
-    from scipy.stats import norm
-
-    return math.ceil(((norm.ppf(1 - alpha / 2) + norm.ppf(power)) ** 2) * variance / (effect * effect))
 
 
 def beta_values(mean: float, concentration: float = 2.0, size: int = 4000, seed: int = 0) -> Any:
@@ -263,7 +263,7 @@ def decision_interval(differences: Any, design: ProgressDesign) -> dict[str, Any
     """The designed rule's own interval for the mean difference, its p-value and e-values (results.json).
 
     Every delta at which neither the designed direction's bets (the run's own bets, now against delta: each at
-    most 3/4 / (1 + |delta|) so the factors stay positive) nor the other direction's aGRAPA e-process (against
+    most cap / (1 + |delta|) so the factors stay positive) nor the other direction's aGRAPA e-process (against
     delta) ever reached 2/alpha: level 1 - alpha at any stop. At delta = 0 these are the decision's e-processes,
     so it excludes 0 exactly when a direction was decided. Computed on a grid (the kept set's hull, a superset:
     still valid), each end refined by bisection between grid points, rounded outward to 1e-9.
@@ -283,7 +283,7 @@ def decision_interval(differences: Any, design: ProgressDesign) -> dict[str, Any
 
     def kept(delta: Any) -> Any:
         delta = np.asarray(delta, dtype=float).reshape(-1, 1)
-        bet = np.minimum(lam, CAP / (1 + np.abs(delta)))  # the run's bets; capped only where |delta| needs it
+        bet = np.minimum(lam, design.cap / (1 + np.abs(delta)))  # the run's bets; capped where |delta| needs it
         with np.errstate(divide="ignore"):
             near = np.cumsum(np.log1p(bet * (y[None, :] - delta)), axis=1).max(axis=1)
         _, far = _log_capitals(unit, (delta + 1) / 2)
