@@ -9,9 +9,10 @@ transformer (dim 32, one layer each) so that the saved files are ~45 MB, nearly 
 (dim 512, 4 encoder layers, 1 decoder layer, VAE; 52 M parameters). Normalisation is mean/std (LeRobot's ACT
 default) around gym-aloha's start pose, so random actions stay near the arms' resting joints.
 
-Never committed: tests save them into a temporary folder (session-scoped). ``python tests/lerobot_aloha_fixtures.py
-DIR`` saves ``act-aloha`` and ``act-aloha-te`` into DIR, which the other LeRobot's tests then load
-(``scripts/test-lerobot-current.sh``).
+Never committed: tests save them into a temporary folder (session-scoped; under LeRobot 0.6.1 in
+``scripts/test-lerobot-current.sh``, so 0.6.1 saves them there). ``python tests/lerobot_aloha_fixtures.py DIR``
+saves ``act-aloha`` and ``act-aloha-te`` into DIR (by hand: one LeRobot's files for the other to load;
+``benchmarks/aloha_side_by_side.py`` saves the default-size one the same way).
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def save_aloha_act(directory: Path | str, *, ensemble: bool = False, size: str =
 
 
 SAVERS = {"act-aloha": lambda d: save_aloha_act(d), "act-aloha-te": lambda d: save_aloha_act(d, ensemble=True)}
-"""The folder names another LeRobot's tests find under ``LEROBENCH_LEROBOT_SAVED``."""
+"""Folder name -> saver: chunks of 100; temporal ensembling."""
 
 
 if __name__ == "__main__":

@@ -2,14 +2,13 @@
 chunks of 100), random weights, through ``--policy lerobot:<dir>`` on the real gym-aloha: the same episodes at batch
 1, 4 and in worker processes, with temporal ensembling off and on (then asked at every step, one ensemble per env).
 
-Saved by the installed LeRobot, and by another release where ``LEROBENCH_LEROBOT_SAVED`` names a folder of them
-(``scripts/test-lerobot-current.sh``: under LeRobot 0.6.1, the ACTs 0.4.4 saved; ``tests/lerobot_aloha_fixtures.py``).
+Saved by the installed LeRobot in a session fixture (``tests/lerobot_aloha_fixtures.py``, ~43 MB each, never
+committed): 0.4.4 in the main tests, 0.6.1 where ``scripts/test-lerobot-current.sh`` runs this file under the current
+LeRobot. A policy 0.4.4 saved loading under 0.6.1 is tested on PushT (``tests/test_lerobot_versions.py``).
 A 480x640 ResNet18 call costs ~1 s on this project's 2-core box: the runs are a few episodes of a few steps.
 """
 
 import json
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,8 +21,6 @@ pytestmark = pytest.mark.sim  # the real gym-aloha simulator
 torch = pytest.importorskip("torch")
 pytest.importorskip("lerobot")
 runner = CliRunner()
-ELSEWHERE = os.environ.get("LEROBENCH_LEROBOT_SAVED")
-SAVED_BY = ["installed"] + (["elsewhere"] if ELSEWHERE else [])
 
 
 @pytest.fixture(scope="session")
@@ -31,10 +28,6 @@ def aloha_acts(tmp_path_factory):
     """The two ACTs (chunks; temporal ensembling), saved once per test process by the installed LeRobot."""
     root = tmp_path_factory.mktemp("aloha-act")
     return {name: save(root / name) for name, save in SAVERS.items()}
-
-
-def policy_dir(aloha_acts, saved_by, name):
-    return aloha_acts[name] if saved_by == "installed" else Path(ELSEWHERE) / name
 
 
 def run(policy, out, episodes, steps, *extra):
@@ -58,11 +51,10 @@ def same_episodes(runs):
     return first
 
 
-@pytest.mark.parametrize("saved_by", SAVED_BY)
-def test_alohas_act_gives_the_same_episodes_at_batch_1_4_and_in_processes(tmp_path, aloha_acts, saved_by):
+def test_alohas_act_gives_the_same_episodes_at_batch_1_4_and_in_processes(tmp_path, aloha_acts):
     """Chunks of 100 all executed: each episode reads the camera at step 0 and at step 100, after its first
     chunk's 100 actions (what the second read's digest covers), so equal digests mean equal actions too."""
-    policy = policy_dir(aloha_acts, saved_by, "act-aloha")
+    policy = aloha_acts["act-aloha"]
     runs = {}
     for name, extra in (("b1", ["--batch-size", "1"]), ("b4", ["--batch-size", "4", "--executor", "vector"]),
                         ("proc", ["--executor", "processes", "--workers", "2"])):
@@ -75,11 +67,10 @@ def test_alohas_act_gives_the_same_episodes_at_batch_1_4_and_in_processes(tmp_pa
     same_episodes(runs)
 
 
-@pytest.mark.parametrize("saved_by", SAVED_BY)
-def test_temporal_ensembling_is_asked_every_step_and_keeps_each_envs_ensemble(tmp_path, aloha_acts, saved_by):
+def test_temporal_ensembling_is_asked_every_step_and_keeps_each_envs_ensemble(tmp_path, aloha_acts):
     """``temporal_ensemble_coeff`` 0.01, ``n_action_steps`` 1: the rollout calls the policy at every step (reads ==
     steps), and 4 envs side by side give episode for episode what one env alone gives."""
-    policy = policy_dir(aloha_acts, saved_by, "act-aloha-te")
+    policy = aloha_acts["act-aloha-te"]
     runs = {}
     for name, extra in (("b1", ["--batch-size", "1"]), ("b4", ["--batch-size", "4", "--executor", "vector"])):
         episodes, config = run(policy, tmp_path / name, 4, 3, *extra)
@@ -124,8 +115,7 @@ def observation(episode, step, image_hw):
             rng.integers(0, 255, size=(*image_hw, 3), dtype=np.uint8))
 
 
-@pytest.mark.parametrize("saved_by", SAVED_BY)
-def test_temporal_ensembling_per_env_equals_lerobots_select_action_on_one_env(aloha_acts, saved_by):
+def test_temporal_ensembling_per_env_equals_lerobots_select_action_on_one_env(aloha_acts):
     """Envs starting episodes out of step: each episode's actions are those of LeRobot's own ``select_action``
     (its ``ACTTemporalEnsembler``, reset per episode) on that episode alone. Images are 120x160 here (ACT takes
     any size): the ensembles are what is tested, not the 480x640 camera, which the runs above read."""
@@ -137,7 +127,7 @@ def test_temporal_ensembling_per_env_equals_lerobots_select_action_on_one_env(al
     from lerobench.policies.loading import load_policy
     from lerobench.suite.registry import get_backend, load_suite
 
-    path = policy_dir(aloha_acts, saved_by, "act-aloha-te")
+    path = aloha_acts["act-aloha-te"]
     suite, facts = load_suite("aloha_transfer_cube"), get_backend("aloha")
     context = PolicyContext(suite=suite.name, backend="aloha", tasks=suite.tasks, action_dim=14, state_dim=14,
                             cameras=facts.cameras, image_size=(480, 640), camera_aliases=facts.camera_aliases,
