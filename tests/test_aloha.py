@@ -3,11 +3,16 @@ the first camera that is not square) in observations and videos, the staged rewa
 when read, resets that forget."""
 
 import json
+import os
+import signal
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import subprocess_env, wait_for_lines
 from typer.testing import CliRunner
 
 from lerobench.cli import app
@@ -20,6 +25,10 @@ SUITE = load_suite("aloha")
 GYM_IDS = {"AlohaTransferCube-v0": "gym_aloha/AlohaTransferCube-v0", "AlohaInsertion-v0": "gym_aloha/AlohaInsertion-v0"}
 LOOKING = f"{Path(__file__).parent / 'aloha_policies.py'}:make_looking_hold"
 """By file: the processes executor's workers load it too."""
+LATE = f"{Path(__file__).parent / 'aloha_policies.py'}:make_late_expert"
+MIXED = ("--max-steps", "215")
+"""A step limit inside the expert's transfer-cube lengths (203-234 over seeds 0-99): of episodes 0-3 it solves some
+in time and not others (asserted where used, so a changed expert fails loudly rather than testing nothing)."""
 
 
 def gym_aloha(task):
@@ -149,11 +158,14 @@ def test_a_setting_aloha_cannot_honour_is_refused_before_the_run(tmp_path):
     other = runner.invoke(app, ["eval", "--suite", "aloha", "--policy", "pusht-expert",
                                 "--output", str(tmp_path / "b")])
     assert other.exit_code == 2 and "only runs on pusht suites" in other.output
-    default = runner.invoke(app, ["eval", "--suite", "aloha_insertion", "--output", str(tmp_path / "c")])
-    assert default.exit_code == 2 and "has no default policy" in default.output
-    expert = runner.invoke(app, ["eval", "--suite", "aloha", "--policy", "aloha-expert",
-                                 "--output", str(tmp_path / "d")])
-    assert expert.exit_code == 2 and "no scripted plan for tasks ['AlohaInsertion-v0']" in expert.output
+    libero = runner.invoke(app, ["eval", "--suite", "aloha", "--protocol", "lerobot", "--output", str(tmp_path / "c")])
+    assert libero.exit_code == 2 and "has no protocol 'lerobot'" in libero.output  # LIBERO's protocol name
+    shift = runner.invoke(app, ["eval", "--suite", "aloha_insertion", "--perturb", "camera_shift=0.1",
+                                "--output", str(tmp_path / "d")])
+    assert shift.exit_code == 2 and "cannot apply it" in shift.output
+    for result in (light, other, libero, shift):
+        assert len(result.output.strip().splitlines()) == 1, result.output  # one line
+    assert not any((tmp_path / name).exists() for name in "abcd")  # refused before the run
 
 
 def test_the_default_policy_is_the_privileged_expert_and_it_transfers_the_cube(tmp_path):
@@ -179,3 +191,81 @@ def test_the_expert_never_writes_the_simulator_it_reads():
     assert all(np.array_equal(a, b) for a, b in zip(before, (physics.data.qpos, physics.data.qvel,
                                                                 physics.data.ctrl), strict=True))
     env.close()
+
+
+def test_the_expert_puts_the_peg_in_the_socket_with_the_same_episodes_at_batch_1_and_3(tmp_path):
+    runs = {}
+    for name, extra in (("b1", ["--batch-size", "1", "--executor", "inline"]),
+                        ("b3", ["--batch-size", "3", "--executor", "vector"])):
+        result = runner.invoke(app, ["eval", "--suite", "aloha_insertion", "--seed", "40", "--episodes", "3",
+                                     "--videos", "0", *extra, "--output", str(tmp_path / name)])
+        assert result.exit_code == 0, result.output
+        assert "Evaluating aloha-expert" in result.output  # the suite's default policy
+        runs[name] = outcomes(tmp_path / name, "episode", "success", "steps", "obs_digest")
+    assert runs["b1"] == runs["b3"]  # every observation the expert read, equal: the same actions, row by row
+    assert all(success and steps < 400 for _, success, steps, _ in runs["b1"]), runs["b1"]  # 100/100 measured
+
+
+def outcomes(out, *keys):
+    keys = keys or ("episode", "trial", "seed", "success", "steps", "obs_digest", "start_digest", "max_progress")
+    return sorted(tuple(e.get(k) for k in keys) for e in episodes(out))
+
+
+def run(*args):
+    return runner.invoke(app, ["eval", "--suite", "aloha_transfer_cube", "--videos", "0", *map(str, args)])
+
+
+def test_trials_a_designed_versus_until_decided_record_compare_and_report_on_episodes_that_succeed_and_fail(tmp_path):
+    a = run("--episodes", "2", *MIXED, "--trials", "2", "--output", tmp_path / "a")
+    assert a.exit_code == 0, a.output
+    per_trial = json.loads((tmp_path / "a" / "results.json").read_text())["overall"]["per_trial"]
+    assert [t["successes"] for t in per_trial] == [1, 1]  # mixed, and a stateless expert does the same twice
+    b = run("--policy", LATE, "--versus", tmp_path / "a", "--until", "decided", *MIXED, "--record", "all",
+            "--output", tmp_path / "b")
+    assert b.exit_code == 0, b.output
+    late = episodes(tmp_path / "b")
+    assert late and not any(e["success"] for e in late)  # 40 steps late: past the limit
+    import h5py
+
+    with h5py.File(tmp_path / "b" / "recordings" / "AlohaTransferCube-v0.h5") as f:
+        group = f[f"episode_{late[0]['episode']}"]
+        assert group["actions"].shape == (late[0]["steps"], 14)
+        assert group["observations/state"].shape == (late[0]["steps"] + 1, 14)  # what the policy read: no camera
+        assert np.array_equal(group["actions"][0], group["observations/state"][0])  # the late start holds the arms
+    compared = runner.invoke(app, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--json"])
+    assert compared.exit_code == 0, compared.output
+    report = runner.invoke(app, ["report", str(tmp_path / "a"), str(tmp_path / "b"), "-o", str(tmp_path / "r.html")])
+    assert report.exit_code == 0 and "AlohaTransferCube-v0" in (tmp_path / "r.html").read_text()
+
+
+CHUNKS_MIXED = ("--max-steps", "230")
+"""``aloha-expert-chunks`` solves transfer cube's episode 0 in 225 steps and episode 1 in 235."""
+
+
+def test_robustness_with_a_delay_then_a_run_killed_mid_way_resumes_to_the_same_episodes(tmp_path):
+    result = runner.invoke(app, ["robustness", "--base", "aloha_transfer_cube", "--families",
+                                 "action_noise=0.02,delay_steps=2", "--policy", "aloha-expert-chunks", "--episodes",
+                                 "2", *CHUNKS_MIXED, "-o", str(tmp_path / "rob"), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads((tmp_path / "rob" / "robustness.json").read_text())
+    assert len(data["families"]) == 2
+    arms = {d.name: d for d in (tmp_path / "rob").iterdir() if (d / "episodes.jsonl").exists()}
+    assert len(arms) == 3 and len({frozenset(outcomes(d, "episode", "start_digest")) for d in arms.values()}) == 1
+    control = next(d for name, d in arms.items() if "=" not in name)
+    successes = [row[3] for row in outcomes(control)]
+    assert successes == [True, False], successes  # the unperturbed arm: one in time, one not
+
+    base = [sys.executable, "-m", "lerobench", "eval", "--suite", "aloha_transfer_cube", "--policy",
+            "aloha-expert-chunks", "--episodes", "2", *CHUNKS_MIXED, "--batch-size", "1", "--videos", "0"]
+    out = tmp_path / "cut"
+    proc = subprocess.Popen([*base, "--output", str(out)], env=subprocess_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_for_lines(out / "episodes.jsonl", 1, proc)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    resumed = subprocess.run([*base, "--output", str(out), "--resume"], env=subprocess_env(), capture_output=True,
+                             text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert outcomes(out) == outcomes(control)  # the control arm ran the same episodes uninterrupted

@@ -192,8 +192,9 @@ class AlohaBackend(BackendDefaults):
     """Distributions whose versions are the simulator fingerprint (``lerobench/envs/fingerprint.py``)."""
     camera_aliases = {"image": "top", "pixels": "top"}
     """gym-aloha's ``pixels/top``; LeRobot's ``observation.images.top`` finds ``top`` by name."""
-    experts = {"aloha-expert": "lerobench.policies.experts.aloha:make_aloha_expert"}
-    """The privileged scripted expert (both tasks; it reads ``privileged_state()``)."""
+    experts = {"aloha-expert": "lerobench.policies.experts.aloha:make_aloha_expert",
+               "aloha-expert-chunks": "lerobench.policies.experts.aloha:make_aloha_expert_chunks"}
+    """The privileged scripted expert (both tasks; it reads ``privileged_state()``) and its chunked form."""
 
     def check_installed(self) -> None:
         """Fail early with the install hint instead of inside a worker."""

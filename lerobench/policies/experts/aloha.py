@@ -101,11 +101,51 @@ class AlohaExpertPolicy:
         return np.stack([plan_action(int(step), row, task) for step, row, task in zip(steps, rows, tasks, strict=True)])
 
 
-def make_aloha_expert(context: PolicyContext) -> AlohaExpertPolicy:
-    """Factory; refuses a suite with a task it has no plan for before the run."""
+CHUNK, EXECUTED = 12, 8
+"""Targets per chunk of ``aloha-expert-chunks`` and those executed before the next call: room for a delay of 4."""
+
+
+class AlohaExpertChunks(AlohaExpertPolicy):
+    """``aloha-expert-chunks``: the expert's next ``CHUNK`` targets from one observation, for ``--delay-steps`` curves.
+
+    Why: a delay only matters to a policy that returns chunks, and the curve needs one that succeeds at d = 0
+    without weights. Target k of the chunk that call c returns is the expert's plan for step c * replan + k from
+    the state seen at call c (the waypoints follow the clock; the parts' poses are read once per chunk), executed
+    open loop and blind to the delay. Stateless like the expert: batch invariant.
+    """
+
+    observation_needs = ObservationNeeds(privileged=True, chunk_length=CHUNK, replan_steps=EXECUTED)
+
+    def __init__(self, replan_steps: int = EXECUTED):
+        self.replan_steps = replan_steps
+
+    def select_action(self, observation: PolicyBatch, task_descriptions: list[str]) -> np.ndarray:
+        """(B, CHUNK, 14) joint targets, float32."""
+        rows = np.asarray(observation["privileged"], dtype=np.float64)
+        calls = np.asarray(observation["call"], dtype=np.int64)
+        tasks = observation.get("task") or [TASK] * len(rows)
+        chunks = np.zeros((len(rows), CHUNK, 14), dtype=np.float32)
+        for i, (call, row, task) in enumerate(zip(calls.tolist(), rows, tasks, strict=True)):
+            chunks[i] = [plan_action(call * self.replan_steps + k, row, task) for k in range(CHUNK)]
+        return chunks
+
+
+def _check_tasks(context: PolicyContext, name: str) -> None:
+    """Refuse a suite with a task there is no plan for, before the run."""
     from lerobench.errors import ConfigError
 
     missing = [task.name for task in context.tasks if task.name not in TASKS]
     if missing:
-        raise ConfigError(f"policy 'aloha-expert' has no scripted plan for tasks {missing} (only {', '.join(TASKS)})")
+        raise ConfigError(f"policy {name!r} has no scripted plan for tasks {missing} (only {', '.join(TASKS)})")
+
+
+def make_aloha_expert(context: PolicyContext) -> AlohaExpertPolicy:
+    """Factory for ``--policy aloha-expert``."""
+    _check_tasks(context, "aloha-expert")
     return AlohaExpertPolicy()
+
+
+def make_aloha_expert_chunks(context: PolicyContext) -> AlohaExpertChunks:
+    """Factory for ``--policy aloha-expert-chunks`` (``--replan-steps`` sets how many of each chunk run)."""
+    _check_tasks(context, "aloha-expert-chunks")
+    return AlohaExpertChunks(context.replan_steps if context.replan_steps > 1 else EXECUTED)
