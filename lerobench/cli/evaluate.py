@@ -312,7 +312,8 @@ def evaluate(
         None, "--policy", "-p",
         help="random | zero | a benchmark's own (metaworld-expert, metaworld-expert-chunks, metaworld-expert-blend, "
              "metaworld-adaptive-reach, libero-expert, libero-expert-chunks, libero-expert-blend, pusht-expert, "
-             "pusht-expert-noisy, pusht-expert-chunks, aloha-expert; `lerobench show SUITE` lists a suite's) | "
+             "pusht-expert-noisy, pusht-expert-chunks, aloha-expert, aloha-expert-chunks; `lerobench show SUITE` "
+             "lists a suite's) | "
              "module.path:factory | ws://host:port | lerobot:<dir>. Default: the suite's default policy."),
     episodes: int | None = cli_option("episodes"),
     tasks: str | None = typer.Option(
