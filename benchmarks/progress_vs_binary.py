@@ -26,6 +26,7 @@ resample a finite pool of N real episode pairs: they measure the tests on these 
 simulator draws.
 
     python benchmarks/progress_vs_binary.py [--reps 200] [--only pusht,metaworld]
+    python benchmarks/progress_vs_binary.py --design-table   # the designed progress test's plans (no episodes)
 """
 
 from __future__ import annotations
@@ -168,12 +169,40 @@ def table(results: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def design_table() -> str:
+    """Designed progress test against the anytime-valid one at equal power, under the planning model (Beta A)."""
+    from lerobench.stats.paired_progress import simulate_stops
+    from lerobench.stats.progress_design import beta_values, design_progress_test, planning_differences
+
+    lines = ["| A's mean progress | effect | designed: expected at effect | no difference | 2x effect | max | power "
+             "| type-I (simulated) | anytime-valid, capped at equal power: expected (cap) |", "|" + "---|" * 9]
+    for mean in (0.5, 0.8):
+        for effect in (0.05, 0.1, 0.2):
+            a = beta_values(mean)
+            _, s = design_progress_test(a, effect)
+            d = planning_differences(a, effect, 2000, 4 * s["max_pairs"], 7)
+            pairs, b_better = simulate_stops(d, ALPHA)
+            at = np.sort(np.where(b_better, pairs, 10**9))
+            cap = int(at[int(np.ceil(0.8 * 2000)) - 1])
+            capped = float(np.mean(np.minimum(pairs, cap))) if cap < 10**9 else float("nan")
+            twice = s["expected_pairs_2effect"]
+            lines.append(f"| {mean:g} | +{effect:g} | {s['expected_pairs_effect']:.0f} | {s['expected_pairs_h0']:.0f} "
+                         f"| {'-' if twice is None else f'{twice:.0f}'} | {s['max_pairs']} | {100 * s['power']:.1f}% | "
+                         f"{s['type_i_simulated']:.4f} | {capped:.0f} ({cap}) |")
+            print(lines[-1], flush=True)
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=200)
     parser.add_argument("--only", default=None, help="comma-separated benchmarks of the pools file")
     parser.add_argument("--json", type=Path, default=None, help="also write every figure here")
+    parser.add_argument("--design-table", action="store_true", help="print the design table only")
     args = parser.parse_args()
+    if args.design_table:
+        design_table()
+        return
     pools = json.loads(POOLS.read_text())
     names = args.only.split(",") if args.only else list(pools)
     results = {}

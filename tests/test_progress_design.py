@@ -56,11 +56,11 @@ def test_the_interval_covers_and_excludes_zero_exactly_when_decided():
     rng = np.random.default_rng(5)
     design = pd.ProgressDesign(0.15, 4.0, 0.12, 0.2, 150, ALPHA)
     covered = 0
-    runs = 150
+    runs = 120
     for i in range(runs):
         true = (0.0, 0.1, 0.3)[i % 3]
         d = true + rng.uniform(-0.6, 0.6, 150)  # inside [-1, 1], mean exactly ``true``
-        stop = next((t for t in range(1, 151) if pd.decide(d[:t], design) is not None), 150)
+        stop = int(pd.stops(d[None, :], design)[0][0])
         verdict = pd.decide(d[:stop], design)
         low, high = pd.decision_interval(d[:stop], design)["mean_difference"]
         covered += low <= true <= high
@@ -102,8 +102,9 @@ def test_futility_is_named_on_mean_progress():
     """No difference: the design stops for futility and says it is about mean progress (compare's words too)."""
     design = pd.ProgressDesign(0.2, 4.0, 0.1, 0.2, 300, ALPHA)
     d = np.random.default_rng(2).normal(0, 0.2, 300).clip(-1, 1)
-    stop = next(t for t in range(1, 301) if pd.decide(d[:t], design) is not None)
-    assert pd.decide(d[:stop], design) == "B not better by 0.2" and stop < 300
+    stop = int(pd.stops(d[None, :], design)[0][0])
+    assert pd.decide(d[:stop - 1], design) is None and stop < 300
+    assert pd.decide(d[:stop], design) == "B not better by 0.2"
 
 
 def test_plan_prints_both_metrics():

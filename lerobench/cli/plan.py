@@ -93,7 +93,7 @@ def plan(
                   f"({seq['simulations']:,} simulated runs, {100 * seq['undecided']:.1f}% undecided)",
                   highlight=False, soft_wrap=True)
     console.print(designed_line(result["designed"]), highlight=False, soft_wrap=True)
-    if "progress" in result:
+    if "progress" in result and progress_base is not None and progress_diff is not None:
         p = result["progress"]
         console.print(f"on progress: A's mean progress {progress_base:g}, B's {progress_base + progress_diff:g} "
                       f"({p['run_a_model']} before run A exists; eval plans on run A's own values)",

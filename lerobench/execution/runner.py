@@ -274,7 +274,7 @@ class Evaluation:
         progress = recorded.progress()
         values = [progress[(task, i)] for task in tasks for i in range(episodes)]
         mean = sum(values) / len(values)
-        effect = self.s.effect
+        effect = float(self.s.effect or 0.0)  # set: _design calls this only with --effect
         if not 0 <= mean + effect <= 1 or (effect > 0 and mean >= 1) or (effect < 0 and mean <= 0):
             raise ConfigError(f"--metric progress --effect {effect:g}: run A's mean progress over the pairs to run "
                               f"is {mean:.3f}, so a mean of {mean + effect:.3f} for B is impossible")

@@ -41,7 +41,7 @@ CAP = 0.75
 
 CAPS = (0.75, 0.9)
 """Caps of the designed direction's bets tried: a pair at most +d multiplies the capital by 1 + cap d, so the cap
-bounds how fast a consistent difference decides (+0.25 a pair: 22 pairs at 3/4, 18 at 0.9); a pair at -1 keeps
+bounds how fast a consistent difference decides (+0.25 a pair: 22 pairs at 3/4, 19 at 0.9); a pair at -1 keeps
 1 - cap of it."""
 
 PRIOR_WEIGHTS = (2.0, 8.0, 32.0)
