@@ -24,6 +24,7 @@ from ci_skips import (  # noqa: E402,F401 - hooks: pytest registers them from th
     pytest_runtest_makereport,
     pytest_terminal_summary,
 )
+from file_order import pytest_runtest_logreport, pytest_sessionfinish, slowest_files_first  # noqa: E402,F401
 
 # -- real runs shared by the compare and report tests -----------------------------------------------------
 _MT10 = Path(__file__).resolve().parent.parent / "suites" / "metaworld_mt10.toml"
@@ -106,7 +107,9 @@ def golden_copy(tmp_path, monkeypatch):
 
 
 def pytest_collection_modifyitems(config, items):
-    """A test that uses ``real_runs`` drives the simulator (through the fixture): marked ``sim`` with the rest."""
+    """The slowest files first (tests/file_order.py); a test that uses ``real_runs`` drives the simulator (through
+    the fixture): marked ``sim`` with the rest."""
+    slowest_files_first(items)
     for item in items:
         if "real_runs" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.sim)

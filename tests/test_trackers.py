@@ -626,7 +626,7 @@ if __name__ == "__main__":
             loss.backward()
             optimizer.step()
         results = lerobench.evaluate(model, "smoke", episodes=2, log_to=["tensorboard", "mlflow", "trackio"],
-                                     log_step=k)
+                                     log_step=k, videos=0, max_steps=50)  # videos cost 20 s an evaluation here
         report.append({"step": k, "memory_mb": resident_mb(), "success_rate": results.success_rate,
                        "ci95": list(results.ci95), "tasks": {t.task: t.success_rate for t in results.tasks}})
     print(json.dumps(report))
