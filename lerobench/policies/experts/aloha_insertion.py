@@ -1,12 +1,12 @@
 """ALOHA insertion's scripted plan (gym-aloha 0.1.5, ``AlohaInsertion-v0``), after the ACT authors' InsertionPolicy.
 
-The left gripper grasps the blue socket (a square tube, 12 cm long) around its middle and the right gripper the red
-peg (12 cm, 2 cm square), each from above, pitched 60 degrees down and heading along its own arm, which lines each
-part up with the gripper that holds it; both lift towards the middle of the table, where each heading is along x.
-Unlike ACT's script (fixed waypoints, a peg pushed 5 cm past where it was planned to be), the right arm then places
-the peg by the parts' present poses: the gripper target is the one that puts the peg, as it sits in the fingers
-now, on the socket's present axis, first 7 cm outside the opening, then 1 cm past the pin's end. gym-aloha's top
-stage is the peg touching the pin inside the socket.
+The left gripper grasps the blue socket (a square tube, 12 cm long) around its middle from above, vertical, and the
+right gripper the red peg (12 cm, 2 cm square), pitched 60 degrees down; each heads along its own arm, which lines
+its part up with the fingers that hold it. Both lift towards the middle of the table, where each heading is along
+x. Unlike ACT's script (waypoints fixed from the parts' first poses, the two arms moving 5 cm towards each other at
+the end), the right arm then places the peg by the parts' present poses: the gripper target is the one that puts
+the peg, as it sits in the fingers now, on the socket's present axis, first with its end 5 cm outside the opening,
+then 1 cm past the pin's end. gym-aloha's top stage is the peg touching the pin inside the socket.
 """
 
 from __future__ import annotations
