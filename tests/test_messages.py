@@ -74,3 +74,21 @@ def test_a_policy_needing_an_extra_the_set_up_did_not_install_names_the_extra(tm
     text = done.stdout + done.stderr
     assert done.returncode != 0 and "No module named 'torch'" in text, text
     assert "pip install 'lerobench[torch]' installs it" in text and "Traceback" not in text, text
+
+
+def test_every_extra_a_message_names_exists_in_pyproject():
+    """An install hint that names an extra pyproject.toml does not define sends the user to a pip error."""
+    import re
+    from pathlib import Path
+
+    import tomllib
+
+    from lerobench.extras import EXTRAS
+
+    root = Path(__file__).resolve().parent.parent
+    defined = set(tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    named = {m.group(1): path.name for path in (root / "lerobench").rglob("*.py")
+             for m in re.finditer(r"lerobench\[([a-z_-]+)\]", path.read_text())}
+    assert set(EXTRAS.values()) <= defined
+    assert {extra: where for extra, where in named.items() if extra not in defined} == {}
+    assert len(named) >= 8  # the scan found the messages

@@ -179,22 +179,18 @@ def _from_factory(spec: str, context: PolicyContext) -> Any:
         raise PolicyError(f"policy {spec!r}: factory raised {type(exc).__name__}: {exc}{extra_hint(exc)}") from exc
 
 
-EXTRAS = {"torch": "torch", "h5py": "record", "matplotlib": "report", "ray": "ray", "websockets": "serve",
-          "msgpack": "serve", "metaworld": "metaworld", "libero": "libero", "gym_pusht": "pusht",
-          "gym_aloha": "aloha"}
-"""A missing top-level module and the lerobench extra that installs it (pyproject.toml)."""
-
-
 def extra_hint(exc: BaseException) -> str:
     """``"; pip install 'lerobench[torch]' installs it"`` when ``exc`` is a module an extra installs, else ``""``.
 
     Why: the README's set-up command installs the simulators only; a torch policy or ``--record`` then fails on a
     bare ``No module named 'torch'``.
     """
+    from lerobench.extras import extra_of, pip_install
+
     name = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
-    extra = EXTRAS.get((name or "").partition(".")[0])
+    extra = extra_of(name)
     if extra is not None:
-        return f"; pip install 'lerobench[{extra}]' installs it"
+        return f"; {pip_install(extra)} installs it"
     if (name or "").partition(".")[0] == "lerobot":
         return "; install LeRobot beside lerobench (docs/lerobot.md: the tested versions)"
     return ""

@@ -21,8 +21,9 @@ from typing import Any
 import numpy as np
 
 from lerobench.errors import MissingDependencyError
+from lerobench.extras import EXTRAS, pip_install
 
-SERVE_EXTRA_HINT = "remote policies need websockets and msgpack: pip install 'lerobench[serve]'"
+SERVE_EXTRA_HINT = f"remote policies need websockets and msgpack: {pip_install(EXTRAS['msgpack'])}"
 
 try:
     import msgpack
