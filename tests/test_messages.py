@@ -90,5 +90,5 @@ def test_every_extra_a_message_names_exists_in_pyproject():
     named = {m.group(1): path.name for path in (root / "lerobench").rglob("*.py")
              for m in re.finditer(r"lerobench\[([a-z_-]+)\]", path.read_text())}
     assert set(EXTRAS.values()) <= defined
-    assert {extra: where for extra, where in named.items() if extra not in defined} == {}
+    assert {extra: where for extra, where in named.items() if extra not in defined | {"extra"}}  # "lerobench[extra]": a docstring's placeholder == {}
     assert len(named) >= 8  # the scan found the messages
