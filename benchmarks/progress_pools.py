@@ -5,7 +5,7 @@ highest progress (``max_progress``; an error counts 0 for both, as the paired ru
 pools: the degraded variant (A) and the expert (B) on the same seeds, paired by (task, episode), and the expert
 again on other seeds (``--seed 1000``) for the null (the expert against itself).
 
-    MUJOCO_GL=egl python benchmarks/progress_pools.py pusht pusht_short metaworld aloha
+    MUJOCO_GL=egl python benchmarks/progress_pools.py pusht pusht_short pusht_30 pusht_20 metaworld aloha
 
 Writes ``benchmarks/data/progress_pools.json`` (merged with what is there). ``aloha`` uses the degraded ALOHA
 expert below (joint-target noise; gym-aloha's own ``--perturb action_noise`` clips to [-1, 1], which no ALOHA
@@ -38,6 +38,12 @@ BENCHMARKS: dict[str, dict[str, Any]] = {
     "pusht_short": {"suite": ["--suite", "pusht", "--max-steps", "50"], "episodes": 200,
                     "expert": ["--policy", "pusht-expert"], "degraded": ["--policy", "pusht-expert-noisy"],
                     "degraded_is": "pusht-expert-noisy, both cut at 50 steps (--max-steps 50: partial pushes)"},
+    "pusht_30": {"suite": ["--suite", "pusht", "--max-steps", "30"], "episodes": 200,
+                 "expert": ["--policy", "pusht-expert"], "degraded": ["--policy", "pusht-expert-noisy"],
+                 "degraded_is": "pusht-expert-noisy, both cut at 30 steps (success rare for both)"},
+    "pusht_20": {"suite": ["--suite", "pusht", "--max-steps", "20"], "episodes": 200,
+                 "expert": ["--policy", "pusht-expert"], "degraded": ["--policy", "pusht-expert-noisy"],
+                 "degraded_is": "pusht-expert-noisy, both cut at 20 steps (success very rare)"},
     "metaworld": {"suite": ["--suite", "metaworld_mt10"], "episodes": 30,
                   "expert": ["--policy", "metaworld-expert"],
                   "degraded": ["--policy", "metaworld-expert", "--perturb", "action_noise=1"],

@@ -25,7 +25,7 @@ A repetition that reaches the end of the pool undecided counts N pairs and is re
 resample a finite pool of N real episode pairs: they measure the tests on these episodes' distribution, not new
 simulator draws.
 
-    python benchmarks/progress_vs_binary.py [--reps 200] [--only pusht,metaworld]
+    python benchmarks/progress_vs_binary.py [--reps 1000] [--only pusht,metaworld]
     python benchmarks/progress_vs_binary.py --design-table   # the designed progress test's plans (no episodes)
 """
 
@@ -146,18 +146,21 @@ def table(results: dict[str, dict[str, Any]]) -> str:
     """The two markdown tables of docs/statistics.md: pairs with the effect, errors under the null."""
     tests = (("binary", "binary designed"), ("binary_anytime", "binary anytime-valid"),
              ("progress", "progress designed"), ("progress_anytime", "progress anytime-valid"))
-    head = "| benchmark (N pairs) | success A → B | progress A → B | " + " | ".join(
+    head = "| benchmark (N pairs) | success A → B | progress A → B | designed for (rate / progress) | " + " | ".join(
         f"{label}: mean / median pairs (B better)" for _, label in tests) + " | progress designed / binary designed |"
-    lines = [head, "|" + "---|" * (4 + len(tests))]
+    lines = [head, "|" + "---|" * (5 + len(tests))]
 
     def cell(r: dict[str, Any] | None) -> str:
         return "—" if r is None else f"{r['mean']:.1f} / {r['median']:.0f} ({100 * r['b_better']:.0f}%)"
 
     for name, r in results.items():
         e = r["effect"]
-        ratio = (f"{e['progress']['mean'] / e['binary']['mean']:.2f}" if "progress" in e and "binary" in e else "—")
+        ratio = (f"{e['progress']['mean'] / e['binary']['mean']:.3f}" if "progress" in e and "binary" in e else "—")
+        rate_for, progress_for = r.get("binary_effect_designed"), r["progress_design"].get("effect")
+        designed = (f"{'—' if rate_for is None else f'{rate_for:+.2f}'} / "
+                    f"{'—' if r['progress_design'].get('reason') else f'{progress_for:+.3f}'}")
         lines.append(f"| {name} ({r['n']}) | {100 * r['rate_a']:.1f}% → {100 * r['rate_b']:.1f}% | "
-                     f"{r['progress_a']:.3f} → {r['progress_b']:.3f} | "
+                     f"{r['progress_a']:.3f} → {r['progress_b']:.3f} | {designed} | "
                      + " | ".join(cell(e.get(key)) for key, _ in tests) + f" | {ratio} |")
     lines += ["", "| benchmark: null (expert vs expert, other seeds) | " + " | ".join(
         f"{label}: errors (mean pairs)" for _, label in tests) + " |", "|" + "---|" * (1 + len(tests))]
@@ -195,7 +198,7 @@ def design_table() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=200)
+    parser.add_argument("--reps", type=int, default=1000, help="orderings of each pool (docs: 1,000)")
     parser.add_argument("--only", default=None, help="comma-separated benchmarks of the pools file")
     parser.add_argument("--json", type=Path, default=None, help="also write every figure here")
     parser.add_argument("--design-table", action="store_true", help="print the design table only")
