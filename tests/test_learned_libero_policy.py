@@ -33,9 +33,9 @@ EPISODES = 3
 three and fails task 1's at STEPS (measured)."""
 PAIRS = 2
 """Episodes per arm of the robustness run (task 0, where the final checkpoint succeeds): one round at batch 2."""
-AB_CAP = 20
-"""The A/B's cap in pairs (run A's episodes): the design at --effect 0.5 would take up to 15 x 1.5; the cap lowers
-its ``max_pairs`` to 20 (at 10 no design reaches 80% power: refused)."""
+AB_CAP = 10
+"""The A/B's cap in pairs (run A's episodes): the design at --effect 0.8 would take up to 13; the cap lowers its
+``max_pairs`` to 10, where 6 discordant pairs still arrive with 97% power (at --effect 0.5 it needs 15: refused)."""
 
 
 @pytest.fixture(autouse=True)
@@ -126,22 +126,22 @@ def test_a_delay_and_a_libero_pro_family_drop_the_learned_policy_against_their_c
 
 
 def test_the_final_checkpoint_is_decided_better_than_the_early_one_in_fewer_pairs_than_fixed_n(tmp_path):
-    """The designed A/B (``--versus`` the early checkpoint's recorded run, ``--until decided --effect 0.5``) on
+    """The designed A/B (``--versus`` the early checkpoint's recorded run, ``--until decided --effect 0.8``) on
     task 0: the early checkpoint (100 updates) fails where the final one succeeds, and the test stops as soon as
     that is decided, before the pairs a fixed-n exact McNemar test needs at the same effect, alpha and power."""
     suite = _small_suite(tmp_path)
     common = ["--suite", str(suite), "--tasks", "0", "--episodes", str(AB_CAP)]
     _eval(tmp_path / "early", *common, "--policy", "examples.libero_bc.policy:early")
     results = _eval(tmp_path / "final", *common, "--policy", "examples.libero_bc.policy:final", "--versus",
-                    str(tmp_path / "early"), "--until", "decided", "--effect", "0.5")
+                    str(tmp_path / "early"), "--until", "decided", "--effect", "0.8")
     early, final = ({(e["task"], e["episode"]): e["success"] for e in _lines(tmp_path / name)}
                     for name in ("early", "final"))
     assert not all(early.values()) and any(final.values())  # both outcomes: the decision could have gone otherwise
     versus = results["stopping"]["versus"]
     assert versus["decision"] == "B better", versus
     # Run A solved none, so the design is all-or-nothing: one loss decides against B, and B is decided better
-    # after ceil(log2(1 / 0.025)) = 6 discordant pairs (6 pairs where B solves each), where fixed-n needs 15.
-    assert versus["design"]["fixed_n"] == 15 and versus["gained"] == 6 and versus["lost"] == 0
+    # after ceil(log2(1 / 0.025)) = 6 discordant pairs (6 pairs where B solves each), where fixed-n needs 9.
+    assert versus["design"]["fixed_n"] == 9 and versus["gained"] == 6 and versus["lost"] == 0
     assert versus["pairs"] < versus["design"]["fixed_n"]
     task = next(iter(final))[0]
     paired = [(task, i) for i in range(versus["pairs"])]  # the ledger counts run A's episodes in index order
