@@ -165,3 +165,13 @@ def test_pusht_designed_progress_decision_end_to_end(tmp_path):
     report = runner.invoke(app, ["report", str(tmp_path / "a"), str(tmp_path / "b"), "-o", str(tmp_path / "r.html")])
     html = (tmp_path / "r.html").read_text()
     assert report.exit_code == 0 and "on mean progress" in html and "descriptive only (not what was decided)" in html
+    import lerobench  # the same decision from Python, on the same pairs (the plan is seeded: the same design)
+
+    api = lerobench.evaluate(suite="pusht", policy="pusht-expert", versus=tmp_path / "a", until="decided",
+                             metric="progress", effect=0.25, max_steps=50, videos=0, output=None)
+    assert api.decision == "B better" and api.stopping["versus"]["pairs"] == v["pairs"]
+    assert api.stopping["versus"]["design"]["max_pairs"] == v["design"]["max_pairs"]
+    refused = run("--policy", "pusht-expert", "--versus", tmp_path / "a", "--until", "decided", "--metric", "progress",
+                  "--effect", "0.5", "--output", tmp_path / "c")
+    assert refused.exit_code == 2 and "is impossible" in refused.output, refused.output
+    assert not (tmp_path / "c" / "episodes.jsonl").exists()
