@@ -53,3 +53,10 @@ def pytest_sessionfinish(session) -> None:
     files = {name: round(seconds, 1) for name, seconds in sorted(_measured.items(), key=lambda kv: -kv[1])}
     Path(target).write_text(json.dumps({"note": "seconds per test file (tests/file_order.py)", "files": files},
                                        indent=1) + "\n")
+    terminal = session.config.pluginmanager.get_plugin("terminalreporter")
+    if terminal is not None:
+        terminal.ensure_newline()
+        total = sum(files.values())
+        terminal.write_line(f"test files by time ({total:.0f} s of tests in all; all of them in {target}):")
+        for name, seconds in list(files.items())[:20]:
+            terminal.write_line(f"  {seconds:7.1f} s  {name}")
