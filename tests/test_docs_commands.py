@@ -42,8 +42,9 @@ def test_ci_runs_the_readme_test_block_line_for_line_and_ends_with_it():
 def test_the_test_script_installs_lints_types_and_runs_every_test():
     script = (ROOT / "scripts" / "test.sh").read_text().splitlines()
     steps = [line for line in script if line and not line.startswith(("#", " ", "if", "fi", "set", "cd"))]
-    assert steps[-3:] == ["ruff check lerobench tests benchmarks examples", "mypy",
-                          'MUJOCO_GL=egl python -m pytest -q -n "${LEROBENCH_TEST_WORKERS:-3}" --durations=40 "$@"']
+    assert steps[-3:-1] == ["ruff check lerobench tests benchmarks examples", "mypy"]
+    assert steps[-1].startswith("LEROBENCH_RECORD_DURATIONS=")  # the pytest line, continued
+    assert script[-1] == '    MUJOCO_GL=egl python -m pytest -q -n "${LEROBENCH_TEST_WORKERS:-3}" --durations=40 "$@"'
     assert any(s.startswith("pip install -q -e \".[metaworld,libero,pusht,aloha,dev]\"") for s in steps)
 
 
