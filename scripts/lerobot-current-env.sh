@@ -17,12 +17,16 @@ set -euo pipefail
 target="${1:?usage: $0 TARGET_DIR}"
 python="${LEROBOT_PYTHON:-/root/.pyenv/versions/3.12.1/bin/python}"
 wheelhouse="${LEROBOT_WHEELHOUSE:-$HOME/.cache/lerobot-current-wheels}"
-requirements=("lerobot[diffusion,pusht]==0.6.1" "gym-pusht==0.1.8" "pymunk==6.11.1")
+# gym-aloha and its pins (pyproject's `aloha` extra) too: tests/test_aloha_act.py runs here, and installing them in
+# this background build keeps their download off the tests' path (scripts/test-lerobot-current.sh then finds them).
+requirements=("lerobot[diffusion,pusht]==0.6.1" "gym-pusht==0.1.8" "pymunk==6.11.1" "gym-aloha==0.1.5"
+              "dm-control==1.0.28" "mujoco==3.3.0")
 
 complete() {
   [ -x "$target/bin/python" ] && "$target/bin/python" - <<'PY' 2>/dev/null
 import importlib.metadata as m, sys
-want = {"lerobot": "0.6.1", "gym-pusht": "0.1.8", "pymunk": "6.11.1", "diffusers": None, "datasets": None}
+want = {"lerobot": "0.6.1", "gym-pusht": "0.1.8", "pymunk": "6.11.1", "gym-aloha": "0.1.5", "dm-control": "1.0.28",
+        "mujoco": "3.3.0", "diffusers": None, "datasets": None}
 try:
     sys.exit(0 if all(v is None or m.version(k) == v for k, v in want.items() if m.version(k)) else 1)
 except m.PackageNotFoundError:
@@ -31,7 +35,7 @@ PY
 }
 
 if complete; then
-  echo "lerobot 0.6.1 (diffusion, pusht) already in $target; skipping install"
+  echo "lerobot 0.6.1 (diffusion, pusht) and gym-aloha 0.1.5 already in $target; skipping install"
 else
   [ -x "$target/bin/python" ] || "$python" -m venv "$target"
   "$target/bin/python" -m pip install --upgrade pip
@@ -44,7 +48,8 @@ fi
 "$target/bin/python" - <<'PY'
 import importlib.metadata as m, sys
 print("python", sys.version.split()[0])
-for name in ("lerobot", "torch", "torchvision", "diffusers", "datasets", "gymnasium", "gym-pusht", "pymunk", "numpy",
+for name in ("lerobot", "torch", "torchvision", "diffusers", "datasets", "gymnasium", "gym-pusht", "pymunk", "gym-aloha",
+             "dm-control", "mujoco", "numpy",
              "opencv-python-headless"):
     try:
         print(name, m.version(name))
