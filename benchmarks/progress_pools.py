@@ -5,7 +5,7 @@ highest progress (``max_progress``; an error counts 0 for both, as the paired ru
 pools: the degraded variant (A) and the expert (B) on the same seeds, paired by (task, episode), and the expert
 again on other seeds (``--seed 1000``) for the null (the expert against itself).
 
-    MUJOCO_GL=egl python benchmarks/progress_pools.py pusht pusht_short pusht_30 pusht_20 metaworld aloha
+    MUJOCO_GL=egl python benchmarks/progress_pools.py pusht pusht_short pusht_30 pusht_20 metaworld aloha libero
 
 Writes ``benchmarks/data/progress_pools.json`` (merged with what is there). ``aloha`` uses the degraded ALOHA
 expert below (joint-target noise; gym-aloha's own ``--perturb action_noise`` clips to [-1, 1], which no ALOHA
@@ -48,6 +48,11 @@ BENCHMARKS: dict[str, dict[str, Any]] = {
                   "expert": ["--policy", "metaworld-expert"],
                   "degraded": ["--policy", "metaworld-expert", "--perturb", "action_noise=1"],
                   "degraded_is": "metaworld-expert under --perturb action_noise=1"},
+    "libero": {"suite": ["--suite", "libero_10", "--tasks", "2", "--replan-steps", "8"], "episodes": 40,
+               "expert": ["--policy", "libero-expert-chunks"],
+               "degraded": ["--policy", "libero-expert-chunks", "--delay-steps", "4"],
+               "degraded_is": "libero-expert-chunks (8 of 16 planned actions executed) with 4 steps of inference "
+                              "delay, on libero_10 task 2 (stove on and moka pot on it: progress 0, 1/2, 1)"},
     "aloha": {"suite": ["--suite", "aloha_transfer_cube"], "episodes": 100,
               "expert": ["--policy", "aloha-expert"],
               "degraded": ["--policy", "progress_pools:make_noisy_aloha_expert"],

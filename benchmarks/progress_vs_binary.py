@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -72,7 +73,9 @@ def measure(entry: dict[str, Any], reps: int, seed: int) -> dict[str, Any]:
     diff_rate, diff_progress = rate_b - rate_a, float((pb - pa).mean())
     out: dict[str, Any] = {"n": n, "degraded_is": entry["degraded_is"], "rate_a": rate_a, "rate_b": rate_b,
                            "progress_a": float(pa.mean()), "progress_b": float(pb.mean()),
-                           "effect_rate": round(diff_rate, 2), "effect_progress": round(diff_progress, 3),
+                           # rounded towards 0: an effect that reaches past 1 (B at 100%) is impossible to plan
+                           "effect_rate": math.trunc(diff_rate * 100) / 100,
+                           "effect_progress": math.trunc(diff_progress * 1000) / 1000,
                            "discordant": float(np.mean(sa != sb))}
     started = time.perf_counter()
     bin_design, bin_summary = None, {"reason": "no difference of rates"}
@@ -82,7 +85,7 @@ def measure(entry: dict[str, Any], reps: int, seed: int) -> dict[str, Any]:
         effect = round(float(effect - np.sign(effect) * 0.01), 2)
     out["binary_effect_designed"] = float(bin_summary["effect"]) if bin_design is not None else None
     share = (float(bin_summary["effect"]) / out["effect_rate"]) if bin_design is not None else 1.0
-    out["effect_progress_designed"] = round(out["effect_progress"] * share, 3)
+    out["effect_progress_designed"] = math.trunc(out["effect_progress"] * share * 1000) / 1000
     prog_design, prog_summary = (design_progress_test(pa, out["effect_progress_designed"], ALPHA, 0.8, n)
                                  if out["effect_progress_designed"] != 0 else (None, {"reason": "no difference"}))
     out["binary_design"] = {k: bin_summary.get(k) for k in ("effect", "max_pairs", "expected_pairs_effect", "power",
