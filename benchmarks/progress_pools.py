@@ -8,8 +8,8 @@ again on other seeds (``--seed 1000``) for the null (the expert against itself).
     MUJOCO_GL=egl python benchmarks/progress_pools.py pusht pusht_short pusht_30 pusht_20 metaworld aloha libero
 
 Writes ``benchmarks/data/progress_pools.json`` (merged with what is there). ``aloha`` uses the degraded ALOHA
-expert below (joint-target noise; gym-aloha's own ``--perturb action_noise`` clips to [-1, 1], which no ALOHA
-joint target survives).
+expert below (noise of a fixed std in radians on its joint targets, added by the policy; ``--perturb
+action_noise=σ`` would add σ half-widths of ALOHA's ±3.14 rad action bounds on the env's side).
 """
 
 from __future__ import annotations
