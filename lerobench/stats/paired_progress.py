@@ -34,11 +34,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-TRUNCATION = 0.75
-"""The bets' cap c: each bet at most c/m (above) or c/(1 - m) (below), so a factor never falls below 1 - c.
-
-The paper suggests 1/2 to 3/4; 3/4 decides a B better on every pair by +0.35 after 14 pairs (1/2: 24), and the
-type-I error is the same by construction (any cap below 1 keeps the capital a positive martingale)."""
+from lerobench.stats.betting import TRUNCATION, log_capitals, to_unit  # noqa: F401 - TRUNCATION: named in docs
 
 GRID = 2001
 """Candidate means m on [0, 1] for the confidence sequence (step 1/2000 on m, 1/1000 on delta)."""
@@ -46,44 +42,6 @@ GRID = 2001
 METHOD = ("anytime-valid: two one-sided betting e-processes (Waudby-Smith & Ramdas 2024, aGRAPA bets) on "
           "(d + 1) / 2, d = max_progress(B) - max_progress(A) per pair, each at alpha/2; the interval is every mean "
           "difference at which neither e-process ever reached 2/alpha")
-
-
-def _log_capitals(x: Any, m: Any) -> tuple[Any, Any]:
-    """Log capitals log K+_t(m) and log K-_t(m) after each pair: arrays (..., t) for values ``x`` (..., t).
-
-    ``m`` broadcasts against the leading axes (a column of candidates, or a scalar). The running mean and
-    variance before pair t include one pseudo-pair (mean 1/2, variance 1/4), so the first bet is 0 at m = 1/2.
-    """
-    import numpy as np
-
-    x = np.asarray(x, dtype=float)
-    m = np.asarray(m, dtype=float)
-    t = np.arange(1, x.shape[-1] + 1)
-    mean = (0.5 + np.cumsum(x, axis=-1)) / (t + 1)
-    var = (0.25 + np.cumsum((x - mean) ** 2, axis=-1)) / (t + 1)
-    before_mean = np.concatenate([np.full(x.shape[:-1] + (1,), 0.5), mean[..., :-1]], axis=-1)
-    before_var = np.concatenate([np.full(x.shape[:-1] + (1,), 0.25), var[..., :-1]], axis=-1)
-    gap = before_mean - m
-    raw = gap / (before_var + gap * gap)
-    with np.errstate(divide="ignore"):
-        up_cap = np.where(m > 0, TRUNCATION / np.maximum(m, 1e-300), np.inf)
-        down_cap = np.where(m < 1, TRUNCATION / np.maximum(1 - m, 1e-300), np.inf)
-    lam_up = np.clip(raw, 0, up_cap)
-    lam_down = np.clip(-raw, 0, down_cap)
-    with np.errstate(divide="ignore"):
-        up = np.cumsum(np.log1p(lam_up * (x - m)), axis=-1)
-        down = np.cumsum(np.log1p(-lam_down * (x - m)), axis=-1)
-    return up, down
-
-
-def to_unit(differences: Any) -> Any:
-    """Map a difference d in [-1, 1] to (d + 1) / 2 in [0, 1]; a value outside [-1, 1] is an error, never clipped."""
-    import numpy as np
-
-    d = np.asarray(differences, dtype=float)
-    if d.size and (not np.all(np.isfinite(d)) or d.min() < -1 - 1e-12 or d.max() > 1 + 1e-12):
-        raise ValueError(f"progress differences must lie in [-1, 1], got min {d.min()} and max {d.max()}")
-    return np.clip((d + 1) / 2, 0, 1)
 
 
 def evalues(differences: Any) -> tuple[Any, Any]:
@@ -94,7 +52,7 @@ def evalues(differences: Any) -> tuple[Any, Any]:
     """
     import numpy as np
 
-    up, down = _log_capitals(to_unit(differences), 0.5)
+    up, down = log_capitals(to_unit(differences), 0.5)
     with np.errstate(over="ignore"):
         return np.exp(up), np.exp(down)
 
@@ -134,7 +92,7 @@ def confidence_sequence(differences: Sequence[float], alpha: float = 0.05) -> tu
     threshold = math.log(2 / alpha)
 
     def kept(m: Any) -> Any:
-        up, down = _log_capitals(x[None, :], np.asarray(m, dtype=float).reshape(-1, 1))
+        up, down = log_capitals(x[None, :], np.asarray(m, dtype=float).reshape(-1, 1))
         return (up.max(axis=1) < threshold) & (down.max(axis=1) < threshold)
 
     grid = np.linspace(0, 1, GRID)

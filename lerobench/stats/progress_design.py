@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 CAP = 0.75
-"""The other direction's and the futility bets' cap: a factor never falls below 1/4 (``paired_progress.TRUNCATION``)."""
+"""The other direction's and the futility bets' cap: a factor never falls below 1/4 (``betting.TRUNCATION``)."""
 
 CAPS = (0.75, 0.9)
 """Caps of the designed direction's bets tried: a pair at most +d multiplies the capital by 1 + cap d, so the cap
@@ -120,7 +120,7 @@ def log_processes(d: Any, design: ProgressDesign) -> tuple[Any, Any, Any, Any]:
     """
     import numpy as np
 
-    from lerobench.stats.paired_progress import _log_capitals, to_unit
+    from lerobench.stats.betting import log_capitals, to_unit
 
     y = design.sign * np.asarray(d, dtype=float)
     e, w = abs(design.effect), design.prior_weight
@@ -132,7 +132,7 @@ def log_processes(d: Any, design: ProgressDesign) -> tuple[Any, Any, Any, Any]:
     second = (w * (design.variance + e * e) + s2) / (w + n)
     lam = np.clip(mean / np.maximum(second, 1e-12), 0, design.cap)
     better = np.cumsum(np.log1p(lam * y), axis=-1)
-    _, worse = _log_capitals(to_unit(y), 0.5)
+    _, worse = log_capitals(to_unit(y), 0.5)
     around = np.maximum(second - 2 * e * mean + e * e, 1e-12)  # running E[(y - e)^2]
     mu = np.clip((e - mean) / around, 0, CAP / (1 - e)) if design.futility > 0 else np.zeros_like(y)
     futile = np.cumsum(np.log1p(mu * (e - y)), axis=-1)
@@ -270,7 +270,7 @@ def decision_interval(differences: Any, design: ProgressDesign) -> dict[str, Any
     """
     import numpy as np
 
-    from lerobench.stats.paired_progress import _log_capitals, to_unit
+    from lerobench.stats.betting import log_capitals, to_unit
 
     d = np.asarray(differences, dtype=float)
     alpha, s = design.alpha, design.sign
@@ -286,7 +286,7 @@ def decision_interval(differences: Any, design: ProgressDesign) -> dict[str, Any
         bet = np.minimum(lam, design.cap / (1 + np.abs(delta)))  # the run's bets; capped where |delta| needs it
         with np.errstate(divide="ignore"):
             near = np.cumsum(np.log1p(bet * (y[None, :] - delta)), axis=1).max(axis=1)
-        _, far = _log_capitals(unit, (delta + 1) / 2)
+        _, far = log_capitals(unit, (delta + 1) / 2)
         return (near < level) & (far.max(axis=1) < level)
 
     grid = np.linspace(-1, 1, GRID)
