@@ -607,10 +607,10 @@ class LiberoBackend(BackendDefaults):
     """LeRobot's and LIBERO's own names for the two cameras (``image`` is the main one)."""
     experts = {
         "libero-expert": "lerobench.policies.experts.libero:make_libero_expert",
-        "libero-expert-chunks": "lerobench.policies.experts.libero:make_libero_expert_chunks",
-        "libero-expert-blend": "lerobench.policies.experts.libero:make_libero_expert_blend",
+        "libero-expert-chunks": "lerobench.policies.experts.libero_chunks:make_libero_expert_chunks",
+        "libero-expert-blend": "lerobench.policies.experts.libero_chunks:make_libero_expert_blend",
     }
-    """The privileged expert (``policies/experts/libero.py``) and its chunked forms."""
+    """The privileged expert (``policies/experts/libero.py``) and its chunked forms (``libero_chunks.py``)."""
     perturbations = ("obs_noise", "action_noise", "action_delay", "camera_shift", "light")
     """Every ``--perturb``: its simulator edits cameras and lights through ``mujoco_model()``."""
 

@@ -10,7 +10,7 @@ import numpy as np
 from lerobench.errors import ConfigError
 from lerobench.policies.base import ObservationNeeds, PolicyContext, PolicyTraits
 from lerobench.policies.batch import PolicyBatch
-from lerobench.policies.chunked import ExpertBlend, ExpertChunks
+from lerobench.policies.experts.metaworld_chunks import ExpertBlend, ExpertChunks
 
 
 class MetaWorldExpertPolicy:
@@ -53,7 +53,7 @@ def make_metaworld_expert(context: PolicyContext) -> MetaWorldExpertPolicy:
 
 
 def make_metaworld_expert_chunks(context: PolicyContext) -> ExpertChunks:
-    """Factory for ``--policy metaworld-expert-chunks``: the expert as 16-step chunks (``policies/chunked.py``)."""
+    """Factory for ``--policy metaworld-expert-chunks``: the expert as 16-step chunks (``metaworld_chunks.py``)."""
     return ExpertChunks(make_metaworld_expert(context))
 
 
