@@ -22,6 +22,6 @@ mypy
 # core busy on average (simulator start-up, one process at a time), so two side by side leave part of the second
 # core idle and three fill both (2026-11-27: 19.7 min at 2 workers against 30.8 at 1 on a busy 2-core box). Each
 # worker may hold LIBERO workers of ~2 GB: three fit in 24 GB (the suite passed at 3 under a load of 6, 2026-12-02).
-# Each test file's time goes to LEROBENCH_RECORD_DURATIONS (tests/file_order.py; the 20 slowest are printed).
+# Each test file's time goes to LEROBENCH_RECORD_DURATIONS (tests/file_times.py; the 20 slowest are printed).
 LEROBENCH_RECORD_DURATIONS="${LEROBENCH_RECORD_DURATIONS:-/tmp/lerobench-test-durations.json}" \
     MUJOCO_GL=egl python -m pytest -q -n "${LEROBENCH_TEST_WORKERS:-3}" --durations=40 "$@"

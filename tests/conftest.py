@@ -24,7 +24,7 @@ from ci_skips import (  # noqa: E402,F401 - hooks: pytest registers them from th
     pytest_runtest_makereport,
     pytest_terminal_summary,
 )
-from file_order import pytest_runtest_logreport, pytest_sessionfinish, slowest_files_first  # noqa: E402,F401
+from file_times import pytest_runtest_logreport, pytest_sessionfinish  # noqa: E402,F401 - per-file times
 
 # -- real runs shared by the compare and report tests -----------------------------------------------------
 _MT10 = Path(__file__).resolve().parent.parent / "suites" / "metaworld_mt10.toml"
@@ -107,9 +107,7 @@ def golden_copy(tmp_path, monkeypatch):
 
 
 def pytest_collection_modifyitems(config, items):
-    """The slowest files first (tests/file_order.py); a test that uses ``real_runs`` drives the simulator (through
-    the fixture): marked ``sim`` with the rest."""
-    slowest_files_first(items)
+    """A test that uses ``real_runs`` drives the simulator (through the fixture): marked ``sim`` with the rest."""
     for item in items:
         if "real_runs" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.sim)
