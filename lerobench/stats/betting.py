@@ -7,6 +7,7 @@ them without importing the test it is the designed variant of.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 TRUNCATION = 0.75
@@ -52,3 +53,32 @@ def to_unit(differences: Any) -> Any:
     if d.size and (not np.all(np.isfinite(d)) or d.min() < -1 - 1e-12 or d.max() > 1 + 1e-12):
         raise ValueError(f"progress differences must lie in [-1, 1], got min {d.min()} and max {d.max()}")
     return np.clip((d + 1) / 2, 0, 1)
+
+
+def kept_interval(kept: Callable[[Any], Any], low: float, high: float, points: int,
+                  bisections: int = 40) -> tuple[float, float] | None:
+    """The hull of the values in [low, high] that ``kept`` keeps (None: none kept), as both progress tests need it.
+
+    ``kept`` maps an array of candidates to a boolean array. The grid of ``points`` candidates finds the kept
+    hull; each end not at a bound is then refined by bisection between the last rejected and the first kept grid
+    point, reporting the kept side.
+    """
+    import numpy as np
+
+    grid = np.linspace(low, high, points)
+    idx = np.flatnonzero(kept(grid))
+    if not idx.size:
+        return None
+
+    def edge(rejected: float, keep: float) -> float:
+        for _ in range(bisections):
+            mid = (rejected + keep) / 2
+            if kept(mid)[0]:
+                keep = mid
+            else:
+                rejected = mid
+        return keep
+
+    first = low if idx[0] == 0 else edge(grid[idx[0] - 1], grid[idx[0]])
+    last = high if idx[-1] == points - 1 else edge(grid[idx[-1] + 1], grid[idx[-1]])
+    return first, last

@@ -34,7 +34,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from lerobench.stats.betting import TRUNCATION, log_capitals, to_unit  # noqa: F401 - TRUNCATION: named in docs
+from lerobench.stats.betting import TRUNCATION, kept_interval, log_capitals, to_unit  # noqa: F401 - TRUNCATION: named in docs
 
 GRID = 2001
 """Candidate means m on [0, 1] for the confidence sequence (step 1/2000 on m, 1/1000 on delta)."""
@@ -95,24 +95,11 @@ def confidence_sequence(differences: Sequence[float], alpha: float = 0.05) -> tu
         up, down = log_capitals(x[None, :], np.asarray(m, dtype=float).reshape(-1, 1))
         return (up.max(axis=1) < threshold) & (down.max(axis=1) < threshold)
 
-    grid = np.linspace(0, 1, GRID)
-    inside = kept(grid)
-    if not inside.any():  # never at the true mean (probability <= alpha): the mean alone
+    hull = kept_interval(kept, 0.0, 1.0, GRID)
+    if hull is None:  # never at the true mean (probability <= alpha): the mean alone
         mean = float(np.mean(differences))
         return (mean, mean)
-    idx = np.flatnonzero(inside)
-
-    def edge(rejected: float, keep: float) -> float:
-        for _ in range(40):
-            mid = (rejected + keep) / 2
-            if kept(mid)[0]:
-                keep = mid
-            else:
-                rejected = mid
-        return keep
-
-    low = 0.0 if idx[0] == 0 else edge(grid[idx[0] - 1], grid[idx[0]])
-    high = 1.0 if idx[-1] == GRID - 1 else edge(grid[idx[-1] + 1], grid[idx[-1]])
+    low, high = hull
     return (max(-1.0, math.floor((2 * low - 1) * 1e9) / 1e9), min(1.0, math.ceil((2 * high - 1) * 1e9) / 1e9))
 
 

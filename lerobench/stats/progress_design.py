@@ -270,7 +270,7 @@ def decision_interval(differences: Any, design: ProgressDesign) -> dict[str, Any
     """
     import numpy as np
 
-    from lerobench.stats.betting import log_capitals, to_unit
+    from lerobench.stats.betting import kept_interval, log_capitals, to_unit
 
     d = np.asarray(differences, dtype=float)
     alpha, s = design.alpha, design.sign
@@ -289,24 +289,9 @@ def decision_interval(differences: Any, design: ProgressDesign) -> dict[str, Any
         _, far = log_capitals(unit, (delta + 1) / 2)
         return (near < level) & (far.max(axis=1) < level)
 
-    grid = np.linspace(-1, 1, GRID)
-    inside = kept(grid)
-    if not inside.any():  # never at the true mean (probability <= alpha): the mean alone
-        low = high = float(y.mean())
-    else:
-        idx = np.flatnonzero(inside)
-
-        def edge(rejected: float, keep: float) -> float:
-            for _ in range(40):
-                mid = (rejected + keep) / 2
-                if kept(mid)[0]:
-                    keep = mid
-                else:
-                    rejected = mid
-            return keep
-
-        low = -1.0 if idx[0] == 0 else edge(grid[idx[0] - 1], grid[idx[0]])
-        high = 1.0 if idx[-1] == GRID - 1 else edge(grid[idx[-1] + 1], grid[idx[-1]])
+    hull = kept_interval(kept, -1.0, 1.0, GRID)
+    # never at the true mean (probability <= alpha): the mean alone
+    low, high = (float(y.mean()), float(y.mean())) if hull is None else hull
     lo_d, hi_d = (low, high) if s > 0 else (-high, -low)
     best = max(math.exp(float(better.max())), math.exp(float(worse.max())))
     return {"mean_difference": [max(-1.0, math.floor(lo_d * 1e9) / 1e9), min(1.0, math.ceil(hi_d * 1e9) / 1e9)],
