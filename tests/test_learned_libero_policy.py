@@ -51,6 +51,23 @@ def _small_suite(tmp_path: Path, image: int = 64, steps: int = STEPS) -> Path:
                               "max_steps = 280": f"max_steps = {steps}"})
 
 
+def _small_family_suites(folder: Path) -> Path:
+    """libero_object, its LIBERO-PRO swap family and the family's control, each as shipped but at the policy's
+    64x64 images (frames 16 times cheaper) and STEPS: the base's file, which ``robustness --base`` finds the two
+    others beside."""
+    folder.mkdir()
+    shipped = TESTS.parent / "suites"
+    for source in (shipped / "libero_object.toml", shipped / "libero_pro" / "libero_object_swap.toml",
+                   shipped / "libero_pro" / "libero_object_swap_control.toml"):
+        text = source.read_text()
+        changes = {"image_size = [256, 256]": "image_size = [64, 64]", "max_steps = 280": f"max_steps = {STEPS}"}
+        for old, new in changes.items():
+            assert text.count(old) == 1, f"{source} no longer holds {old!r} once: update this copy"
+            text = text.replace(old, new)
+        (folder / source.name).write_text(text)
+    return folder / "libero_object.toml"
+
+
 def _lines(out: Path) -> list[dict]:
     return [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
 
@@ -99,7 +116,8 @@ def test_a_delay_and_a_libero_pro_family_drop_the_learned_policy_against_their_c
 
     task = "pick_up_the_alphabet_soup_and_place_it_in_the_basket"
     out = tmp_path / "rob"
-    result = runner.invoke(app, ["robustness", "--base", "libero_object", "--tasks", task, "--families",
+    base = _small_family_suites(tmp_path / "suites")
+    result = runner.invoke(app, ["robustness", "--base", str(base), "--tasks", task, "--families",
                                  "swap,delay_steps=4", "--policy", "examples.libero_bc.policy:final", "--episodes",
                                  str(PAIRS), "--max-steps", str(STEPS), "--videos", "0", "--output", str(out)])
     assert result.exit_code == 0, result.output
@@ -111,6 +129,9 @@ def test_a_delay_and_a_libero_pro_family_drop_the_learned_policy_against_their_c
         return [e["success"] for e in sorted(_lines(Path(run)), key=lambda e: e["episode"])]
 
     for family, row in families.items():
+        for run in (row["control_run"], row["perturbed_run"]):  # the suites beside the base, not the shipped ones
+            config = json.loads((Path(run) / "results.json").read_text())["config"]
+            assert config["protocol_settings"]["image_size"] == [64, 64], (run, config["protocol_settings"])
         control, perturbed = outcomes(row["control_run"]), outcomes(row["perturbed_run"])
         assert len(control) == len(perturbed) == PAIRS
         assert any(control) and not all(perturbed), (family, control, perturbed)  # both outcomes in the family

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -183,3 +184,23 @@ def test_unpaired_family_uses_the_exact_unconditional_test(tmp_path):
     expected = boschloo_exact([[10, 2], [3, 9]], alternative="two-sided").pvalue
     assert block["p_value"] == pytest.approx(expected, rel=1e-6)
     assert block["tasks"][0]["drop"] == pytest.approx(7 / 12)
+
+
+def test_a_base_toml_finds_its_family_suites_beside_it_before_the_shipped_ones(tmp_path):
+    """``robustness --base DIR/libero_object.toml``: ``DIR/libero_object_swap.toml`` is the family's suite; a name
+    with no file beside the base is the shipped one; a file whose ``name`` is not its file name is refused."""
+    from lerobench.errors import ConfigError
+    from lerobench.suite.registry import load_suite, suite_loader_beside
+
+    shipped = Path(__file__).resolve().parent.parent / "suites"
+    (tmp_path / "libero_object.toml").write_text((shipped / "libero_object.toml").read_text())
+    swap = (shipped / "libero_pro" / "libero_object_swap.toml").read_text()
+    (tmp_path / "libero_object_swap.toml").write_text(swap.replace("image_size = [256, 256]", "image_size = [64, 64]"))
+    load = suite_loader_beside(str(tmp_path / "libero_object.toml"))
+    assert load("libero_object_swap").protocol().image_size == (64, 64)
+    assert load_suite("libero_object_swap").protocol().image_size == (256, 256)
+    assert load("libero_object_swap_control").protocol().image_size == (256, 256)  # none beside: the shipped one
+    assert suite_loader_beside("libero_object")("libero_object_swap").protocol().image_size == (256, 256)
+    (tmp_path / "libero_object_lan.toml").write_text(swap)  # its name says libero_object_swap
+    with pytest.raises(ConfigError, match="must equal the file name 'libero_object_lan'"):
+        load("libero_object_lan")

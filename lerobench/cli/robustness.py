@@ -91,7 +91,8 @@ def _print_delay_curve(data: dict[str, Any]) -> None:
 
 @app.command("robustness", short_help="Success drop under perturbations, against matched control arms.")
 def robustness(
-    base: str = typer.Option(..., "--base", help="The unperturbed suite (e.g. libero_spatial, metaworld_mt10)."),
+    base: str = typer.Option(..., "--base", help="The unperturbed suite (e.g. libero_spatial, metaworld_mt10) or a"
+                                " TOML file (its families' <name>_<family>.toml beside it come first)."),
     families: str = typer.Option(
         ..., "--families",
         help="Comma-separated: LIBERO-PRO families (lan, object, swap, task, with_mug, ...: suite <base>_<family>) "
@@ -117,13 +118,14 @@ def robustness(
     from lerobench.core.results import RESULTS_FILE
     from lerobench.core.shards import shard_units
     from lerobench.execution.runner import Evaluation, RunSettings
-    from lerobench.suite.registry import load_suite
+    from lerobench.suite.registry import load_suite, suite_loader_beside
 
     with interrupts_keep_results("run the same command to resume"):
         try:
             full = load_suite(base)
             narrowed = full.select_tasks(task_names(tasks))
-            planned = plan_families(narrowed, full, [f for f in families.split(",") if f.strip()], output, load_suite)
+            planned = plan_families(narrowed, full, [f for f in families.split(",") if f.strip()], output,
+                                    suite_loader_beside(base))
             from lerobench.policies.loading import absolute_spec
 
             chosen = absolute_spec(full.chosen_policy(policy))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -77,6 +78,34 @@ def load_suite(name_or_path: str) -> Suite:
         raise close
     error = unknown("suite", name_or_path, main_suite_names(), limit=50)
     raise type(error)(f"{error} Suite families: lerobench list --family libero-pro.")
+
+
+def suite_loader_beside(name_or_path: str) -> Callable[[str], Suite]:
+    """``load_suite`` for the suites named after a base suite: beside a base TOML file first, then shipped.
+
+    Where ``name_or_path`` is a TOML file, a ``<name>.toml`` in its folder comes first (``robustness --base
+    my/libero_object.toml`` finds ``my/libero_object_swap.toml`` and its ``_control``: families edited as the
+    base was, e.g. to a policy's image size); other names are the shipped suites.
+
+    Raises:
+        ConfigError: A file beside the base whose ``name`` differs from its file name (which one is meant?).
+    """
+    from lerobench.suite.config import load_suite_file
+
+    path = Path(name_or_path)
+    folder = path.parent if path.suffix == ".toml" and path.is_file() else None
+
+    def load(name: str) -> Suite:
+        beside = folder / f"{name}.toml" if folder is not None else None
+        if beside is None or not beside.is_file():
+            return load_suite(name)
+        suite = load_suite_file(beside)
+        if suite.name != name:
+            raise ConfigError(f"{beside}: field 'name': must equal the file name {name!r} (a suite beside "
+                              f"{path.name} is found by its file name)")
+        return suite
+
+    return load
 
 
 def list_suites(family: str | None = None) -> list[Suite]:
