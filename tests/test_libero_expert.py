@@ -100,19 +100,20 @@ def _seen(out: Path) -> list[tuple]:
 
 @pytest.mark.sim
 @pytest.mark.slow
-def test_expert_episodes_succeed_and_fail_the_same_at_any_batch_size_and_executor(tmp_path):
+def test_expert_episodes_succeed_and_fail_the_same_at_any_batch_size_and_executor_and_videos_say_which(tmp_path):
     """A short step limit splits the expert's episodes into successes and failures (a check that cannot fail on
-    all-failure runs would prove nothing); batch 1, batch 3 and worker processes give the same episodes, down to
-    the digests of the privileged state the policy read."""
+    all-failure runs would prove nothing); batch 1, batch 3 (recording every episode's video) and worker processes
+    give the same episodes, down to the digests of the privileged state the policy read. Every video's file name
+    says success or failure as its line in episodes.jsonl does."""
     pytest.importorskip("libero.libero")
     suite = _mixed_suite(tmp_path, steps=83)  # its episodes 0-3 need 85, 78, 81, 84 steps: fail, 2 succeed, fail
-    runs = {"b1": ["--batch-size", "1"], "b3": ["--batch-size", "3"],
-            "processes": ["--executor", "processes", "--workers", "2"]}
+    runs = {"b1": ["--batch-size", "1", "--videos", "0"],
+            "b3": ["--batch-size", "3", "--videos", "4", "--video-size", "64"],
+            "processes": ["--executor", "processes", "--workers", "2", "--videos", "0"]}
     reference = None
     for name, args in runs.items():
         out = tmp_path / name
-        result = runner.invoke(app, ["eval", "--suite", str(suite), "--episodes", "4", "--videos", "0",
-                                     "--output", str(out), *args])
+        result = runner.invoke(app, ["eval", "--suite", str(suite), "--episodes", "4", "--output", str(out), *args])
         assert result.exit_code == 0, result.output
         results = json.loads((out / "results.json").read_text())
         assert results["policy"] == "libero-expert"  # the suite's default
@@ -123,6 +124,12 @@ def test_expert_episodes_succeed_and_fail_the_same_at_any_batch_size_and_executo
         assert seen == reference, name
     outcomes = [s[2] for s in reference]
     assert any(outcomes) and not all(outcomes), outcomes
+    lines = [json.loads(x) for x in (tmp_path / "b3" / "episodes.jsonl").read_text().splitlines()]
+    assert len(lines) == 4
+    for e in lines:
+        name = Path(e["video"]).name
+        assert name == f"episode_{e['episode']}_{'success' if e['success'] else 'failure'}.mp4", (name, e)
+        assert (tmp_path / "b3" / e["video"]).is_file() or Path(e["video"]).is_file()
 
 
 @pytest.mark.sim
@@ -151,25 +158,6 @@ def test_each_kind_of_goal_is_solved_at_the_protocol_limit(tmp_path, suite, task
     (episode,) = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
     assert episode["success"] and episode["error"] is None, episode
     assert "privileged expert" in " ".join(result.output.split())
-
-
-@pytest.mark.sim
-@pytest.mark.slow
-def test_videos_are_named_by_each_episodes_own_outcome(tmp_path):
-    """Mixed outcomes (the step limit above): every recorded episode's file says success or failure as its line
-    in episodes.jsonl does, so a wrong name cannot hide behind runs where every episode fails."""
-    pytest.importorskip("libero.libero")
-    suite = _mixed_suite(tmp_path, steps=83)
-    out = tmp_path / "run"
-    result = runner.invoke(app, ["eval", "--suite", str(suite), "--episodes", "4", "--videos", "4",
-                                 "--video-size", "64", "--output", str(out)])
-    assert result.exit_code == 0, result.output
-    lines = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
-    assert {e["success"] for e in lines} == {True, False}, [e["steps"] for e in lines]
-    for e in lines:
-        name = Path(e["video"]).name
-        assert name == f"episode_{e['episode']}_{'success' if e['success'] else 'failure'}.mp4", (name, e)
-        assert (out / e["video"]).is_file() or Path(e["video"]).is_file()
 
 
 def test_the_expert_is_refused_by_serve_which_cannot_send_the_simulators_state():
