@@ -23,7 +23,6 @@ import importlib
 import importlib.util
 import sys
 import threading
-import types
 import warnings
 from typing import Any
 
@@ -85,43 +84,11 @@ def import_lerobot(policy_type: str | None = None) -> dict[str, Any]:
             raise MissingDependencyError(f"--policy lerobot: needs torch and lerobot; {INSTALL_HINT}") from exc
         import_torchvision()
         try:
-            _import_schedulers_without_diffusers()
             found = _one_type(policy_type) if policy_type else None
             return found if found is not None else _factory()
         except ImportError as exc:
             raise MissingDependencyError(
                 f"--policy lerobot: cannot import lerobot ({exc}); {INSTALL_HINT}") from exc
-
-
-def _get_scheduler(*args: Any, **kwargs: Any) -> Any:
-    """Diffusers' ``get_scheduler``, imported at its first call (``_import_schedulers_without_diffusers``)."""
-    from diffusers.optimization import get_scheduler
-
-    return get_scheduler(*args, **kwargs)
-
-
-def _import_schedulers_without_diffusers() -> None:
-    """Import ``lerobot.optim.schedulers`` with diffusers' ``get_scheduler`` bound lazily.
-
-    LeRobot 0.5+ imports ``diffusers.optimization`` there whenever diffusers is installed (LeRobot's core imports
-    the module through ``lerobot.configs.policies``): 0.8 s and ~105 MB of PSS for a training-time scheduler an
-    evaluation never builds (measured with LeRobot 0.6.1, Python 3.12). For that one import a stand-in module
-    answers ``from diffusers.optimization import get_scheduler`` with ``_get_scheduler``, which imports the real
-    one when called; the stand-in leaves ``sys.modules`` right after, so any later import of diffusers (a diffusion
-    policy's noise schedulers, a user's training loop) gets the real package. LeRobot 0.4.4 imports it lazily
-    already: there, and wherever diffusers is absent or already imported, this changes nothing.
-    """
-    if ("lerobot.optim.schedulers" in sys.modules or "diffusers.optimization" in sys.modules
-            or importlib.util.find_spec("lerobot") is None or importlib.util.find_spec("diffusers") is None):
-        return
-    stand_in = types.ModuleType("diffusers.optimization", "lerobench: diffusers' get_scheduler, imported lazily")
-    stand_in.get_scheduler = _get_scheduler  # type: ignore[attr-defined]
-    sys.modules["diffusers.optimization"] = stand_in
-    try:
-        importlib.import_module("lerobot.optim.schedulers")
-    finally:
-        if sys.modules.get("diffusers.optimization") is stand_in:
-            del sys.modules["diffusers.optimization"]
 
 
 def _factory() -> dict[str, Any]:
