@@ -122,32 +122,3 @@ def strict_mkl_default() -> None:
 
     environment.set_default(environment.MKL_CBWR, MKL_CBWR)
 
-
-
-MMAP_THRESHOLD_BYTES = 1 << 20
-"""glibc serves allocations from this size up from mappings of their own (``mallopt(M_MMAP_THRESHOLD)``)."""
-_M_MMAP_THRESHOLD = -3  # glibc's malloc.h
-
-
-def release_large_blocks() -> bool:
-    """Have glibc map allocations of 1 MiB and more on their own, so that freeing one returns it to the system.
-
-    Why: glibc's default threshold rises to the largest block freed so far (up to 32 MiB). After a policy's
-    first call, its 480x640 image tensors and activations (7 MB a batch of two) come from the heap, and what the
-    call frees stays resident: ALOHA's ACT run peaked ~100 MB higher in the driver (1.45-1.50 GB against
-    1.37-1.38 GB for the whole run, docs/scaling.md). A mapping costs page faults (~2 ms for 7 MB) at each use,
-    small beside the call. Called by the ``lerobench`` command for its own process, never on import or by
-    ``lerobench.evaluate``; a user's ``MALLOC_MMAP_THRESHOLD_`` wins. Returns whether it applied (glibc only).
-    """
-    import os
-
-    if os.environ.get("MALLOC_MMAP_THRESHOLD_"):
-        return False
-    try:
-        import ctypes
-        import ctypes.util
-
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return bool(libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES))
-    except (OSError, AttributeError):  # not glibc (musl, macOS): its allocator as it is
-        return False
