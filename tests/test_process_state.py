@@ -81,3 +81,50 @@ def test_a_training_loop_computes_the_same_bits_after_evaluate(tmp_path):
     assert seen["same"] == {"bits": True, "mkl": True, "threads": True, "env": True}, seen  # "changed" names any
     assert seen["n"] == 2
     assert seen["mode"] == 1 and seen["numerics"] == "default"  # MKL left as the caller had it, and recorded so
+
+
+TURNS = """
+import sys, threading
+import numpy as np
+from lerobench.system import bounded_malloc_arenas
+
+def resident() -> int:
+    return int(open("/proc/self/statm").read().split()[1]) * 4096
+
+applied = bounded_malloc_arenas(2) if sys.argv[1] == "on" else False
+turns = [threading.Event() for _ in range(5)]
+kept = []
+
+def work(i):
+    np.ones(16, np.uint8)  # the thread's first allocation picks its arena, while all four threads are alive
+    turns[i].wait()
+    blocks = [np.ones(64 << 10, np.uint8) for _ in range(128)]  # 8 MB in 64 KB blocks (from the arena's heap)
+    kept.append(np.ones(1024, np.uint8))  # still in use above them: the arena cannot shrink
+    del blocks
+    turns[i + 1].set()
+
+before = resident()
+threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+for t in threads:
+    t.start()
+turns[0].set()
+for t in threads:
+    t.join()
+print(applied, (resident() - before) >> 20)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc")
+def test_threads_sharing_malloc_arenas_reuse_what_each_other_freed():
+    """``bounded_malloc_arenas`` (the ``lerobench`` command's, before any thread): four long-lived threads taking
+    turns with 8 MB each keep 32 MB resident in arenas of their own (glibc's default), one turn's worth in two
+    shared ones: what the command's call threads keep of a policy call's activations."""
+    kept = {}
+    for mode in ("off", "on"):
+        done = subprocess.run([sys.executable, "-c", TURNS, mode], capture_output=True, text=True, timeout=60,
+                              env={k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")})
+        assert done.returncode == 0, done.stderr
+        applied, megabytes = done.stdout.split()
+        assert applied == str(mode == "on"), done.stdout
+        kept[mode] = int(megabytes)
+    assert kept["off"] >= 30 and kept["on"] <= 17, kept

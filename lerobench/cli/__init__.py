@@ -22,7 +22,8 @@ __all__ = ["EXIT_INCOMPLETE_MERGE", "EXIT_INTERRUPTED", "EXIT_TERMINATED", "EXIT
 
 def main() -> None:
     """Console-script entry point: the command's own process, so it may ask MKL for its strict mode first."""
-    from lerobench.system import strict_mkl_default
+    from lerobench.system import bounded_malloc_arenas, strict_mkl_default
 
     strict_mkl_default()  # before any MKL call: a CPU call's threads may then follow the cores (policies/kernels.py)
+    bounded_malloc_arenas()  # before any thread: threads share what they free (system.py)
     app()  # usage errors and the bare command: OneLineErrorsGroup
