@@ -17,19 +17,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+from seed_ranges import parse_seeds
 
 TASKS = ("AlohaTransferCube-v0", "AlohaInsertion-v0")
-
-
-def parse_seeds(text: str) -> list[int]:
-    seeds: list[int] = []
-    for part in text.split(","):
-        if "-" in part:
-            lo, hi = part.split("-")
-            seeds.extend(range(int(lo), int(hi) + 1))
-        elif part:
-            seeds.append(int(part))
-    return seeds
 
 
 def make_env(task: str, max_steps: int):

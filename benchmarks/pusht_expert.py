@@ -15,21 +15,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+from seed_ranges import parse_seeds
 
 from lerobench.envs.base import PRIVILEGED_DIM
 from lerobench.envs.pusht import privileged_state
 from lerobench.policies.experts.pusht import PushTExpertPolicy
-
-
-def parse_seeds(text: str) -> list[int]:
-    seeds: list[int] = []
-    for part in text.split(","):
-        if "-" in part:
-            lo, hi = part.split("-")
-            seeds.extend(range(int(lo), int(hi) + 1))
-        elif part:
-            seeds.append(int(part))
-    return seeds
 
 
 def privileged_row(env) -> np.ndarray:

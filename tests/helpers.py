@@ -58,6 +58,20 @@ def wait_for_lines(path, n, proc, limit=120):
     raise AssertionError("no progress")
 
 
+def kill_after_lines(command, path, n, env=None, limit=120):
+    """Start ``command`` in a session of its own, ``kill -9`` the whole session once ``path`` has ``n`` lines."""
+    import signal
+    import subprocess
+
+    proc = subprocess.Popen(command, env=env or subprocess_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_for_lines(path, n, proc, limit)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 def session_processes(sid):
     found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):

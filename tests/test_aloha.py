@@ -3,8 +3,6 @@ the first camera that is not square) in observations and videos, the staged rewa
 when read, resets that forget."""
 
 import json
-import os
-import signal
 import subprocess
 import sys
 from dataclasses import replace
@@ -12,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import subprocess_env, wait_for_lines
+from helpers import kill_after_lines, subprocess_env
 from typer.testing import CliRunner
 
 from lerobench.cli import app
@@ -258,13 +256,7 @@ def test_robustness_with_a_delay_then_a_run_killed_mid_way_resumes_to_the_same_e
     base = [sys.executable, "-m", "lerobench", "eval", "--suite", "aloha_transfer_cube", "--policy",
             "aloha-expert-chunks", "--episodes", "2", *CHUNKS_MIXED, "--batch-size", "1", "--videos", "0"]
     out = tmp_path / "cut"
-    proc = subprocess.Popen([*base, "--output", str(out)], env=subprocess_env(), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        wait_for_lines(out / "episodes.jsonl", 1, proc)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    kill_after_lines([*base, "--output", str(out)], out / "episodes.jsonl", 1)
     resumed = subprocess.run([*base, "--output", str(out), "--resume"], env=subprocess_env(), capture_output=True,
                              text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr

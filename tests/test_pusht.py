@@ -2,8 +2,6 @@
 both succeed and fail (the expert at a short step limit: its episodes take 48-94 steps)."""
 
 import json
-import os
-import signal
 import subprocess
 import sys
 from dataclasses import replace
@@ -11,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import subprocess_env, wait_for_lines
+from helpers import kill_after_lines, subprocess_env
 from typer.testing import CliRunner
 
 from lerobench.cli import app
@@ -180,13 +178,7 @@ def test_a_run_killed_mid_way_resumes_to_the_uninterrupted_episodes(tmp_path, mi
                            text=True, timeout=300)
     assert whole.returncode == 0, whole.stderr
     out = tmp_path / "cut"
-    proc = subprocess.Popen([*base, "--output", str(out)], env=subprocess_env(), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        wait_for_lines(out / "episodes.jsonl", 2, proc)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    kill_after_lines([*base, "--output", str(out)], out / "episodes.jsonl", 2)
     resumed = subprocess.run([*base, "--output", str(out), "--resume"], env=subprocess_env(), capture_output=True,
                              text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr

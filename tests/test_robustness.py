@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import crash_suite, session_processes, subprocess_env, wait_for_lines
+from helpers import crash_suite, kill_after_lines, session_processes, subprocess_env, wait_for_lines
 from typer.testing import CliRunner
 
 from lerobench.cli import app
@@ -64,11 +64,7 @@ def _aggregates(out):
 def test_kill_and_resume_equals_uninterrupted_run(tmp_path):
     full, cut = tmp_path / "full", tmp_path / "cut"
     assert subprocess.run(_cmd(full), env=subprocess_env(), capture_output=True).returncode == 0
-    proc = subprocess.Popen(_cmd(cut), env=subprocess_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-    wait_for_lines(cut / "episodes.jsonl", 3, proc)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    kill_after_lines(_cmd(cut), cut / "episodes.jsonl", 3)
     with open(cut / "episodes.jsonl", "a") as f:
         f.write('{"task": "button-press-v3", "epis')  # a line cut off mid-write by the kill
     partial = episodes_before = len((cut / "episodes.jsonl").read_text().splitlines()) - 1

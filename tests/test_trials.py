@@ -305,12 +305,11 @@ def test_per_trial_results_identical_at_batch_1_and_2(tmp_path):
 @pytest.mark.slow
 def test_kill_and_resume_reruns_half_episodes_from_trial_0_and_equals_an_uninterrupted_run(tmp_path):
     pytest.importorskip("metaworld")
-    import signal
     import subprocess
     import sys
 
+    from helpers import kill_after_lines
     from helpers import subprocess_env as _env
-    from helpers import wait_for_lines as _wait_for_lines
 
     def cmd(out, *extra):
         return [sys.executable, "-m", "lerobench", "eval", "--suite", "metaworld_ml1_reach", "--policy",
@@ -319,11 +318,7 @@ def test_kill_and_resume_reruns_half_episodes_from_trial_0_and_equals_an_uninter
 
     full, cut = tmp_path / "full", tmp_path / "cut"
     assert subprocess.run(cmd(full), env=_env(), capture_output=True).returncode == 0
-    proc = subprocess.Popen(cmd(cut), env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-    _wait_for_lines(cut / "episodes.jsonl", 3, proc)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    kill_after_lines(cmd(cut), cut / "episodes.jsonl", 3)
     lines = (cut / "episodes.jsonl").read_text().splitlines()
     done = {json.loads(line)["episode"] for line in lines}
     # each trial is its own line, flushed as it comes: a kill can land between an episode's trials (resume reruns it)
