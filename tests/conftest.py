@@ -78,6 +78,22 @@ def libero_demos(tmp_path_factory):
     return out, lines
 
 
+@pytest.fixture(scope="session")
+def pusht_noisy_run(tmp_path_factory):
+    """Run A of the progress A/B tests: ``pusht-expert-noisy``, 40 episodes of 50 steps on the real gym-pusht
+    (partial progress, few successes). Shared: a test that edits its files edits a copy."""
+    pytest.importorskip("gym_pusht")
+    from typer.testing import CliRunner
+
+    from lerobench.cli import app
+
+    out = tmp_path_factory.mktemp("pusht_noisy") / "a"
+    result = CliRunner().invoke(app, ["eval", "--suite", "pusht", "--videos", "0", "--max-steps", "50", "--policy",
+                                      "pusht-expert-noisy", "--episodes", "40", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    return out
+
+
 @pytest.fixture
 def published_rendering(monkeypatch):
     """Runs in this test render as the suites publish (no ``LEROBENCH_RENDER_QUALITY=draft`` from this file)."""

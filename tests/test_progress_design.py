@@ -128,7 +128,7 @@ def test_plan_prints_both_metrics():
 
 
 @pytest.mark.sim
-def test_pusht_designed_progress_decision_end_to_end(tmp_path):
+def test_pusht_designed_progress_decision_end_to_end(tmp_path, pusht_noisy_run):
     """Real gym-pusht at 50 steps: B = pusht-expert against A = pusht-expert-noisy with --metric progress --effect
     0.25 prints its design before B runs and decides B better on mean progress within the design's cap; compare
     and report name what was decided about and put success beside it, descriptive."""
@@ -143,9 +143,8 @@ def test_pusht_designed_progress_decision_end_to_end(tmp_path):
     def run(*args):
         return runner.invoke(app, ["eval", "--suite", "pusht", "--videos", "0", "--max-steps", "50", *map(str, args)])
 
-    noisy = run("--policy", "pusht-expert-noisy", "--episodes", "40", "--output", tmp_path / "a")
-    assert noisy.exit_code == 0, noisy.output
-    versus = run("--policy", "pusht-expert", "--versus", tmp_path / "a", "--until", "decided", "--metric", "progress",
+    a = pusht_noisy_run  # pusht-expert-noisy, 40 episodes (conftest.py)
+    versus = run("--policy", "pusht-expert", "--versus", a, "--until", "decided", "--metric", "progress",
                  "--effect", "0.25", "--output", tmp_path / "b")
     assert versus.exit_code == 0, versus.output
     assert "designed on progress (eval --versus A --until decided --metric progress --effect 0.25)" in versus.output
@@ -155,23 +154,23 @@ def test_pusht_designed_progress_decision_end_to_end(tmp_path):
     assert v["decision"] == "B better" and v["pairs"] <= v["design"]["max_pairs"] <= 40
     assert v["design"]["metric"] == "progress" and "designed" in stopping["method"]
     assert v["decision_interval"]["mean_difference"][0] > 0 and v["success_descriptive"]["descriptive"]
-    compared = runner.invoke(app, ["compare", str(tmp_path / "a"), str(tmp_path / "b")])
+    compared = runner.invoke(app, ["compare", str(a), str(tmp_path / "b")])
     assert compared.exit_code == 0, compared.output
     text = " ".join(compared.output.split())
     assert "B better on mean progress" in text and "designed test for a mean progress difference" in text
     assert "Success, descriptive only (not what was decided)" in text
-    as_json = json.loads(runner.invoke(app, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--json"]).output)
+    as_json = json.loads(runner.invoke(app, ["compare", str(a), str(tmp_path / "b"), "--json"]).output)
     assert as_json["verdict"] == "B better than A on mean progress (max_progress), not success"
-    report = runner.invoke(app, ["report", str(tmp_path / "a"), str(tmp_path / "b"), "-o", str(tmp_path / "r.html")])
+    report = runner.invoke(app, ["report", str(a), str(tmp_path / "b"), "-o", str(tmp_path / "r.html")])
     html = (tmp_path / "r.html").read_text()
     assert report.exit_code == 0 and "on mean progress" in html and "descriptive only (not what was decided)" in html
     import lerobench  # the same decision from Python, on the same pairs (the plan is seeded: the same design)
 
-    api = lerobench.evaluate(suite="pusht", policy="pusht-expert", versus=tmp_path / "a", until="decided",
+    api = lerobench.evaluate(suite="pusht", policy="pusht-expert", versus=a, until="decided",
                              metric="progress", effect=0.25, max_steps=50, videos=0, output=None)
     assert api.decision == "B better" and api.stopping["versus"]["pairs"] == v["pairs"]
     assert api.stopping["versus"]["design"]["max_pairs"] == v["design"]["max_pairs"]
-    refused = run("--policy", "pusht-expert", "--versus", tmp_path / "a", "--until", "decided", "--metric", "progress",
+    refused = run("--policy", "pusht-expert", "--versus", a, "--until", "decided", "--metric", "progress",
                   "--effect", "0.5", "--output", tmp_path / "c")
     assert refused.exit_code == 2 and "is impossible" in refused.output, refused.output
     assert not (tmp_path / "c" / "episodes.jsonl").exists()

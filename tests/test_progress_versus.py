@@ -133,7 +133,7 @@ def test_success_metric_is_unchanged_by_default():
 
 
 @pytest.mark.sim
-def test_pusht_expert_against_its_noisy_variant_on_progress_end_to_end(tmp_path):
+def test_pusht_expert_against_its_noisy_variant_on_progress_end_to_end(tmp_path, pusht_noisy_run):
     """Real gym-pusht: B = pusht-expert decides better than A = pusht-expert-noisy on mean progress within A's 40
     episodes; compare and report say what was decided about; a run A without progress is refused before B runs."""
     import json
@@ -147,9 +147,8 @@ def test_pusht_expert_against_its_noisy_variant_on_progress_end_to_end(tmp_path)
     def run(*args):
         return runner.invoke(app, ["eval", "--suite", "pusht", "--videos", "0", "--max-steps", "50", *map(str, args)])
 
-    noisy = run("--policy", "pusht-expert-noisy", "--episodes", "40", "--output", tmp_path / "a")
-    assert noisy.exit_code == 0, noisy.output
-    versus = run("--policy", "pusht-expert", "--versus", tmp_path / "a", "--until", "decided", "--metric", "progress",
+    a = pusht_noisy_run  # pusht-expert-noisy, 40 episodes (conftest.py)
+    versus = run("--policy", "pusht-expert", "--versus", a, "--until", "decided", "--metric", "progress",
                  "--output", tmp_path / "b")
     assert versus.exit_code == 0, versus.output
     assert "B better on mean progress" in versus.output
@@ -157,23 +156,26 @@ def test_pusht_expert_against_its_noisy_variant_on_progress_end_to_end(tmp_path)
     assert v["metric"] == "progress" and v["decision"] == "B better" and v["pairs"] < 40
     assert v["decision_interval"]["p_value"] <= 0.05 and v["decision_interval"]["mean_difference"][0] > 0
     assert v["success_descriptive"]["descriptive"] is True
-    compared = runner.invoke(app, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--json"])
+    compared = runner.invoke(app, ["compare", str(a), str(tmp_path / "b"), "--json"])
     assert compared.exit_code == 0, compared.output
     c = json.loads(compared.output)
     assert c["verdict"].endswith("on mean progress (max_progress), not success")
     assert c["sequential"]["metric"] == "progress" and "not what was decided" in c["sequential"]["line"]
-    report = runner.invoke(app, ["report", str(tmp_path / "a"), str(tmp_path / "b"), "-o", str(tmp_path / "r.html")])
+    report = runner.invoke(app, ["report", str(a), str(tmp_path / "b"), "-o", str(tmp_path / "r.html")])
     assert report.exit_code == 0 and "on mean progress" in (tmp_path / "r.html").read_text()
     import lerobench  # the same decision from Python, on the same pairs
 
-    api = lerobench.evaluate(suite="pusht", policy="pusht-expert", versus=tmp_path / "a", until="decided",
+    api = lerobench.evaluate(suite="pusht", policy="pusht-expert", versus=a, until="decided",
                              metric="progress", max_steps=50, videos=0, output=None)
     assert api.decision == "B better" and api.stopping["versus"]["pairs"] == v["pairs"]
     # Run A's lines without progress (recorded before its backend defined it): refused before B runs.
-    lines = [json.loads(x) for x in (tmp_path / "a" / "episodes.jsonl").read_text().splitlines()]
-    (tmp_path / "a" / "episodes.jsonl").write_text(
+    import shutil
+
+    old = shutil.copytree(a, tmp_path / "a_old")  # the shared run A stays as it is
+    lines = [json.loads(x) for x in (old / "episodes.jsonl").read_text().splitlines()]
+    (old / "episodes.jsonl").write_text(
         "".join(json.dumps({k: e[k] for k in e if k not in ("progress", "max_progress")}) + "\n" for e in lines))
-    refused = run("--policy", "pusht-expert", "--versus", tmp_path / "a", "--until", "decided", "--metric",
+    refused = run("--policy", "pusht-expert", "--versus", old, "--until", "decided", "--metric",
                   "progress", "--output", tmp_path / "c")
     assert refused.exit_code == 2 and "has no task progress" in refused.output, refused.output
     assert not (tmp_path / "c" / "episodes.jsonl").exists()
