@@ -27,6 +27,7 @@ HF_HUB_OFFLINE = "HF_HUB_OFFLINE"
 RENDER_QUALITY = "LEROBENCH_RENDER_QUALITY"
 SHARE_RENDERER = "LEROBENCH_SHARE_RENDERER"
 SHADER_CACHE_OFF = "MESA_SHADER_CACHE_DISABLE"
+MALLOC_ARENA_MAX = "MALLOC_ARENA_MAX"
 
 VARIABLES = {
     MUJOCO_GL: "read: MuJoCo's GL backend (egl for headless rendering); recorded in results.json",
@@ -41,6 +42,8 @@ VARIABLES = {
     CALL_CORES: "read: the policy call pool's cores, instead of the run's compute budget (execution/compute.py)",
     RENDER_THREADS: "set in worker processes at their start (the compute budget's render threads); yours wins; "
                     "0 in a task template while it makes the GL context its workers share",
+    MALLOC_ARENA_MAX: "read: glibc's arena cap; if set, the lerobench command leaves its own cap (the usable cores) "
+                      "unset (system.bounded_malloc_arenas)",
     MKL_CBWR: "set by the lerobench command at its start (MKL's strict reproducible mode); yours wins",
     CUBLAS_WORKSPACE: "set while a torch policy runs deterministic numerics (cuBLAS), then put back",
     HF_HUB_OFFLINE: "set while LeRobot is imported (nothing is downloaded), then put back by evaluate()",

@@ -138,7 +138,9 @@ def bounded_malloc_arenas(arenas: int | None = None) -> bool:
     the ``lerobench`` command for its own process before any thread starts, never on import or by
     ``lerobench.evaluate``; a user's ``MALLOC_ARENA_MAX`` wins. Returns whether it applied (glibc only).
     """
-    if os.environ.get("MALLOC_ARENA_MAX"):
+    from lerobench import environment
+
+    if environment.get(environment.MALLOC_ARENA_MAX):
         return False
     try:
         import ctypes

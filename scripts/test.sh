@@ -19,16 +19,15 @@ pip install -q torch==2.13.0 torchvision==0.28.0 ${TORCH_INDEX_URL:+--index-url 
 pip install -q -e ".[metaworld,libero,pusht,aloha,dev]"
 pip install -q -r requirements-lerobot.txt
 pip install -q --no-deps openpi-client==0.1.2 lerobot==0.4.4 robomimic==0.3.0
-ruff check lerobench tests benchmarks examples
-# mypy follows the imports into numpy, torch, scipy ... (~60 s cold); its cache outside the checkout makes the next
+# mypy follows the imports into numpy, torch, scipy ... (~40 s cold); its cache outside the checkout makes the next
 # clean clone's check ~5 s (each cached module is re-validated by its content hash, so a changed file is rechecked).
-MYPY_CACHE_DIR="${MYPY_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/lerobench/mypy}" mypy
+export MYPY_CACHE_DIR="${MYPY_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/lerobench/mypy}"
+ruff check lerobench tests benchmarks examples
+mypy
 # Three pytest workers (pytest-xdist; LEROBENCH_TEST_WORKERS=1 runs them in one process): a test keeps ~0.8 of a
 # core busy on average (simulator start-up, one process at a time), so two side by side leave part of the second
 # core idle and three fill both (2026-11-27: 19.7 min at 2 workers against 30.8 at 1 on a busy 2-core box). Each
 # worker may hold LIBERO workers of ~2 GB: three fit in 24 GB (the suite passed at 3 under a load of 6, 2026-12-02).
-# --dist loadgroup: tests that share a costly session or module fixture run in one worker, which builds it once
-# (tests/conftest.py, _shared_setup); every other test is scheduled on its own.
 # Each test file's time goes to LEROBENCH_RECORD_DURATIONS (tests/file_times.py; the 20 slowest are printed).
 LEROBENCH_RECORD_DURATIONS="${LEROBENCH_RECORD_DURATIONS:-/tmp/lerobench-test-durations.json}" \
-    MUJOCO_GL=egl python -m pytest -q -n "${LEROBENCH_TEST_WORKERS:-3}" --dist loadgroup --durations=40 "$@"
+    MUJOCO_GL=egl python -m pytest -q -n "${LEROBENCH_TEST_WORKERS:-3}" --durations=40 "$@"

@@ -122,41 +122,11 @@ def golden_copy(tmp_path, monkeypatch):
     return perturb
 
 
-_TESTS = Path(__file__).resolve().parent
-
-
-def _shared_setup(item) -> str | None:
-    """The group of tests that share ``item``'s costly set-up: a session fixture of this folder (by name), else a
-    module fixture (by module). Under ``--dist loadgroup`` (scripts/test.sh) a group runs in one pytest worker, so
-    the set-up runs once: with plain ``load`` the workers split a module between them and each one that got a
-    piece built its fixtures again (``libero_demos``, ~45 s, was built twice)."""
-    import inspect
-
-    info = getattr(item, "_fixtureinfo", None)
-    shared: dict[str, str] = {}
-    for name in getattr(info, "names_closure", ()):
-        definitions = info.name2fixturedefs.get(name) or ()
-        scope = definitions[-1].scope if definitions else None
-        if scope not in ("session", "module"):
-            continue
-        try:
-            source = Path(inspect.getsourcefile(definitions[-1].func) or "").resolve()
-        except TypeError:
-            continue
-        if source.parent == _TESTS:  # ours, not pytest's or a plugin's (tmp_path_factory ...)
-            shared.setdefault(scope, name if scope == "session" else item.module.__name__)
-    return shared.get("session") or shared.get("module")
-
-
 def pytest_collection_modifyitems(config, items):
-    """A test that uses ``real_runs`` drives the simulator (through the fixture): marked ``sim`` with the rest.
-    A test sharing a costly set-up joins its group (``_shared_setup``)."""
-    grouping = config.pluginmanager.hasplugin("xdist")
+    """A test that uses ``real_runs`` drives the simulator (through the fixture): marked ``sim`` with the rest."""
     for item in items:
         if "real_runs" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.sim)
-        if grouping and item.get_closest_marker("xdist_group") is None and (group := _shared_setup(item)) is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(autouse=True)

@@ -169,7 +169,8 @@ def test_twenty_calls_leak_nothing():
         rss.append(_memory())
         if i == 0:  # the first call makes what every later one reuses (the process's call pool and its threads)
             after_first = threading.active_count()
-    assert threading.active_count() == after_first and not multiprocessing.active_children()
+    # no thread more than the first call left (a thread of an earlier test in this process may have ended since)
+    assert threading.active_count() <= after_first and not multiprocessing.active_children()
     assert rss[-1][0] <= rss[0][0] * 1.05 and rss[-1][1] <= rss[1][1] * 1.01, rss
 
 
