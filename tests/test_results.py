@@ -29,6 +29,39 @@ def test_writer_appends_snapshots_and_replaces_results_atomically(tmp_path):
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
+def test_writer_commits_a_backlog_of_lines_with_one_fsync_and_keeps_their_order(tmp_path, monkeypatch):
+    """A slow disk (CI's, under image builds) made each queued line cost its own fsync: a backlog took minutes.
+
+    The first fsync here stalls while 300 more lines and a results.json queue behind it: they must land in order,
+    the JSON after them, with a handful of fsyncs rather than 301.
+    """
+    import os
+    import threading
+
+    real_fsync, calls, stalled = os.fsync, [], threading.Event()
+
+    def slow_fsync(fd):
+        calls.append(fd)
+        if len(calls) == 1:
+            stalled.wait(10)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", slow_fsync)
+    writer = ResultsWriter(tmp_path)
+    writer.put_episode(record(0))
+    for episode in range(1, 301):
+        writer.put_episode(record(episode, success=episode % 3 == 0))
+    writer.put_results({"overall": {"n": 301}})
+    writer.put_episode(record(301))
+    stalled.set()
+    writer.close()
+    episodes = read_episodes(tmp_path / "episodes.jsonl")
+    assert [r.episode for r in episodes] == list(range(302))
+    assert [r.success for r in episodes[1:301]] == [e % 3 == 0 for e in range(1, 301)]
+    assert json.loads((tmp_path / "results.json").read_text()) == {"overall": {"n": 301}}
+    assert 2 <= len(calls) <= 4, calls  # line 0; the 300 behind it; line 301 (a JSON between never joins lines)
+
+
 def test_writer_failure_surfaces_on_the_main_thread(tmp_path):
     (tmp_path / "results.json").mkdir()  # os.replace onto a directory fails inside the writer thread
     writer = ResultsWriter(tmp_path)
