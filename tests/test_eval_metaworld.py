@@ -114,7 +114,7 @@ def test_camera_policy_renders_state_policy_does_not(tmp_path):
     assert episodes(tmp_path / "z")[0]["renders"] == 0
     result = run(*common, "--policy", "fixture_policies:make_camera", "--output", str(tmp_path / "c"))
     assert result.exit_code == 0, result.output
-    assert episodes(tmp_path / "c")[0]["renders"] == 4  # reset + 3 steps, one camera
+    assert episodes(tmp_path / "c")[0]["renders"] == 3  # one camera: reset + 2 steps (after the 3rd, the last, unread)
 
 
 def test_existing_output_needs_resume(tmp_path):

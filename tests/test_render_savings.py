@@ -22,7 +22,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 from fixture_policies import ImageChunkPolicy  # noqa: E402
 
 from lerobench.core.task_run import TaskRun  # noqa: E402
-from lerobench.envs.base import EnvSpec, env_action  # noqa: E402
+from lerobench.envs.base import READ, READ_ALWAYS, UNREAD, EnvSpec, env_action  # noqa: E402
 from lerobench.envs.vector import make_vector_env  # noqa: E402
 from lerobench.policies.base import ObservationNeeds, PolicyContext  # noqa: E402
 from lerobench.rollout.loop import run_episodes  # noqa: E402
@@ -69,7 +69,8 @@ def test_read_frames_are_the_earlier_codes_frames_and_nothing_else_renders(case)
     assert counter.calls == len(cameras), "settle steps and the reset itself must render nothing"
     seen = {0: obs["images"]}
     for k, action in enumerate(reference.reference_actions(action_dim), start=1):
-        obs, _, _, truncated, info = env.step(env_action(action, k in reference.KEPT))
+        # READ_ALWAYS: the stored steps include the last one, which a rollout's READ would leave unrendered
+        obs, _, _, truncated, info = env.step(env_action(action, READ_ALWAYS if k in reference.KEPT else UNREAD))
         if k in reference.KEPT:
             seen[k] = obs["images"]
     env.close()
@@ -78,6 +79,29 @@ def test_read_frames_are_the_earlier_codes_frames_and_nothing_else_renders(case)
         np.testing.assert_array_equal(got, stored[f"{case}/{cam}"], err_msg=f"{case} {cam}")
     assert truncated and info["episode_end"]["renders"] == len(reference.KEPT) * len(cameras)
     assert counter.calls == len(reference.KEPT) * len(cameras)
+
+
+@pytest.mark.parametrize("wanted", ["READ", "READ_ALWAYS", "plain array"])
+def test_after_the_step_limit_only_a_reader_who_asks_for_it_gets_a_rendered_observation(wanted):
+    """No policy reads the observation after an episode's last step: asked with ``READ``, nothing renders there
+    (the observation keeps the last images); ``READ_ALWAYS`` and a plain gymnasium action render it (real
+    Meta-World, 3 steps, every observation asked for)."""
+    _needs("metaworld")
+    env, action_dim = reference.make_env("metaworld", max_steps=3)
+    cameras = env.spec_.cameras
+    obs, _ = env.reset(options={"episodes": [reference.EPISODE]})
+    seen = [obs["images"]]
+    for k, action in enumerate(reference.reference_actions(action_dim)[:3], start=1):
+        last = k == 3
+        flag = READ_ALWAYS if wanted == "READ_ALWAYS" else READ
+        obs, _, _, truncated, info = env.step(action if wanted == "plain array" else env_action(action, flag))
+        seen.append(obs["images"])
+    env.close()
+    fresh = wanted != "READ"
+    assert last and truncated and info["episode_end"]["renders"] == len(cameras) * (4 if fresh else 3)
+    for cam in cameras:
+        assert not np.array_equal(seen[1][cam], seen[2][cam])  # the arm moves: a rendered image differs
+        assert np.array_equal(seen[3][cam], seen[2][cam]) != fresh
 
 
 class FrameCollector:
@@ -144,8 +168,10 @@ def test_chunk_10_renders_once_per_chunk_with_outcomes_of_per_step_rendering(cas
         assert (a.episode, a.success, a.steps, a.return_, a.max_reward) == (b.episode, b.success, b.steps,
                                                                            b.return_, b.max_reward)
         assert a.error is None and a.renders == cameras * (a.steps + 1)
+        # the first observation, then one per chunk; none after a last step at the step limit (no one reads it)
+        unread_end = b.steps == max_steps and b.steps % 10 == 0
         assert b.renders <= cameras * (math.ceil(b.steps / 10) + 1), b
-        assert b.renders == cameras * (b.steps // 10 + 1)  # the first observation, then one per chunk
+        assert b.renders == cameras * (b.steps // 10 + 1 - unread_end)
 
 
 @pytest.mark.parametrize("case", ["metaworld", "libero"])

@@ -317,8 +317,17 @@ NO_EPISODE = -1
 """Episode index given to a slot that has no episode left to run."""
 
 
-def env_action(action: np.ndarray, observe: bool | np.ndarray, hold: bool | np.ndarray = False) -> dict[str, Any]:
-    """The action ``LazyTaskEnv.step`` takes: the simulator action, whether its observation is read, whether to hold.
+UNREAD, READ, READ_ALWAYS = 0, 1, 2
+"""``observe`` in ``env_action``: the policy does not read the observation after this step; reads it if the episode
+goes on (after the step that ends an episode at its step limit no one reads it: nothing is rendered for the
+policy, the video's frame still is); reads it even then (trajectory recordings and ``every_frame`` keep it). A
+plain array action, gymnasium's way, is ``READ_ALWAYS``."""
+
+
+def env_action(action: np.ndarray, observe: bool | int | np.ndarray, hold: bool | np.ndarray = False) -> dict[str, Any]:
+    """The action ``LazyTaskEnv.step`` takes: the simulator action, who reads its observation, whether to hold.
+
+    ``observe``: ``READ`` (or True), ``UNREAD`` (or False) or ``READ_ALWAYS``, per row.
 
     Batched the same way (``{"action": (B, A), "observe": (B,), "hold": (B,)}``) for a vector env's ``step``;
     the flags travel with the action through the vector env (``envs/workers.py``), so they cost no extra round trip.
@@ -376,7 +385,7 @@ class LazyTaskEnv(gym.Env):
         low, high = spec.action_bounds
         self.action_space = gym.spaces.Dict({
             "action": gym.spaces.Box(low, high, (spec.action_dim,), np.float32),
-            "observe": gym.spaces.Discrete(2),
+            "observe": gym.spaces.Discrete(3),
             "hold": gym.spaces.Discrete(2),
         })
         self._sim: Simulator | None = None
@@ -578,11 +587,12 @@ class LazyTaskEnv(gym.Env):
         """Advance one step (see ``env_action``); a finished, idle or held env stays frozen and reports nothing new."""
         if self._done:
             return self._last_obs, 0.0, True, False, {}
-        observe = True
+        wanted = READ_ALWAYS
         if isinstance(action, Mapping):
             if bool(action.get("hold", 0)):  # waiting for the policy: simulated time stands still
                 return self._last_obs, 0.0, False, False, {}
-            action, observe = action["action"], bool(action["observe"])
+            action, wanted = action["action"], int(action["observe"])
+        observe = wanted == READ_ALWAYS or (wanted == READ and self._steps + 1 < self.spec_.protocol.max_steps)
         try:
             action = np.asarray(action, dtype=np.float32)
             sim = self._simulator()

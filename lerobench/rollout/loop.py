@@ -45,7 +45,7 @@ from lerobench.core.call_stats import CallStats
 from lerobench.core.delay import measured_steps
 from lerobench.core.records import EpisodeRecord
 from lerobench.core.task_run import ScheduleRules, TaskRun
-from lerobench.envs.base import NO_EPISODE, env_action
+from lerobench.envs.base import NO_EPISODE, READ, READ_ALWAYS, UNREAD, env_action
 from lerobench.envs.protocols import RolloutEnv
 from lerobench.errors import STOP_REQUESTED, PolicyError
 from lerobench.output.trajectories import NULL_TRAJECTORIES, Trajectories
@@ -353,7 +353,8 @@ class Rollout:
         """Step the ``stepping`` rows (one queued action each); the others are held."""
         rows = np.flatnonzero(stepping)
         dried = self.slots.pop(rows, self.actions)
-        observe = stepping if self.observe_all else dried  # the policy reads a row's next observation
+        # the policy reads a row's next observation (READ: unless the step ends the episode; READ_ALWAYS: even then)
+        observe = np.where(stepping, READ_ALWAYS, UNREAD) if self.observe_all else np.where(dried, READ, UNREAD)
         started = time.perf_counter()
         self.obs, rewards, _, _, infos = _call(self.venv.step_within, env_action(self.actions, observe, hold=~stepping),
                                                self.task_run.step_timeout_s, timeout=self.task_run.step_timeout_s)
