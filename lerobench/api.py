@@ -168,7 +168,7 @@ def evaluate(  # noqa: D417 - the shared settings' help is appended from plan/op
     stop_on_success: bool = default("stop_on_success"),
     videos: int = default("videos"),
     video_fps: float = default("video_fps"),
-    video_size: int = default("video_size"),
+    video_size: int | None = default("video_size"),
     render_quality: str | None = default("render_quality"),
     episode_timeout: float | None = default("episode_timeout"),
     policy_timeout: float | None = default("policy_timeout"),

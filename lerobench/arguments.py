@@ -24,7 +24,7 @@ from lerobench.plan.planner import MAX_SEED
 
 INTS: dict[str, tuple[int, bool]] = {
     "episodes": (1, True), "batch_size": (0, False), "seed": (0, False), "max_steps": (1, True),
-    "videos": (0, False), "video_size": (0, False), "record_size": (8, False),
+    "videos": (0, False), "video_size": (0, True), "record_size": (8, False),
     "replan_steps": (1, False), "parallel_tasks": (1, False),
     "trials": (1, True), "call_width": (0, True), "workers": (0, False), "log_step": (0, False),
     "max_errors": (0, True),
@@ -156,7 +156,7 @@ def _check_choices(args: dict[str, Any]) -> None:
                           f"got {args['device']!r}")
     if args["executor"] not in EXECUTORS:
         raise unknown("executor", args["executor"], EXECUTORS, "(lerobench.evaluate: executor=)")
-    if 0 < args["video_size"] < 16:
+    if args["video_size"] is not None and 0 < args["video_size"] < 16:
         raise ConfigError(f"lerobench.evaluate: video_size must be 0 (the protocol's image size) or at least 16, "
                           f"got {args['video_size']}")
 

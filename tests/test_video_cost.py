@@ -127,3 +127,21 @@ def test_a_policy_cameras_video_every_kth_step_keeps_the_policys_images_and_the_
     # corner2 at the 4 read steps (0, 6, 12, 18) plus the video steps among the others (4, 8, 16, 20); the
     # second camera at the read steps only. Every-step videos rendered corner2 at all 21 steps.
     assert sparse.renders == 4 + 4 + 4 and every.renders == 21 + 4
+
+
+def test_a_given_video_size_scales_a_suites_own_size_even_when_it_is_256(tmp_path):
+    """A new user's ``--video-size 256`` on ALOHA was silently 480x640: 256 was the flag's default, so a given 256
+    could not be told from none. Not given, a suite's own size holds (ALOHA 480x640, PushT 384x384); given, it
+    scales it, 256 included; elsewhere the default is 256 (Meta-World's 480x480 images)."""
+    from lerobench.plan.planner import RunSettings, make_plan
+    from lerobench.suite.registry import load_suite
+
+    def size(suite, **given):
+        settings = RunSettings(suite=load_suite(suite), policy="zero", output=tmp_path / suite, **given)
+        return make_plan(settings).video_size
+
+    assert size("aloha_transfer_cube") == (480, 640)
+    assert size("aloha_transfer_cube", video_size=256) == (192, 256)
+    assert size("aloha_transfer_cube", video_size=320) == (240, 320)
+    assert size("pusht") == (384, 384) and size("pusht", video_size=256) == (256, 256)
+    assert size("smoke") == (256, 256) and size("smoke", video_size=0) is None

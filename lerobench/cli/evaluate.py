@@ -246,7 +246,8 @@ class LogReporter(RichReporter):
         super().task_finished(task, summary)
         errors = summary.get("n_errors", 0)
         trials = f" x {self.trials} trials" if self.trials > 1 else ""
-        self._log(f"task {task.name} finished: {summary.get('n_episodes', 0)} episodes{trials}, "
+        n = summary.get("n_episodes", 0)
+        self._log(f"task {task.name} finished: {n} episode{'' if n == 1 else 's'}{trials}, "
                   f"{headline_rates(summary, self.trials)}" + (f", {errors} errors" if errors else ""))
         self._log(self.line())
 
@@ -328,7 +329,7 @@ def evaluate(
     stop_on_success: bool = cli_option("stop_on_success"),
     videos: int = cli_option("videos"),
     video_fps: float = cli_option("video_fps"),
-    video_size: int = cli_option("video_size"),
+    video_size: int | None = cli_option("video_size"),
     render_quality: str | None = cli_option("render_quality"),
     resume: bool = cli_option("resume"),
     episode_timeout: float | None = cli_option("episode_timeout"),

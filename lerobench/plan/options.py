@@ -21,7 +21,8 @@ at 480x480) made videos 74-80% of a Meta-World run's wall time on a 2-core CPU b
 35-43%, at 10 fps within the 25% aimed at (benchmarks/video_overhead.py)."""
 
 DEFAULT_VIDEO_SIZE = 256
-"""Largest side of frames rendered only for the video (``--video-size``; 0: the protocol's image size)."""
+"""Largest side of frames rendered only for the video when ``--video-size`` is not given and the suite names no
+``video_size`` of its own (0: the protocol's image size)."""
 
 RECORD_MODES = ("none", "success", "all")
 """Values of ``--record``: which episodes' trajectories are saved."""
@@ -56,11 +57,13 @@ SETTINGS: dict[str, Setting] = {
     "resume": Setting(("--resume",), False, "Continue the run in --output, skipping finished episodes."),
     "videos": Setting(("--videos",), 2, "Record the first N episodes of each task (0: none)."),
     "video_fps": Setting(("--video-fps",), DEFAULT_VIDEO_FPS,
-                         "Video frame rate, at most the control rate (80 Hz Meta-World, 20 Hz LIBERO): only the "
+                         "Video frame rate, at most the control rate (80 Hz Meta-World, 20 Hz LIBERO, 50 Hz ALOHA, "
+                         "10 Hz PushT; a higher one is the control rate, recorded as config.video_fps): only the "
                          "steps encoded are rendered."),
-    "video_size": Setting(("--video-size",), DEFAULT_VIDEO_SIZE,
-                          "Largest side of frames rendered for the video alone (0: the protocol's image size; a "
-                          "policy camera's own images are reused)."),
+    "video_size": Setting(("--video-size",), None,
+                          "Largest side of frames rendered for the video alone (default: the suite's video size "
+                          "where it has one, ALOHA 480x640 and PushT 384x384, else 256; 0: the protocol's image "
+                          "size; a policy camera's own images are reused)."),
     "render_quality": Setting(("--render-quality",), None,
                               "published (the simulator's own renderer settings) or draft (smaller shadow maps, "
                               "no multisampling: up to 2.7x cheaper frames on a CPU, other pixels; recorded). Default: "

@@ -70,7 +70,7 @@ class RunSettings:
     """Record the first N episodes of each task."""
     video_fps: float = default("video_fps")
     """Frames per second of videos, at most the control rate: every k-th step is rendered and encoded."""
-    video_size: int = default("video_size")
+    video_size: int | None = default("video_size")
     """Largest side of video frames rendered for the video alone (0: the protocol's image size)."""
     render_quality: str | None = default("render_quality")
     """``published`` or ``draft`` (``envs/base.RENDER_QUALITIES``); None: the environment's, else the suite's."""
@@ -193,13 +193,15 @@ class RunPlan:
     def video_size(self) -> tuple[int, int] | None:
         """(height, width) of frames rendered for the video alone: the image size scaled to ``--video-size``.
 
-        A suite with a published visualisation size (``video_size``, PushT's 384x384) gets it as it is at the default
-        ``--video-size``; another ``--video-size`` scales it as it scales an image size.
+        A suite with a published visualisation size (``video_size``, PushT's 384x384) gets it as it is when
+        ``--video-size`` is not given; a given ``--video-size`` (256 too) scales it as it scales an image size.
         """
         h, w = self.settings.suite.video_size or self.protocol.image_size
         side = self.settings.video_size
-        if self.settings.suite.video_size is not None and side == DEFAULT_VIDEO_SIZE:
-            return h, w
+        if side is None:
+            if self.settings.suite.video_size is not None:
+                return h, w
+            side = DEFAULT_VIDEO_SIZE
         if side <= 0 or max(h, w) <= side:
             return None
         return max(2, round(h * side / max(h, w))), max(2, round(w * side / max(h, w)))
@@ -514,7 +516,7 @@ def make_plan(settings: RunSettings) -> RunPlan:
                           f"{s.suite.backend!r} does not declare its control rate (needed for the videos' fps)")
     if not s.video_fps > 0:
         raise ConfigError(f"--video-fps must be > 0, got {s.video_fps:g}")
-    if s.video_size < 0 or 0 < s.video_size < 16:
+    if s.video_size is not None and (s.video_size < 0 or 0 < s.video_size < 16):
         raise ConfigError(f"--video-size must be 0 (the protocol's image size) or at least 16, got {s.video_size}")
     if s.episode_timeout is not None and s.episode_timeout <= 0:
         raise ConfigError(f"--episode-timeout must be > 0 seconds, got {s.episode_timeout}")
