@@ -224,3 +224,17 @@ def test_a_stop_another_thread_received_still_waits_for_the_held_block():
     finally:
         idle.set()
         signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_run_whose_reader_goes_away_still_finishes_every_episode(tmp_path):
+    """``lerobench eval ... | head -1``: once the reader has gone, every print raised BrokenPipeError inside the run,
+    which stopped it with exit 1 and half its episodes (a new user saw it). It must finish, exit 0, and write all."""
+    out = tmp_path / "o"
+    proc = subprocess.Popen([sys.executable, "-m", "lerobench", "eval", "--suite", "smoke", "--policy", "random",
+                             "--episodes", "3", "--max-steps", "30", "--videos", "0", "--output", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=_env())
+    assert proc.stdout.readline().startswith(b"Evaluating random on smoke")
+    proc.stdout.close()  # the reader is gone, as head's is after its lines
+    assert proc.wait(timeout=300) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["complete"] and results["overall"]["n_episodes"] == len(_episodes(out)) == 6
