@@ -66,8 +66,8 @@ def _privileged(run: Run) -> str:
     """A line on the card of a run whose policy read the simulator's state."""
     if not run.config.get("privileged_state"):
         return ""
-    return ("<div class='bad'><b>privileged expert</b>: reads the simulator's state (object poses, joints, goal "
-            "conditions), not a learned policy</div>")
+    return ("<div class='bad'><b>privileged expert</b>: reads the simulator's state (object poses, "
+            "joints), not a learned policy</div>")
 
 
 def _headline(run: Run, index: int) -> str:

@@ -84,7 +84,7 @@ def _plain_strings(group: typer.core.TyperGroup) -> None:
 app = typer.Typer(
     cls=OneLineErrorsGroup,
     add_completion=False,
-    help="Evaluate robot policies on real simulator benchmarks (LIBERO, Meta-World).",
+    help="Evaluate robot policies on real simulator benchmarks (LIBERO, Meta-World, PushT, ALOHA).",
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # plain help: the boxed one cuts option names ("--stop-on-succ…") in 80 columns or a pipe
 )

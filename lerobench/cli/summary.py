@@ -34,8 +34,9 @@ def _progress_cells(block: dict[str, Any], shown: bool) -> list[str]:
     return [f"{progress['mean']:.2f}", unit_interval(progress["ci95"])]
 
 
-PRIVILEGED_NOTE = ("privileged expert: a scripted policy that reads the simulator's state (object poses, joints, "
-                   "goal conditions), not a learned policy; its rate measures the tasks' solvability, not a model")
+PRIVILEGED_NOTE = ("privileged expert: a scripted policy that reads the simulator's state (object poses, joints; "
+                   "what each backend offers: `lerobench show SUITE`), not a learned policy;"
+                   " its rate measures the tasks' solvability, not a model")
 
 
 def print_summary(results: dict[str, Any], output: Path, merged_from: int = 0) -> None:
