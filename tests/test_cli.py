@@ -191,3 +191,16 @@ def test_a_finished_run_leaves_no_lock_and_says_how_its_protocol_was_changed(tmp
                                        "--replan-steps", "8", "--output", str(tmp_path / "no")])
     assert refused.exit_code == 2 and "lower --delay-steps to at most 8" in refused.output
     assert "raise --replan-steps" not in refused.output
+
+
+def test_list_into_a_pipe_keeps_each_suite_on_one_line():
+    """``lerobench list | grep -i aloha`` showed fragments: the descriptions folded at 80 columns in a pipe."""
+    from lerobench.suite.registry import load_suite
+
+    result = CliRunner().invoke(app, ["list"])
+    assert result.exit_code == 0, result.output
+    for name in ("aloha_transfer_cube", "libero_spatial", "pusht"):
+        (row,) = [line for line in result.output.splitlines() if line.split()[:1] == [name]]
+        assert load_suite(name).description.strip() in row, row
+    assert any(line.startswith("More: ") and line.rstrip().endswith("docs/perturbations.md)")
+               for line in result.output.splitlines())

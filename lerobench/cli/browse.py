@@ -46,7 +46,8 @@ def list_suites(
     print_names_table(table)
     if family is None:
         console.print("More: lerobench list --family libero-pro (LIBERO-PRO perturbation suites and their control "
-                      "arms; see docs/perturbations.md)", highlight=False, style="dim")
+                      "arms; see docs/perturbations.md)", highlight=False, style="dim",
+                      soft_wrap=not console.is_terminal)  # one line into a pipe
 
 
 @app.command(short_help="A suite's tasks, language descriptions and protocols.")

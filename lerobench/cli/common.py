@@ -170,9 +170,11 @@ def print_names_table(table: Table, slack: int = 10) -> None:
     """Print a table whose ``no_wrap`` name columns must stay whole: widen past the terminal if they need it.
 
     Rich would otherwise cut long names ("pick_up_the_black_bowl_…") in an 80-column terminal or a pipe, and
-    ``grep`` for a name would miss it; the description column folds into the remaining space instead.
+    ``grep`` for a name would miss it; the description column folds into the remaining space instead. Into a
+    pipe or a file nothing folds: each row is one line, so ``lerobench list | grep aloha`` shows whole rows.
     """
-    print_widened(table, natural_width(table).minimum + slack)
+    width = natural_width(table)
+    print_widened(table, width.minimum + slack if console.is_terminal else width.maximum)
 
 
 def natural_width(table: Table) -> Any:
