@@ -134,3 +134,26 @@ def test_demo_files_number_demos_in_save_order_replace_a_rerun_in_place_and_keep
     assert masks == {"successful": ["demo_0", "demo_1", "demo_2"], "failed": []}
     with h5py.File(tmp_path / "recordings" / "t_demo.hdf5", "r") as f:
         np.testing.assert_array_equal(f["data/demo_0/actions"][()], np.full((6, 7), 3.1))
+
+
+def test_a_line_that_cannot_be_written_keeps_the_lines_queued_before_it(tmp_path, monkeypatch):
+    """Group commit serialises a backlog together: a NaN line in it must not take the good lines before it along
+    (they were on disk before, one write each, and ``--resume`` keeps them)."""
+    import os
+    import threading
+
+    real_fsync, stalled = os.fsync, threading.Event()
+
+    def slow_fsync(fd):
+        stalled.wait(10)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", slow_fsync)
+    writer = ResultsWriter(tmp_path)
+    for episode in range(51):
+        writer.put_episode(record(episode))
+    writer.put_episode(record(51, return_=float("nan")))
+    stalled.set()
+    with pytest.raises(RunError, match="writing results"):
+        writer.close()
+    assert [r.episode for r in read_episodes(tmp_path / "episodes.jsonl")] == list(range(51))

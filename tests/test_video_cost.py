@@ -144,4 +144,5 @@ def test_a_given_video_size_scales_a_suites_own_size_even_when_it_is_256(tmp_pat
     assert size("aloha_transfer_cube", video_size=256) == (192, 256)
     assert size("aloha_transfer_cube", video_size=320) == (240, 320)
     assert size("pusht") == (384, 384) and size("pusht", video_size=256) == (256, 256)
+    assert size("pusht", video_size=384) == size("pusht", video_size=512) == (384, 384)  # never its 96x96 images
     assert size("smoke") == (256, 256) and size("smoke", video_size=0) is None

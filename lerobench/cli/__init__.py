@@ -22,10 +22,10 @@ __all__ = ["EXIT_INCOMPLETE_MERGE", "EXIT_INTERRUPTED", "EXIT_TERMINATED", "EXIT
 
 def main() -> None:
     """Console-script entry point: the command's own process, so it may ask MKL for its strict mode first."""
-    from lerobench.cli.streams import tolerate_gone_readers
+    from lerobench.streams import tolerate_gone_readers
     from lerobench.system import bounded_malloc_arenas, strict_mkl_default
 
-    tolerate_gone_readers()  # `lerobench eval ... | head` still finishes the run (cli/streams.py)
+    tolerate_gone_readers()  # `lerobench eval ... | head` still finishes the run (lerobench/streams.py)
 
     strict_mkl_default()  # before any MKL call: a CPU call's threads may then follow the cores (policies/kernels.py)
     bounded_malloc_arenas()  # before any thread: threads share what they free (system.py)

@@ -320,9 +320,7 @@ class ResultsWriter:
                     lines = [payload]
                     held, more = self._gather_lines(lines)
                     taken += more
-                    self._file.write("".join(_json_dumps(line) + "\n" for line in lines))
-                    self._file.flush()
-                    os.fsync(self._file.fileno())  # once per group: a backlog of lines costs one fsync, not one each
+                    self._write_lines(lines)
                 elif kind == "json":
                     write_json_atomic(self.output / payload[0], payload[1])
                 elif kind == "trajectory":
@@ -336,6 +334,18 @@ class ResultsWriter:
             finally:
                 for _ in range(taken):
                     self._queue.task_done()
+
+    def _write_lines(self, lines: list[Any]) -> None:
+        """Append ``lines`` with one fsync; a line that cannot be serialised (NaN) still lets those before it land."""
+        texts: list[str] = []
+        try:
+            for line in lines:
+                texts.append(_json_dumps(line) + "\n")
+        finally:
+            if texts:
+                self._file.write("".join(texts))
+                self._file.flush()
+                os.fsync(self._file.fileno())  # once per group: a backlog of lines costs one fsync, not one each
 
     def _gather_lines(self, lines: list[Any]) -> tuple[Any, int]:
         """Append the episode lines queued right behind the first to ``lines`` (group commit).

@@ -355,12 +355,13 @@ class LazyTaskEnv(gym.Env):
     the worker, so one bad episode does not take down the others.
 
     Why the action carries an ``observe`` flag (``env_action``): a policy that returns action chunks
-    reads one observation per chunk, and rendering is most of a CPU evaluation's cost. At a step with
-    ``observe=0`` the consumed cameras are not rendered; its observation carries the images of the last
-    rendered step (stale, but nobody looks: the rollout asks the policy only at ``observe=1`` steps).
-    The state is always fresh (it is free). The first observation of an episode is always rendered;
-    settle steps render nothing. A recorded episode still gets a video frame at every step. A plain
-    array action means ``observe=1`` (every step rendered, as before).
+    reads one observation per chunk, and rendering is most of a CPU evaluation's cost. At an ``UNREAD``
+    step the consumed cameras are not rendered; its observation carries the images of the last rendered
+    step (stale, but nobody looks: the rollout asks the policy only after ``READ`` steps). ``READ`` at the
+    step that reaches the step limit renders nothing either (the episode ends there); ``READ_ALWAYS`` does
+    (recordings, ``every_frame``). The state is always fresh (it is free). The first observation of an
+    episode is always rendered; settle steps render nothing. A recorded episode still gets its video
+    frames. A plain array action means ``READ_ALWAYS`` (every step rendered, as gymnasium's API expects).
     """
 
     metadata = {"render_modes": []}

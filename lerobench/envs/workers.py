@@ -55,6 +55,9 @@ CLOSE_TIMEOUT_S = 10.0
 def _serve(index: int, env_fn: Callable[[], gym.Env], pipe: Connection, parent_pipe: Connection,
            shared: Any) -> None:
     """A worker: build the env, then answer the driver's commands until "close" (the module's protocol)."""
+    from lerobench.streams import tolerate_gone_readers
+
+    tolerate_gone_readers()  # `lerobench eval | head`: a simulator's print here must not end an episode
     parent_pipe.close()
     env = env_fn()
     space = env.observation_space

@@ -28,6 +28,7 @@ from lerobench.execution.base import MAX_WORKER_REBUILDS, RunIO
 from lerobench.output.video_recorder import remove_partial_videos
 from lerobench.plan.planner import RunPlan, WorkUnit
 from lerobench.rollout.deadline import WAITING
+from lerobench.streams import tolerate_gone_readers
 
 if TYPE_CHECKING:
     from lerobench.execution.base import ExecutionChoice
@@ -46,6 +47,7 @@ def _worker_main(conn: Connection, plan: RunPlan, budget: ComputeBudget, environ
     factory reading a variable set since (a checkpoint path) must see what the driver sees.
     """
     environment.adopt(environ)
+    tolerate_gone_readers()  # `lerobench eval | head`: a print here must not stop this worker's episodes
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver handles Ctrl-C and terminates us
     signal.signal(signal.SIGTERM, _exit_on_sigterm)  # ... with SIGTERM: unwind, so videos in progress are deleted
     sys.unraisablehook = _stop_in_a_finalizer(sys.unraisablehook)

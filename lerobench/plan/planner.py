@@ -198,10 +198,13 @@ class RunPlan:
         """
         h, w = self.settings.suite.video_size or self.protocol.image_size
         side = self.settings.video_size
+        own = self.settings.suite.video_size is not None
         if side is None:
-            if self.settings.suite.video_size is not None:
+            if own:
                 return h, w
             side = DEFAULT_VIDEO_SIZE
+        if own and side >= max(h, w):  # never above the suite's own size, and never below it either
+            return h, w
         if side <= 0 or max(h, w) <= side:
             return None
         return max(2, round(h * side / max(h, w))), max(2, round(w * side / max(h, w)))

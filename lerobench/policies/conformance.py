@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from lerobench.envs.base import env_action, episode_seed
+from lerobench.envs.base import READ_ALWAYS, env_action, episode_seed
 from lerobench.policies.base import Policy, close_policy, observation_needs, policy_numerics, policy_traits
 from lerobench.policies.batch import as_batch
 from lerobench.policies.invariance import as_actions, concat_rows, max_difference, neighbour_rows
@@ -110,7 +110,8 @@ def first_rows(plan: Any, policy: Policy, task: Any, episodes: int, steps: int) 
                 if not queue:
                     out = as_actions(policy.select_action(as_batch(row), [task.description]))
                     queue = list(out[0] if out.ndim == 3 else out[:1])
-                obs, r, _, _, info = venv.step(env_action(np.asarray([queue.pop(0)], np.float32), np.ones(1, bool)))
+                action = np.asarray([queue.pop(0)], np.float32)
+                obs, r, _, _, info = venv.step(env_action(action, np.full(1, READ_ALWAYS)))
                 reward, success = float(np.asarray(r)[0]), bool(np.asarray(info.get("success", [False]))[0])
     finally:
         venv.close()

@@ -1,9 +1,11 @@
-"""The command's output streams outlive their reader: ``lerobench eval ... | head`` finishes the run.
+"""Output streams that outlive their reader: ``lerobench eval ... | head`` finishes the run.
 
 Why: Python ignores SIGPIPE, so once ``head`` has read its lines every later print raised ``BrokenPipeError``
 inside the run, which stopped it with exit 1 and left results.json incomplete (a new user saw it). The results
 are files; what the terminal shows is a view of them. Once a stream's reader is gone, its writes go to
-``/dev/null`` (the descriptor too, so the interpreter's last flush at exit cannot fail either).
+``/dev/null`` (the descriptor too, so the interpreter's last flush at exit cannot fail either). The command
+wraps its own streams (``cli.main``); env workers and episode workers wrap theirs when they start (they inherit
+the same pipe: a simulator's plain ``print`` there would otherwise end an episode in an error).
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ class ReaderGoneTolerant:
 
 
 def tolerate_gone_readers() -> None:
-    """Wrap ``sys.stdout`` and ``sys.stderr`` (once) for the ``lerobench`` command's own process."""
+    """Wrap ``sys.stdout`` and ``sys.stderr`` (once) for this process: the command's, or one of its workers."""
     for name in ("stdout", "stderr"):
         stream = getattr(sys, name)
         if stream is not None and not isinstance(stream, ReaderGoneTolerant):
