@@ -159,7 +159,7 @@ def test_the_package_graph_has_no_loop():
 
 LAYERS = (
     ("lerobench.environment",),
-    ("lerobench.errors", "lerobench.extras", "lerobench.system", "lerobench._version"),
+    ("lerobench.errors", "lerobench.extras", "lerobench.system", "lerobench.streams", "lerobench._version"),
     ("lerobench.stats",),
     ("lerobench.core",),
     ("lerobench.suite",),
