@@ -1,4 +1,6 @@
 import json
+import os
+import threading
 
 import pytest
 from typer.testing import CliRunner
@@ -15,6 +17,20 @@ def record(episode, **kw):
                 steps=3, return_=1.5, elapsed_s=0.1)
     base.update(kw)
     return EpisodeRecord(**base)
+
+
+def held_fsyncs(monkeypatch):
+    """Every ``os.fsync`` waits (at most 10 s) until the returned event is set: a disk that stalls. Returns the
+    list of the calls' descriptors and the event."""
+    real_fsync, calls, released = os.fsync, [], threading.Event()
+
+    def held(fd):
+        calls.append(fd)
+        released.wait(10)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", held)
+    return calls, released
 
 
 def test_writer_appends_snapshots_and_replaces_results_atomically(tmp_path):
@@ -35,18 +51,7 @@ def test_writer_commits_a_backlog_of_lines_with_one_fsync_and_keeps_their_order(
     The first fsync here stalls while 300 more lines and a results.json queue behind it: they must land in order,
     the JSON after them, with a handful of fsyncs rather than 301.
     """
-    import os
-    import threading
-
-    real_fsync, calls, stalled = os.fsync, [], threading.Event()
-
-    def slow_fsync(fd):
-        calls.append(fd)
-        if len(calls) == 1:
-            stalled.wait(10)
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", slow_fsync)
+    calls, stalled = held_fsyncs(monkeypatch)
     writer = ResultsWriter(tmp_path)
     writer.put_episode(record(0))
     for episode in range(1, 301):
@@ -139,16 +144,7 @@ def test_demo_files_number_demos_in_save_order_replace_a_rerun_in_place_and_keep
 def test_a_line_that_cannot_be_written_keeps_the_lines_queued_before_it(tmp_path, monkeypatch):
     """Group commit serialises a backlog together: a NaN line in it must not take the good lines before it along
     (they were on disk before, one write each, and ``--resume`` keeps them)."""
-    import os
-    import threading
-
-    real_fsync, stalled = os.fsync, threading.Event()
-
-    def slow_fsync(fd):
-        stalled.wait(10)
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", slow_fsync)
+    _, stalled = held_fsyncs(monkeypatch)
     writer = ResultsWriter(tmp_path)
     for episode in range(51):
         writer.put_episode(record(episode))

@@ -246,8 +246,7 @@ class LogReporter(RichReporter):
         super().task_finished(task, summary)
         errors = summary.get("n_errors", 0)
         trials = f" x {self.trials} trials" if self.trials > 1 else ""
-        n = summary.get("n_episodes", 0)
-        self._log(f"task {task.name} finished: {n} episode{'' if n == 1 else 's'}{trials}, "
+        self._log(f"task {task.name} finished: {plural(summary.get('n_episodes', 0), 'episode')}{trials}, "
                   f"{headline_rates(summary, self.trials)}" + (f", {errors} errors" if errors else ""))
         self._log(self.line())
 

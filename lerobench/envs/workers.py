@@ -46,6 +46,7 @@ from gymnasium.vector.utils import (
 )
 
 from lerobench.envs.batched import add_info, slot_seeds
+from lerobench.streams import tolerate_gone_readers
 from lerobench.system import usable_cores
 
 CLOSE_TIMEOUT_S = 10.0
@@ -55,8 +56,6 @@ CLOSE_TIMEOUT_S = 10.0
 def _serve(index: int, env_fn: Callable[[], gym.Env], pipe: Connection, parent_pipe: Connection,
            shared: Any) -> None:
     """A worker: build the env, then answer the driver's commands until "close" (the module's protocol)."""
-    from lerobench.streams import tolerate_gone_readers
-
     tolerate_gone_readers()  # `lerobench eval | head`: a simulator's print here must not end an episode
     parent_pipe.close()
     env = env_fn()

@@ -200,9 +200,7 @@ class RunPlan:
         side = self.settings.video_size
         own = self.settings.suite.video_size is not None
         if side is None:
-            if own:
-                return h, w
-            side = DEFAULT_VIDEO_SIZE
+            side = max(h, w) if own else DEFAULT_VIDEO_SIZE
         if own and side >= max(h, w):  # never above the suite's own size, and never below it either
             return h, w
         if side <= 0 or max(h, w) <= side:
